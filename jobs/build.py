@@ -1,0 +1,185 @@
+"""Building a job's DataFrame from a manifest: sources, the query, target check, metadata.
+
+The same code serves two purposes: with ``streaming=True`` it reads the live sources
+(the job, ``preview``); with ``streaming=False`` every table is an empty frame of its
+declared shape, so ``validate`` analyses the query without reading any data.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+from pyspark.errors import AnalysisException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from jobs import sources
+from jobs.metadata import with_metadata
+from jobs.query import BoundSql, Location, analysed, bind, view_name
+from jobs.sinks import check_sink
+from jobs.target_schema import conform
+from runner.errors import Problem, UserError
+from runner.manifest import Manifest
+from runner.project import Catalog
+from runner.tables import TableDef
+
+
+@dataclass
+class BuiltQuery:
+    result: DataFrame  # the query's own columns
+    sources: dict[str, TableDef] = field(default_factory=dict)  # view name -> table
+    dead_letters: list[tuple[TableDef, DataFrame]] = field(default_factory=list)
+
+
+@dataclass
+class BuiltJob:
+    output: DataFrame  # conformed to the target, metadata columns added
+    target: TableDef
+    query: BuiltQuery
+
+
+class _Sources:
+    """Registers each declared table once per build, as a view over its valid rows."""
+
+    def __init__(self, spark: SparkSession, catalog: Catalog, env: Mapping[str, str], streaming: bool):
+        self.spark = spark
+        self.catalog = catalog
+        self.env = env
+        self.streaming = streaming
+        self.frames: dict[str, DataFrame] = {}
+        self.tables: dict[str, TableDef] = {}
+        self.dead_letters: list[tuple[TableDef, DataFrame]] = []
+
+    def register(self, table: TableDef) -> DataFrame:
+        view = view_name(table)
+        if view in self.frames:
+            return self.frames[view]
+        if not self.streaming:
+            if table.connector not in ("filesystem", "kafka", "datagen"):
+                raise UserError(Problem("CONNECTOR_NOT_A_SOURCE",
+                                        f"table {table.name} uses connector '{table.connector}', which cannot be read",
+                                        file=table.file, line=table.line,
+                                        hint="read from a filesystem, kafka or datagen table"))
+            frame = sources.empty_table(self.spark, table)
+        else:
+            raw = sources.read_table(self.spark, table, self.env)
+            frame = sources.valid_rows(raw, table)
+            if sources.can_dead_letter(table):
+                # A second read of the same source feeds the dead-letter query (Spark gives
+                # one sink per query); both are exactly-once through their own checkpoints.
+                self.dead_letters.append((table, sources.read_table(self.spark, table, self.env)))
+        frame.createOrReplaceTempView(view)
+        self.frames[view] = frame
+        self.tables[view] = table
+        return frame
+
+    def bind_sql(self, sql: str, where: Location) -> BoundSql:
+        bound = bind(self.spark, sql, self.catalog, where)
+        for table in bound.tables.values():
+            self.register(table)
+        return bound
+
+
+class _LazyTables(Mapping[str, DataFrame]):
+    """``tables['`kafka`.`x`']`` in code snippets; a table is read only when used."""
+
+    def __init__(self, sources_: _Sources):
+        self._sources = sources_
+
+    def __getitem__(self, name: str) -> DataFrame:
+        table = self._sources.catalog.lookup_name(name)
+        if table is None:
+            raise KeyError(f"table {name} is not declared; declared: {', '.join(self._sources.catalog.names)}")
+        return self._sources.register(table)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._sources.catalog.names)
+
+    def __len__(self) -> int:
+        return len(self._sources.catalog.tables)
+
+
+def build_query(spark: SparkSession, manifest: Manifest, catalog: Catalog, env: Mapping[str, str], *,
+                streaming: bool, file: str | None = None, line: int | None = None) -> BuiltQuery:
+    """The query's result over the declared tables (SQL or a code snippet)."""
+    registry = _Sources(spark, catalog, env, streaming)
+    if manifest.sql is not None:
+        where = Location(file, "sql", line, manifest.sql)
+        bound = registry.bind_sql(manifest.sql, where)
+        result = analysed(lambda: spark.sql(bound.text), where, bound)
+    else:
+        result = _run_code(spark, manifest, registry, streaming, file, line)
+    return BuiltQuery(result, dict(registry.tables), registry.dead_letters)
+
+
+def sql_preview_query(spark: SparkSession, sql: str, catalog: Catalog, env: Mapping[str, str]) -> BuiltQuery:
+    """A query given on the command line, over the live sources."""
+    registry = _Sources(spark, catalog, env, streaming=True)
+    where = Location("--sql", "sql", None, sql)
+    bound = registry.bind_sql(sql, where)
+    result = analysed(lambda: spark.sql(bound.text), where, bound)
+    return BuiltQuery(result, dict(registry.tables), registry.dead_letters)
+
+
+def _run_code(spark: SparkSession, manifest: Manifest, registry: _Sources, streaming: bool, file: str | None,
+              line: int | None) -> DataFrame:
+    filename = f"<{manifest.name} code>"
+    where = Location(file, "code", line)
+
+    def table(name: str) -> DataFrame:
+        found = registry.catalog.lookup_name(name)
+        if found is None:
+            raise UserError(Problem("UNKNOWN_TABLE", f"table {name} is not declared", file=file, field="code",
+                                    line=line, hint=f"declared tables: {', '.join(registry.catalog.names)}"))
+        return registry.register(found)
+
+    def sql(text: str) -> DataFrame:
+        inner = Location(file, "code", line, text)
+        bound = registry.bind_sql(text, inner)
+        return analysed(lambda: spark.sql(bound.text), inner, bound)
+
+    namespace = {"spark": spark, "table": table, "sql": sql, "tables": _LazyTables(registry), "F": F}
+    try:
+        exec(compile(manifest.code or "", filename, "exec"), namespace)  # noqa: S102 - the author's own job code
+    except (UserError, KeyboardInterrupt):
+        raise
+    except AnalysisException as error:
+        raise UserError(Problem("SQL_ANALYSIS_ERROR", f"{error.getMessage().splitlines()[0]}", file=file,
+                                field="code", line=line)) from None
+    except Exception as error:  # noqa: BLE001 - any failure in user code is reported as theirs
+        frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename == filename]
+        at = f" at line {frames[-1].lineno} of the code" if frames else ""
+        raise UserError(Problem("CODE_ERROR", f"{type(error).__name__}{at}: {error}", file=file, field="code",
+                                line=line)) from None
+    output = namespace.get("execution_output")
+    if not isinstance(output, DataFrame):
+        raise UserError(Problem("CODE_NO_OUTPUT", f"execution_output is {type(output).__name__}, not a DataFrame",
+                                file=file, field="code", line=line,
+                                hint="assign the DataFrame to write: execution_output = table('...')"))
+    if streaming and not output.isStreaming:
+        raise UserError(Problem("CODE_NOT_STREAMING", "execution_output is a batch DataFrame",
+                                file=file, field="code", line=line,
+                                hint="build it from table(...) or sql(...) so it reads the streaming sources"))
+    return analysed(lambda: output, where)
+
+
+def build_job(spark: SparkSession, manifest: Manifest, catalog: Catalog, env: Mapping[str, str], *,
+              streaming: bool, file: str | None = None, lines: Mapping[str, int] | None = None) -> BuiltJob:
+    """The full output of a job: query result checked against the target, plus metadata."""
+    lines = lines or {}
+    target = catalog.lookup_name(manifest.target_table)
+    if target is None:
+        raise UserError(Problem("UNKNOWN_TABLE", f"target table {manifest.target_table} is not declared",
+                                file=file, field="target-table", line=lines.get("target-table"),
+                                hint=f"declared tables: {', '.join(catalog.names) or 'none'}"))
+    check_sink(target)
+    query_field = "sql" if manifest.sql is not None else "code"
+    query = build_query(spark, manifest, catalog, env, streaming=streaming, file=file, line=lines.get(query_field))
+    if target.key in {t.key for t in query.sources.values()}:
+        raise UserError(Problem("TARGET_IS_SOURCE", f"the query reads its own target {target.name}", file=file,
+                                field="target-table", line=lines.get("target-table"),
+                                hint="write to a different table"))
+    conformed = conform(query.result, target, file=file, field="target-table")
+    return BuiltJob(with_metadata(conformed, manifest) if manifest.meta else conformed, target, query)

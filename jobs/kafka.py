@@ -1,0 +1,87 @@
+"""Kafka tables mapped onto Spark's Kafka connector (pure option mapping, no Spark).
+
+``properties.*`` become ``kafka.*``; the startup mode becomes ``startingOffsets`` /
+``startingTimestamp``. The connector jar is not part of pyspark: it is supplied by
+``spark.jars.packages`` (EMR, or any machine that reaches Maven Central) or ``spark.jars``.
+"""
+
+from __future__ import annotations
+
+import json
+
+from runner.errors import Problem, UserError
+from runner.tables import TableDef
+
+CONNECTOR_CLASS = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
+SPARK_KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.5"
+MISSING_JAR_HINT = (
+    f"add to sparkProperties (manifest or job-template.yaml) either spark.jars.packages: {SPARK_KAFKA_PACKAGE} "
+    "(needs Maven Central, as on EMR) or spark.jars: a comma-separated list of local paths to "
+    "spark-sql-kafka-0-10_2.13-4.0.5.jar, spark-token-provider-kafka-0-10_2.13-4.0.5.jar, "
+    "kafka-clients-3.9.0.jar and commons-pool2-2.12.0.jar"
+)
+
+
+def _kafka_properties(options: dict[str, str]) -> dict[str, str]:
+    return {"kafka." + key[len("properties."):]: value for key, value in options.items()
+            if key.startswith("properties.")}
+
+
+def _topics(options: dict[str, str]) -> list[str]:
+    return [t.strip() for t in options.get("topic", "").split(";") if t.strip()]
+
+
+def source_options(table: TableDef, options: dict[str, str]) -> dict[str, str]:
+    """Reader options for ``spark.readStream.format("kafka")`` from resolved table options."""
+    result = _kafka_properties(options)
+    if "topic-pattern" in options:
+        result["subscribePattern"] = options["topic-pattern"]
+    else:
+        result["subscribe"] = ",".join(_topics(options))
+    mode = options.get("scan.startup.mode", "earliest-offset")
+    if mode == "earliest-offset":
+        result["startingOffsets"] = "earliest"
+    elif mode == "latest-offset":
+        result["startingOffsets"] = "latest"
+    elif mode == "specific-offsets":
+        result["startingOffsets"] = specific_offsets_json(table, options)
+    elif mode == "timestamp":
+        result["startingTimestamp"] = options["scan.startup.timestamp-millis"]
+    if "scan.max-offsets-per-trigger" in options:
+        result["maxOffsetsPerTrigger"] = options["scan.max-offsets-per-trigger"]
+    if "scan.fail-on-data-loss" in options:
+        result["failOnDataLoss"] = options["scan.fail-on-data-loss"]
+    return result
+
+
+def specific_offsets_json(table: TableDef, options: dict[str, str]) -> str:
+    """``partition:0,offset:42;partition:1,offset:300`` -> ``{"topic": {"0": 42, "1": 300}}``."""
+    topics = _topics(options)
+    if len(topics) != 1:
+        raise _option_error(table, "scan.startup.specific-offsets needs exactly one 'topic'")
+    offsets: dict[str, int] = {}
+    for entry in options["scan.startup.specific-offsets"].split(";"):
+        if not entry.strip():
+            continue
+        fields = dict(part.split(":", 1) for part in entry.split(",") if ":" in part)
+        partition, offset = fields.get("partition", "").strip(), fields.get("offset", "").strip()
+        if not partition.isdigit() or not offset.lstrip("-").isdigit():
+            raise _option_error(table, f"scan.startup.specific-offsets entry {entry!r} is not "
+                                       "'partition:<n>,offset:<n>'")
+        offsets[partition] = int(offset)
+    if not offsets:
+        raise _option_error(table, "scan.startup.specific-offsets is empty")
+    return json.dumps({topics[0]: offsets}, separators=(",", ":"))
+
+
+def sink_options(table: TableDef, options: dict[str, str]) -> dict[str, str]:
+    """Writer options for ``writeStream.format("kafka")``."""
+    topics = _topics(options)
+    if "topic-pattern" in options or len(topics) != 1:
+        raise _option_error(table, "a Kafka sink writes to exactly one 'topic'")
+    return {**_kafka_properties(options), "topic": topics[0]}
+
+
+def _option_error(table: TableDef, message: str) -> UserError:
+    return UserError(Problem("DDL_INVALID_CONNECTOR_OPTION", f"table {table.name}: {message}", file=table.file,
+                             line=table.line))

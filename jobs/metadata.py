@@ -1,0 +1,32 @@
+"""The six metadata columns every output row carries.
+
+Values come from the deployed manifest and are bound as literals in the plan
+(``F.lit``), never pasted into SQL text, so no description can change a query.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from runner.manifest import Manifest
+from runner.tables import METADATA_COLUMNS
+
+METADATA_NAMES = tuple(name for name, _ in METADATA_COLUMNS)
+
+
+def with_metadata(frame: DataFrame, manifest: Manifest) -> DataFrame:
+    """``frame`` plus the metadata columns, in their declared order."""
+    meta = manifest.meta
+    if meta is None:
+        raise ValueError(f"manifest {manifest.name} has no meta: only deployed manifests run")
+    types = dict(METADATA_COLUMNS)
+    values = {
+        "__create_timestamp": F.current_timestamp(),
+        "__query_name": F.lit(manifest.name),
+        "__query_description": F.lit(manifest.description),
+        "__query_id": F.lit(meta.query_id),
+        "__query_version": F.lit(meta.query_version),
+        "__query_create_timestamp": F.lit(meta.query_create_timestamp),
+    }
+    return frame.select("*", *[values[name].cast(types[name]).alias(name) for name in METADATA_NAMES])

@@ -1,0 +1,199 @@
+"""Binding a query to declared tables, using Spark's own parser.
+
+Spark's parser returns every table reference (subqueries and CTEs included) with its
+multipart name and exact offsets in the SQL text. Each reference to a declared table is
+replaced by a temporary view registered for it, so names such as
+`kafka`.`some-kafka-input-table` work exactly as written. Spark's analysis errors are
+translated back into the user's names and positions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pyspark.errors import AnalysisException, ParseException
+from pyspark.sql import DataFrame, SparkSession
+
+from runner.errors import Problem, UserError
+from runner.project import Catalog
+from runner.tables import TableDef
+
+
+@dataclass(frozen=True)
+class TableRef:
+    parts: tuple[str, ...]
+    start: int  # offset of the first character in the SQL text
+    stop: int  # offset of the last character (inclusive)
+
+
+@dataclass(frozen=True)
+class BoundSql:
+    text: str  # SQL with declared tables replaced by their views
+    tables: dict[str, TableDef]  # view name -> table
+    replacements: tuple[tuple[int, int, int], ...]  # (original start, original length, new length)
+
+    def original_offset(self, offset: int) -> int:
+        """Map an offset in the rewritten text back to the user's SQL."""
+        shift = 0
+        for original_start, old_len, new_len in self.replacements:
+            new_start = original_start + shift
+            if offset < new_start:
+                return offset - shift
+            if offset < new_start + new_len:
+                return original_start
+            shift += new_len - old_len
+        return offset - shift
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where the query lives, for error messages."""
+
+    file: str | None
+    field: str
+    line: int | None
+    text: str | None = None  # the user's SQL, to turn offsets into line and position
+
+
+def view_name(table: TableDef) -> str:
+    """A stable, SQL-safe temporary view name for a declared table."""
+    slug = re.sub(r"[^a-z0-9]+", "_", "_".join(table.key)).strip("_")[:40]
+    digest = hashlib.sha1("\x00".join(table.key).encode()).hexdigest()[:8]
+    return f"__t_{slug}_{digest}"
+
+
+def table_references(spark: SparkSession, sql: str, where: Location) -> list[TableRef]:
+    """Every table reference in ``sql`` that is not a CTE name, in text order."""
+    jvm = spark.sparkContext._jvm
+    try:
+        plan = spark._jsparkSession.sessionState().sqlParser().parsePlan(sql)
+    except ParseException as error:
+        raise UserError(_problem_from_spark(error, "SQL_SYNTAX_ERROR", where, None)) from None
+    subquery = jvm.java.lang.Class.forName("org.apache.spark.sql.catalyst.expressions.SubqueryExpression")
+    refs: dict[tuple[int, int], TableRef] = {}
+    ctes: set[str] = set()
+
+    def visit_plan(node) -> None:  # noqa: ANN001 - py4j object
+        kind = node.getClass().getSimpleName()
+        if kind == "UnresolvedRelation":
+            origin = node.origin()
+            parts = tuple(_seq(node.multipartIdentifier()))
+            start, stop = origin.startIndex().get(), origin.stopIndex().get()
+            refs[(start, stop)] = TableRef(parts, start, stop)
+        elif kind == "UnresolvedWith":
+            for pair in _seq(node.cteRelations()):
+                ctes.add(pair._1().lower())
+        for child in _seq(node.children()) + _seq(node.innerChildren()):
+            visit_plan(child)
+        for expression in _seq(node.expressions()):
+            visit_expression(expression)
+
+    def visit_expression(expression) -> None:  # noqa: ANN001 - py4j object
+        if subquery.isInstance(expression):
+            visit_plan(expression.plan())
+        for child in _seq(expression.children()):
+            visit_expression(child)
+
+    visit_plan(plan)
+    return sorted((r for r in refs.values() if not (len(r.parts) == 1 and r.parts[0].lower() in ctes)),
+                  key=lambda r: r.start)
+
+
+def _seq(scala_seq) -> list:  # noqa: ANN001 - py4j object
+    iterator = scala_seq.iterator()
+    items = []
+    while iterator.hasNext():
+        items.append(iterator.next())
+    return items
+
+
+def bind(spark: SparkSession, sql: str, catalog: Catalog, where: Location) -> BoundSql:
+    """Replace declared table references by view names; unknown tables are user errors."""
+    refs = table_references(spark, sql, where)
+    unknown = [r for r in refs if catalog.lookup(r.parts) is None]
+    if unknown:
+        declared = ", ".join(catalog.names) or "none"
+        raise UserError(
+            [
+                Problem(
+                    "UNKNOWN_TABLE",
+                    f"table {'.'.join(f'`{p}`' for p in r.parts)} is not declared "
+                    f"({_line_pos(sql, r.start)} of the {where.field})",
+                    file=where.file,
+                    field=where.field,
+                    line=where.line,
+                    hint=f"declare it in manifests/tables/*.sql; declared tables: {declared}",
+                )
+                for r in unknown
+            ]
+        )
+    pieces: list[str] = []
+    replacements: list[tuple[int, int, int]] = []
+    tables: dict[str, TableDef] = {}
+    cursor = 0
+    for ref in refs:
+        table = catalog.lookup(ref.parts)
+        assert table is not None
+        view = view_name(table)
+        tables[view] = table
+        pieces.append(sql[cursor : ref.start])
+        replacement = f"`{view}`"
+        pieces.append(replacement)
+        replacements.append((ref.start, ref.stop + 1 - ref.start, len(replacement)))
+        cursor = ref.stop + 1
+    pieces.append(sql[cursor:])
+    return BoundSql("".join(pieces), tables, tuple(replacements))
+
+
+def _line_pos(sql: str, offset: int) -> str:
+    line = sql.count("\n", 0, offset) + 1
+    column = offset - (sql.rfind("\n", 0, offset) + 1)
+    return f"line {line}, position {column + 1}"
+
+
+_CODES = {
+    "TABLE_OR_VIEW_NOT_FOUND": "UNKNOWN_TABLE",
+    "UNRESOLVED_COLUMN": "UNKNOWN_COLUMN",
+    "UNRESOLVED_FIELD": "UNKNOWN_COLUMN",
+    "UNRESOLVED_MAP_KEY": "UNKNOWN_COLUMN",
+    "UNRESOLVED_ROUTINE": "UNKNOWN_FUNCTION",
+    "DATATYPE_MISMATCH": "SQL_TYPE_ERROR",
+    "CAST_WITHOUT_SUGGESTION": "SQL_TYPE_ERROR",
+    "PARSE_SYNTAX_ERROR": "SQL_SYNTAX_ERROR",
+    "AMBIGUOUS_REFERENCE": "AMBIGUOUS_COLUMN",
+    "MISSING_AGGREGATION": "SQL_INVALID_AGGREGATION",
+}
+
+
+def _problem_from_spark(error: AnalysisException, default_code: str, where: Location,
+                        bound: BoundSql | None) -> Problem:
+    condition = error.getCondition() or ""
+    code = _CODES.get(condition.split(".")[0], default_code)
+    message = error.getMessage() or str(error)
+    message = message.split("\n")[0]
+    message = re.sub(r"\s*SQLSTATE: \w+", "", message)
+    message = re.sub(r"^\[[A-Z_.]+\]\s*", "", message)
+    if bound:
+        for view, table in bound.tables.items():
+            message = message.replace(f"`{view}`", table.name).replace(view, table.name)
+    position = ""
+    context = error.getQueryContext()
+    if context and where.text:
+        start = context[0].startIndex()
+        if start >= 0:
+            original = bound.original_offset(start) if bound else start
+            position = f" ({_line_pos(where.text, original)} of the {where.field})"
+    return Problem(code, message.strip() + position, file=where.file, field=where.field, line=where.line)
+
+
+def analysed(run: Callable[[], DataFrame], where: Location, bound: BoundSql | None = None) -> DataFrame:
+    """Run ``run`` (which builds a DataFrame) and turn Spark analysis errors into user errors."""
+    try:
+        frame = run()
+        frame.schema  # noqa: B018 - forces analysis
+        return frame
+    except AnalysisException as error:
+        raise UserError(_problem_from_spark(error, "SQL_ANALYSIS_ERROR", where, bound)) from None

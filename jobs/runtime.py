@@ -1,0 +1,148 @@
+"""Starting a built job's streaming queries and watching them run.
+
+One query writes the output; one more per source that can hold malformed records
+writes those to the dead-letter location. Counts come from observed metrics, reported
+one line per micro-batch.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
+
+from jobs import sources
+from jobs.build import BuiltJob
+from jobs.sinks import Trigger, start_sink
+from jobs.spec import JobSpec
+from runner.tables import TableDef
+
+OUTPUT_METRIC = "sql_runner_output"
+DEAD_LETTER_METRIC = "sql_runner_dead_letter"
+
+
+def table_slug(table: TableDef) -> str:
+    return re.sub(r"[^a-z0-9-]+", "-", "-".join(table.key)).strip("-")
+
+
+@dataclass
+class Counts:
+    """Rows written and dead-lettered since the job started."""
+
+    written: int = 0
+    dead_lettered: int = 0
+    batches: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+
+class _ProgressLog(StreamingQueryListener):
+    def __init__(self, label: str, counts: Counts, names: set[str]):
+        self.label = label
+        self.counts = counts
+        self.names = names
+
+    def onQueryStarted(self, event) -> None:  # noqa: ANN001, N802 - Spark's listener API
+        pass
+
+    def onQueryIdle(self, event) -> None:  # noqa: ANN001, N802
+        pass
+
+    def onQueryTerminated(self, event) -> None:  # noqa: ANN001, N802
+        pass
+
+    def onQueryProgress(self, event) -> None:  # noqa: ANN001, N802
+        progress = event.progress
+        if progress.name not in self.names:
+            return
+        metrics = progress.observedMetrics
+        with self.counts.lock:
+            if OUTPUT_METRIC in metrics:
+                rows = metrics[OUTPUT_METRIC]["rows"]
+                self.counts.written += rows
+                self.counts.batches += 1
+                wm = progress.eventTime.get("watermark") if progress.eventTime else None
+                print(
+                    f"[{self.label}] batch {progress.batchId}: {rows} rows written"
+                    + (f", watermark {wm}" if wm else ""),
+                    flush=True,
+                )
+            if DEAD_LETTER_METRIC in metrics:
+                bad = metrics[DEAD_LETTER_METRIC]["rows"]
+                self.counts.dead_lettered += bad
+                if bad:
+                    print(f"[{self.label}] batch {progress.batchId}: {bad} malformed records to the dead-letter "
+                          "location", flush=True)
+
+
+def start(spark: SparkSession, built: BuiltJob, spec: JobSpec, env: Mapping[str, str],
+          counts: Counts | None = None) -> list[StreamingQuery]:
+    """Start the output query and the dead-letter queries; returns them, output first."""
+    manifest = spec.manifest
+    version = manifest.meta.query_version if manifest.meta else 0
+    trigger = Trigger(interval=manifest.trigger_interval, available_now=spec.once)
+    name = f"{manifest.name}-v{version}"
+    observed = built.output.observe(OUTPUT_METRIC, F.count(F.lit(1)).alias("rows"))
+    names = {name} | {f"{name}-dead-letter-{table_slug(t)}" for t, _ in built.query.dead_letters}
+    if counts is not None and not spec.once:
+        spark.streams.addListener(_ProgressLog(spec.label, counts, names))
+    queries = [start_sink(observed, built.target, env, checkpoint=spec.checkpoint, trigger=trigger, query_name=name)]
+    for table, frame in built.query.dead_letters:
+        slug = table_slug(table)
+        rejected = sources.invalid_rows(frame, table).select(
+            "*", F.lit(manifest.name).alias("query_name"), F.lit(version).alias("query_version")
+        ).observe(DEAD_LETTER_METRIC, F.count(F.lit(1)).alias("rows"))
+        writer = (
+            rejected.writeStream.queryName(f"{name}-dead-letter-{slug}")
+            .format("json")
+            .option("path", f"{spec.dead_letter.rstrip('/')}/{slug}")
+            .option("checkpointLocation", f"{spec.checkpoint.rstrip('/')}/dead-letter/{slug}")
+            .outputMode("append")
+        )
+        queries.append(trigger.apply(writer).start())
+    return queries
+
+
+def wait(spark: SparkSession, queries: list[StreamingQuery], *, once: bool) -> None:
+    """Block until the queries finish (``once``) or one of them stops; re-raise its failure."""
+    if once:
+        for query in queries:
+            query.awaitTermination()
+        return
+    try:
+        spark.streams.awaitAnyTermination()
+    finally:
+        for query in queries:
+            if query.isActive:
+                query.stop()
+    for query in queries:
+        error = query.exception()
+        if error is not None:
+            raise error
+
+
+def totals(queries: list[StreamingQuery]) -> tuple[int, int]:
+    """(rows written, records dead-lettered) over the queries' recent progress."""
+    written = dead = 0
+    for query in queries:
+        for progress in query.recentProgress:
+            metrics = progress.observedMetrics
+            if OUTPUT_METRIC in metrics:
+                written += metrics[OUTPUT_METRIC]["rows"]
+            if DEAD_LETTER_METRIC in metrics:
+                dead += metrics[DEAD_LETTER_METRIC]["rows"]
+    return written, dead
+
+
+def stop_all(queries: list[StreamingQuery]) -> None:
+    for query in queries:
+        try:
+            if query.isActive:
+                query.stop()
+        except Exception as error:  # noqa: BLE001 - keep stopping the others
+            print(f"stopping {query.name} failed: {error}", file=sys.stderr)

@@ -1,0 +1,99 @@
+"""Writing a streaming DataFrame to a declared table.
+
+filesystem: Spark's file sink (append; exactly once through its _spark_metadata log).
+kafka:      JSON value of all columns; the PRIMARY KEY columns, as JSON, are the message
+            key, and a keyed sink is written in update mode (upsert semantics).
+print:      rows logged to stdout, prefixed with the print-identifier.
+blackhole:  rows discarded (Spark's noop sink).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import DataStreamWriter
+
+from jobs import kafka
+from jobs.sources import require_connector, resolved_options
+from runner.errors import Problem, UserError
+from runner.tables import TableDef
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """How often micro-batches run: every ``interval`` or once over what is available."""
+
+    interval: str | None = None
+    available_now: bool = False
+
+    def apply(self, writer: DataStreamWriter) -> DataStreamWriter:
+        if self.available_now:
+            return writer.trigger(availableNow=True)
+        return writer.trigger(processingTime=self.interval or "10 seconds")
+
+
+def check_sink(target: TableDef) -> None:
+    """The target's connector can be written, in a mode it supports."""
+    if target.connector == "datagen":
+        raise UserError(Problem("CONNECTOR_NOT_A_SINK", f"table {target.name} uses connector 'datagen', which "
+                                "cannot be written", file=target.file, line=target.line,
+                                hint="write to a filesystem, kafka, print or blackhole table"))
+    if target.connector == "filesystem" and target.primary_key:
+        raise UserError(Problem("SINK_PRIMARY_KEY_UNSUPPORTED", f"target {target.name} declares a PRIMARY KEY, "
+                                "but file sinks are append-only", file=target.file, line=target.line,
+                                hint="drop the PRIMARY KEY, or write to a kafka table for upserts"))
+
+
+def output_mode(target: TableDef) -> str:
+    return "update" if target.primary_key else "append"
+
+
+def start_sink(frame: DataFrame, target: TableDef, env: Mapping[str, str], *, checkpoint: str,
+               trigger: Trigger, query_name: str):  # noqa: ANN201 - StreamingQuery
+    """Start the streaming query that writes ``frame`` to ``target``."""
+    check_sink(target)
+    options = resolved_options(target, env)
+    connector = target.connector
+    if connector == "kafka":
+        require_connector(frame.sparkSession, target)
+        frame = kafka_records(frame, target)
+    writer = frame.writeStream.queryName(query_name).option("checkpointLocation", checkpoint)
+    writer = trigger.apply(writer.outputMode(output_mode(target)))
+    if connector == "filesystem":
+        writer = writer.format(options["format"]).option("path", options["path"])
+        if target.partitioned_by:
+            writer = writer.partitionBy(*target.partitioned_by)
+        if options["format"] == "csv" and "csv.field-delimiter" in options:
+            writer = writer.option("sep", options["csv.field-delimiter"])
+    elif connector == "kafka":
+        writer = writer.format("kafka").options(**kafka.sink_options(target, options))
+    elif connector == "blackhole":
+        writer = writer.format("noop")
+    elif connector == "print":
+        writer = writer.foreachBatch(_printer(options.get("print-identifier", target.parts[-1]),
+                                              int(options.get("print.max-rows", "100"))))
+    return writer.start()
+
+
+def kafka_records(frame: DataFrame, target: TableDef) -> DataFrame:
+    """``key`` (JSON of the primary key, or NULL) and ``value`` (JSON of the whole row)."""
+    columns = [F.col(f"`{name}`") for name in frame.columns]
+    key = F.to_json(F.struct(*[F.col(f"`{k}`") for k in target.primary_key])) if target.primary_key else F.lit(None)
+    return frame.select(key.cast("string").alias("key"), F.to_json(F.struct(*columns)).alias("value"))
+
+
+def _printer(identifier: str, max_rows: int):  # noqa: ANN202 - foreachBatch callback
+    def print_batch(batch: DataFrame, batch_id: int) -> None:
+        rows = batch.limit(max_rows + 1).collect()
+        for row in rows[:max_rows]:
+            values = ", ".join("NULL" if v is None else str(v) for v in row)
+            sys.stdout.write(f"{identifier}> +I[{values}]\n")
+        if len(rows) > max_rows:
+            sys.stdout.write(f"{identifier}> ... batch {batch_id} has more rows (print.max-rows = {max_rows})\n")
+        sys.stdout.flush()
+
+    return print_batch

@@ -1,0 +1,192 @@
+"""Reading declared tables as streaming DataFrames, with malformed records set aside.
+
+Every source frame carries two extra columns: the raw record and, for a record that
+cannot be read against the declared schema, the reason. ``valid_rows`` keeps the good
+rows (computed columns and watermark applied); ``invalid_rows`` is what goes to the
+dead-letter location. A malformed record therefore never fails the job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from jobs import kafka
+from jobs.datagen import datagen_frame
+from runner import placeholders
+from runner.errors import Problem, UserError
+from runner.sqltypes import type_sql
+from runner.tables import TableDef
+
+RAW = "__sql_runner_raw"
+ERROR = "__sql_runner_error"
+DEAD_LETTER_SCHEMA = "source_table STRING, raw STRING, reason STRING, error_time TIMESTAMP"
+
+
+def resolved_options(table: TableDef, env: Mapping[str, str]) -> dict[str, str]:
+    """Table options with ``${NAME}`` placeholders resolved (never logged or stored)."""
+    return {
+        key: placeholders.resolve(value, env, file=table.file, field=f"{table.name} option '{key}'",
+                                  line=table.options_lines.get(key, table.line))
+        for key, value in table.options.items()
+    }
+
+
+def require_connector(spark: SparkSession, table: TableDef) -> None:
+    """Fail clearly when a Kafka table is used and Spark's Kafka connector is not on the classpath."""
+    if table.connector != "kafka":
+        return
+    jvm = spark.sparkContext._jvm
+    loader = jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader()
+    try:
+        jvm.java.lang.Class.forName(kafka.CONNECTOR_CLASS, False, loader)
+    except Exception:  # noqa: BLE001 - py4j wraps ClassNotFoundException
+        raise UserError(
+            Problem(
+                "KAFKA_CONNECTOR_MISSING",
+                f"table {table.name} uses the kafka connector but Spark's Kafka connector is not on the classpath",
+                file=table.file,
+                line=table.line,
+                hint=kafka.MISSING_JAR_HINT,
+            )
+        ) from None
+
+
+def read_table(spark: SparkSession, table: TableDef, env: Mapping[str, str]) -> DataFrame:
+    """Streaming frame: physical columns + RAW + ERROR, before watermark and computed columns."""
+    options = resolved_options(table, env)
+    require_connector(spark, table)
+    connector = table.connector
+    schema = table.physical_schema
+    if connector == "filesystem":
+        return _filesystem(spark, table, options, schema)
+    if connector == "datagen":
+        frame = datagen_frame(spark, table, options)
+        return frame.withColumn(RAW, F.lit(None).cast("string")).withColumn(ERROR, F.lit(None).cast("string"))
+    if connector == "kafka":
+        frame = spark.readStream.format("kafka").options(**kafka.source_options(table, options)).load()
+        return decode_json_values(frame, table)
+    raise UserError(
+        Problem("CONNECTOR_NOT_A_SOURCE", f"table {table.name} uses connector '{connector}', which cannot be read",
+                file=table.file, line=table.line, hint="read from a filesystem, kafka or datagen table")
+    )
+
+
+def _filesystem(spark: SparkSession, table: TableDef, options: dict[str, str], schema: T.StructType) -> DataFrame:
+    path = options["path"]
+    fmt = options["format"]
+    if "://" not in path or path.startswith("file://"):
+        # The file source refuses a missing folder; a job waiting for its first file is normal.
+        Path(path.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
+    reader = spark.readStream.format(fmt)
+    if "source.max-files-per-trigger" in options:
+        reader = reader.option("maxFilesPerTrigger", options["source.max-files-per-trigger"])
+    if "source.path-glob-filter" in options:
+        reader = reader.option("pathGlobFilter", options["source.path-glob-filter"])
+    if fmt in ("json", "csv"):
+        reader = reader.schema(T.StructType([*schema.fields, T.StructField(RAW, T.StringType())]))
+        reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", RAW)
+        if fmt == "csv":
+            for ours, spark_name in (("csv.field-delimiter", "sep"), ("csv.quote-character", "quote"),
+                                     ("csv.null-literal", "nullValue"), ("csv.header", "header")):
+                if ours in options:
+                    reader = reader.option(spark_name, options[ours])
+        frame = reader.load(path)
+        reason = _json_reason(table) if fmt == "json" else F.lit(
+            "CSV line does not match the declared columns (count or types)"
+        )
+        return _with_error(frame, table, F.when(F.col(RAW).isNotNull(), reason))
+    frame = reader.schema(schema).load(path).withColumn(RAW, F.lit(None).cast("string"))
+    return _with_error(frame, table, F.lit(None).cast("string"))
+
+
+def decode_json_values(frame: DataFrame, table: TableDef) -> DataFrame:
+    """Kafka records (binary ``value``) decoded as JSON against the declared schema."""
+    schema = table.physical_schema
+    parse_schema = T.StructType([*schema.fields, T.StructField(RAW, T.StringType())])
+    text = F.col("value").cast("string")
+    decoded = frame.select(
+        F.from_json(text, parse_schema, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": RAW}).alias("record"),
+        text.alias("__text"),
+    ).select(*[F.col("record").getField(f.name).alias(f.name) for f in schema.fields],
+             F.col("record").getField(RAW).alias(RAW), F.col("__text"))
+    tombstone = F.when(F.col("__text").isNull(), F.lit("message has no value (tombstone)"))
+    parse_error = F.when(F.col(RAW).isNotNull(), _json_reason(table))
+    decoded = decoded.withColumn(RAW, F.coalesce(F.col(RAW), F.col("__text")).cast("string"))
+    return _with_error(decoded.drop("__text").withColumn("__tomb", tombstone), table,
+                       F.coalesce(F.col("__tomb"), parse_error)).drop("__tomb")
+
+
+def _json_reason(table: TableDef) -> Column:
+    """Why a JSON record was rejected: not JSON at all, or which fields have the wrong type."""
+    as_map = F.from_json(F.col(RAW), T.MapType(T.StringType(), T.StringType()))
+    field_errors = [
+        F.when(
+            as_map.getItem(f.name).isNotNull() & F.col(f.name).isNull(),
+            F.concat(F.lit(f"field '{f.name}': "), as_map.getItem(f.name), F.lit(f" is not a valid {type_sql(f.dataType)}")),
+        )
+        for f in table.physical_schema.fields
+    ]
+    detail = F.concat_ws("; ", *field_errors)
+    return (
+        F.when(as_map.isNull(), F.lit("malformed JSON: not a JSON object"))
+        .when(detail != F.lit(""), detail)
+        .otherwise(F.lit("record does not match the declared schema"))
+    )
+
+
+def _with_error(frame: DataFrame, table: TableDef, parse_error: Column) -> DataFrame:
+    """Add ERROR (parse problems, then NOT NULL violations) and make RAW hold every bad record."""
+    required = [c for c in table.columns if not c.computed and not c.nullable]
+    null_errors = [F.when(F.col(c.name).isNull(), F.lit(f"field '{c.name}' is missing (declared NOT NULL)"))
+                   for c in required]
+    null_error = F.nullif(F.concat_ws("; ", *null_errors), F.lit("")) if null_errors else F.lit(None)
+    error = F.coalesce(parse_error, null_error).cast("string")
+    physical = [F.col(f.name) for f in table.physical_schema.fields]
+    raw = F.when(error.isNotNull(), F.coalesce(F.col(RAW), F.to_json(F.struct(*physical))))
+    return frame.withColumn(ERROR, error).withColumn(RAW, raw)
+
+
+def valid_rows(frame: DataFrame, table: TableDef) -> DataFrame:
+    """Good rows in declaration order, computed columns added and the watermark applied."""
+    good = frame.where(F.col(ERROR).isNull()).drop(RAW, ERROR)
+    return finish(good, table)
+
+
+def finish(frame: DataFrame, table: TableDef) -> DataFrame:
+    """Computed columns (in order) and the watermark, over a frame of the physical columns."""
+    for column in table.columns:
+        if column.computed:
+            frame = frame.withColumn(column.name, F.expr(column.expression or ""))
+    frame = frame.select(*[F.col(f"`{c.name}`") for c in table.columns])
+    if table.watermark:
+        frame = frame.withWatermark(table.watermark.column, table.watermark.delay)
+    return frame
+
+
+def invalid_rows(frame: DataFrame, table: TableDef) -> DataFrame:
+    """Rejected records with the raw text, the reason and when they were seen."""
+    return frame.where(F.col(ERROR).isNotNull()).select(
+        F.lit(table.name).alias("source_table"),
+        F.col(RAW).alias("raw"),
+        F.col(ERROR).alias("reason"),
+        F.current_timestamp().alias("error_time"),
+    )
+
+
+def can_dead_letter(table: TableDef) -> bool:
+    """Sources whose records can be malformed (datagen rows never are)."""
+    if table.connector == "kafka":
+        return True
+    return table.connector == "filesystem" and (
+        table.options.get("format") in ("json", "csv") or any(not c.nullable for c in table.columns)
+    )
+
+
+def empty_table(spark: SparkSession, table: TableDef) -> DataFrame:
+    """An empty frame with the table's shape, for analysing queries without reading data."""
+    return finish(spark.createDataFrame([], table.physical_schema), table)

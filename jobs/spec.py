@@ -1,0 +1,58 @@
+"""What the runner hands a job: the deployed manifest, the tables and where state goes.
+
+Serialised as JSON on the ``spark-submit`` command line, so a job needs no shared
+filesystem with the runner. Table options keep their ``${NAME}`` placeholders; the job
+resolves them from its own environment.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from runner.manifest import Manifest
+from runner.project import Catalog
+from runner.tables import TableDef
+
+MAX_SPEC_BYTES = 100_000  # well under Linux's 128 KiB limit for one argument
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    manifest: Manifest  # merged, with meta
+    catalog: Catalog
+    checkpoint: str  # <checkpoints>/checkpoints/<name>/<version>/<run-id>
+    dead_letter: str  # <checkpoints>/dead-letter/<name>
+    once: bool = False  # process what is available, then stop
+
+    def to_json(self) -> str:
+        text = json.dumps(
+            {
+                "manifest": self.manifest.to_dict(),
+                "tables": [t.to_dict() for t in self.catalog.tables],
+                "checkpoint": self.checkpoint,
+                "dead_letter": self.dead_letter,
+                "once": self.once,
+            },
+            separators=(",", ":"),
+        )
+        if len(text.encode()) > MAX_SPEC_BYTES:
+            raise ValueError(f"job spec for {self.manifest.name} is {len(text)} bytes; at most {MAX_SPEC_BYTES}")
+        return text
+
+    @staticmethod
+    def from_json(text: str) -> JobSpec:
+        data = json.loads(text)
+        return JobSpec(
+            manifest=Manifest.model_validate(data["manifest"]),
+            catalog=Catalog(tuple(TableDef.from_dict(t) for t in data["tables"])),
+            checkpoint=data["checkpoint"],
+            dead_letter=data["dead_letter"],
+            once=bool(data.get("once", False)),
+        )
+
+    @property
+    def label(self) -> str:
+        """``name v3`` for log lines."""
+        version = self.manifest.meta.query_version if self.manifest.meta else 0
+        return f"{self.manifest.name} v{version}"

@@ -1,0 +1,1 @@
+"""Control plane of spark-sql-runner: manifests, tables, validation, the CLI."""

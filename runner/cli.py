@@ -1,0 +1,282 @@
+"""``sql-runner``: validate, run, preview streaming SQL manifests; print their schema.
+
+Exit codes: 0 success, 2 a problem in the user's manifests or tables (one line each),
+1 an internal failure (with its cause).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from runner import placeholders, yamlfile
+from runner.errors import Problem, ProblemCollector, UserError
+from runner.layout import state_layout
+from runner.manifest import Manifest, json_schema
+from runner.project import Project, load_project
+from runner.tables import TableDef
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__, pretty_exceptions_enable=False)
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+ProjectOption = Annotated[
+    Path | None, typer.Option("--project", help="Project folder (holds manifests/); default: found from here up.")
+]
+StateOption = Annotated[
+    Path | None, typer.Option("--state", help="State folder; default: .sql-runner/ in the project.",
+                              envvar="SQL_RUNNER_STATE")
+]
+
+
+def step(message: str) -> None:
+    """One timestamped progress line on stderr."""
+    err.print(f"{time.strftime('%H:%M:%S')} {message}", markup=False, highlight=False, soft_wrap=True)
+
+
+@dataclass
+class Checked:
+    path: Path
+    manifest: Manifest
+    reads: list[TableDef]
+    target: TableDef
+
+
+def _field_lines(path: Path) -> dict[str, int]:
+    try:
+        return yamlfile.load(path.read_text(encoding="utf-8"), file=str(path)).lines
+    except UserError:
+        return {}
+
+
+def _placeholder_problems(manifest: Manifest, file: str, tables: list[TableDef]) -> list[Problem]:
+    env = dict(os.environ)
+    problems = [
+        Problem("UNRESOLVED_PLACEHOLDER", f"${{{name}}} is not set", file=file, field=f"sparkProperties.{key}",
+                hint=f"export {name}=... where the runner and the job run")
+        for key, name in placeholders.unresolved(manifest.spark_properties, env)
+    ]
+    for table in tables:
+        problems.extend(_table_placeholder_problems(table, env))
+    return problems
+
+
+def _table_placeholder_problems(table: TableDef, env: dict[str, str]) -> list[Problem]:
+    return [
+        Problem("UNRESOLVED_PLACEHOLDER", f"table {table.name} option '{key}': ${{{name}}} is not set",
+                file=table.file, line=table.options_lines.get(key, table.line),
+                hint=f"export {name}=... where the runner and the job run")
+        for key, name in placeholders.unresolved(table.options, env)
+    ]
+
+
+def validate_paths(paths: list[Path], project_dir: Path | None) -> list[Checked]:
+    """Validate manifests and DDL files; raises UserError with every problem found."""
+    manifest_paths = [p for p in paths if p.suffix in (".yaml", ".yml")]
+    ddl_paths = [p for p in paths if p.suffix == ".sql"]
+    other = [p for p in paths if p not in manifest_paths and p not in ddl_paths]
+    collector = ProblemCollector()
+    for path in other:
+        collector.add(Problem("UNSUPPORTED_FILE", "not a manifest (.yaml) or table DDL (.sql)", file=str(path)))
+    for path in paths:
+        if not path.exists():
+            collector.add(Problem("FILE_NOT_FOUND", "no such file", file=str(path)))
+    collector.raise_if_any()
+    project = load_project(project_dir, extra_ddl=[p.resolve() for p in ddl_paths])
+    if not paths:
+        manifest_paths = project.manifest_paths()
+    env = dict(os.environ)
+    if ddl_paths and not manifest_paths:
+        given = {project.display(p) for p in ddl_paths}
+        for table in project.catalog.tables:
+            if table.file in given:
+                collector.extend(_table_placeholder_problems(table, env))
+        collector.raise_if_any()
+        return []
+    loaded: list[tuple[Path, Manifest]] = []
+    for path in manifest_paths:
+        try:
+            loaded.append((path, project.load_manifest(path)))
+        except UserError as error:
+            collector.capture(error)
+    names: dict[str, Path] = {}
+    for path, manifest in loaded:
+        if manifest.name in names:
+            collector.add(Problem("MANIFEST_DUPLICATE_NAME", f"name '{manifest.name}' is also used by "
+                                  f"{project.display(names[manifest.name])}", file=project.display(path), field="name"))
+        names[manifest.name] = path
+    if not loaded:
+        collector.raise_if_any()
+        return []
+    step(f"analysing {len(loaded)} quer{'y' if len(loaded) == 1 else 'ies'} on local Spark (no data is read)")
+    checked = _analyse(project, loaded, collector)
+    collector.raise_if_any()
+    return checked
+
+
+def _analyse(project: Project, loaded: list[tuple[Path, Manifest]], collector: ProblemCollector) -> list[Checked]:
+    from jobs.build import build_job
+    from runner.session import local_session
+
+    spark = local_session("sql-runner-validate")
+    checked: list[Checked] = []
+    for path, manifest in loaded:
+        file = project.display(path)
+        try:
+            built = build_job(spark, manifest, project.catalog, os.environ, streaming=False, file=file,
+                              lines=_field_lines(path))
+        except UserError as error:
+            collector.capture(error)
+            continue
+        reads = list(built.query.sources.values())
+        problems = _placeholder_problems(manifest, file, [*reads, built.target])
+        collector.extend(problems)
+        if not problems:
+            checked.append(Checked(path, manifest, reads, built.target))
+    return checked
+
+
+def _report(error: UserError) -> None:
+    for problem in error.problems:
+        err.print(problem.render(), markup=False, highlight=False, soft_wrap=True)
+
+
+def _guard(action):  # noqa: ANN001, ANN202 - wraps a command body
+    try:
+        return action()
+    except UserError as error:
+        _report(error)
+        raise typer.Exit(2) from None
+
+
+@app.command()
+def validate(
+    paths: Annotated[list[Path] | None, typer.Argument(help="Manifests (.yaml) and DDL (.sql); default: the project.")]
+    = None,
+    project: ProjectOption = None,
+) -> None:
+    """Check manifests and table DDL, and analyse each query against the declared tables."""
+
+    def body() -> None:
+        checked = validate_paths(list(paths or []), project)
+        for item in checked:
+            reads = ", ".join(t.name for t in item.reads) or "no tables"
+            out.print(f"ok  {item.manifest.name}: reads {reads}; writes {item.target.name}", markup=False,
+                      soft_wrap=True)
+        if not checked:
+            out.print("ok")
+
+    _guard(body)
+
+
+@app.command()
+def run(
+    manifest: Annotated[Path, typer.Argument(help="The manifest to run.")],
+    once: Annotated[bool, typer.Option("--once", help="Process the input available now, then exit.")] = False,
+    fresh: Annotated[bool, typer.Option("--fresh", help="Start a new checkpoint instead of resuming.")] = False,
+    project: ProjectOption = None,
+    state: StateOption = None,
+) -> None:
+    """Run one job on local Spark in the foreground (spark-submit), resuming its checkpoint."""
+    from jobs.spec import JobSpec
+    from runner import runs, submit
+
+    def body() -> int:
+        proj = load_project(project or _project_of(manifest))
+        loaded = proj.load_manifest(manifest)
+        file = proj.display(manifest)
+        target = proj.catalog.lookup_name(loaded.target_table)
+        problems = _placeholder_problems(loaded, file, [target] if target else [])
+        if problems:
+            raise UserError(problems)
+        layout = state_layout(proj.root, state)
+        prepared = runs.prepare(layout, loaded, fresh=fresh)
+        meta = prepared.manifest.meta
+        assert meta is not None
+        spec = JobSpec(prepared.manifest, proj.catalog, str(prepared.checkpoint), str(prepared.dead_letter), once)
+        how = "resuming" if prepared.resumed else "new checkpoint"
+        step(f"[{loaded.name} v{meta.query_version}] {how}: {prepared.checkpoint}")
+        step(f"[{loaded.name} v{meta.query_version}] starting spark-submit (local[*]); the JVM takes a few seconds")
+        args = submit.command(spec, master="local[*]", env=os.environ, file=file)
+        completed = subprocess.run(args, env=submit.environment(), check=False)
+        return completed.returncode
+
+    code = _guard(body)
+    raise typer.Exit(code)
+
+
+def _project_of(path: Path) -> Path | None:
+    """The project a manifest belongs to: the folder above its manifests/ folder."""
+    for parent in path.resolve().parents:
+        if parent.name == "manifests":
+            return parent.parent
+    return None
+
+
+@app.command()
+def preview(
+    manifest: Annotated[Path | None, typer.Argument(help="Manifest whose query to preview.")] = None,
+    sql: Annotated[str | None, typer.Option("--sql", help="A SELECT over the declared tables instead.")] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="Rows to show.")] = 20,
+    timeout: Annotated[float, typer.Option("--timeout", min=1, help="Seconds to wait for rows.")] = 30.0,
+    project: ProjectOption = None,
+) -> None:
+    """Print the first rows a query produces from the live sources; changes no state."""
+    from jobs.build import build_query, sql_preview_query
+    from runner.preview import preview as run_preview
+    from runner.session import local_session
+
+    def body() -> None:
+        if (manifest is None) == (sql is None):
+            raise UserError(Problem("PREVIEW_NEEDS_ONE_QUERY", "give either a MANIFEST or --sql, not both or neither"))
+        if manifest is not None:
+            proj = load_project(project or _project_of(manifest))
+        else:
+            proj = load_project(project)
+        step("starting local Spark for the preview")
+        spark = local_session("sql-runner-preview")
+        if manifest is not None:
+            loaded = proj.load_manifest(manifest)
+            query = build_query(spark, loaded, proj.catalog, os.environ, streaming=True, file=proj.display(manifest))
+        else:
+            query = sql_preview_query(spark, sql or "", proj.catalog, os.environ)
+        step(f"reading {', '.join(t.name for t in query.sources.values())} (up to {limit} rows, {timeout:.0f}s)")
+        result = run_preview(query, limit=limit, timeout=timeout)
+        table = Table(*result.columns, title=f"{len(result.rows)} row(s)")
+        for row in result.rows:
+            table.add_row(*["NULL" if v is None else str(v) for v in row])
+        out.print(table)
+        if result.timed_out and len(result.rows) < limit:
+            out.print(f"(stopped after {timeout:.0f}s)")
+
+    _guard(body)
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema of a manifest, for editors."""
+    sys.stdout.write(json.dumps(json_schema(), indent=2) + "\n")
+
+
+def main() -> None:
+    try:
+        app()
+    except SystemExit:
+        raise
+    except Exception as error:  # noqa: BLE001 - internal failure: exit 1 with the cause
+        if os.environ.get("SQL_RUNNER_DEBUG"):
+            raise
+        err.print(f"internal error: {type(error).__name__}: {error}", markup=False)
+        sys.exit(1)
+
+

@@ -1,0 +1,188 @@
+"""What each connector accepts: roles, required and allowed options, formats.
+
+Pure data and checks, no Spark: the deploy Lambda validates tables with this too.
+The Spark side of each connector lives in ``jobs/``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from runner import placeholders
+from runner.errors import Problem
+
+
+@dataclass(frozen=True)
+class ConnectorSpec:
+    name: str
+    source: bool
+    sink: bool
+    required: tuple[str, ...] = ()
+    allowed: frozenset[str] = frozenset()
+    allowed_prefixes: tuple[str, ...] = ()
+    choices: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # Options whose value must be a non-negative integer.
+    integers: tuple[str, ...] = ()
+
+    def accepts(self, key: str) -> bool:
+        return key == "connector" or key in self.allowed or key in self.required or key.startswith(
+            self.allowed_prefixes
+        )
+
+
+FILE_FORMATS = ("json", "csv", "parquet")
+DATAGEN_FIELD_OPTIONS = ("kind", "min", "max", "length", "start", "end", "cardinality", "null-rate", "values")
+
+CONNECTORS: dict[str, ConnectorSpec] = {
+    spec.name: spec
+    for spec in (
+        ConnectorSpec(
+            "filesystem",
+            source=True,
+            sink=True,
+            required=("path", "format"),
+            allowed=frozenset(
+                {
+                    "source.max-files-per-trigger",
+                    "source.path-glob-filter",
+                    "csv.field-delimiter",
+                    "csv.quote-character",
+                    "csv.null-literal",
+                    "csv.header",
+                }
+            ),
+            choices={"format": FILE_FORMATS, "csv.header": ("true", "false")},
+            integers=("source.max-files-per-trigger",),
+        ),
+        ConnectorSpec(
+            "datagen",
+            source=True,
+            sink=False,
+            allowed=frozenset({"rows-per-second", "number-of-rows", "seed"}),
+            allowed_prefixes=("fields.",),
+            integers=("rows-per-second", "number-of-rows", "seed"),
+        ),
+        ConnectorSpec("blackhole", source=False, sink=True),
+        ConnectorSpec("print", source=False, sink=True, allowed=frozenset({"print-identifier", "print.max-rows"}),
+                      integers=("print.max-rows",)),
+        ConnectorSpec(
+            "kafka",
+            source=True,
+            sink=True,
+            required=("properties.bootstrap.servers",),
+            allowed=frozenset(
+                {
+                    "topic",
+                    "topic-pattern",
+                    "format",
+                    "value.format",
+                    "scan.startup.mode",
+                    "scan.startup.specific-offsets",
+                    "scan.startup.timestamp-millis",
+                    "scan.max-offsets-per-trigger",
+                    "scan.fail-on-data-loss",
+                }
+            ),
+            allowed_prefixes=("properties.",),
+            choices={
+                "format": ("json",),
+                "value.format": ("json",),
+                "scan.startup.mode": (
+                    "earliest-offset",
+                    "latest-offset",
+                    "specific-offsets",
+                    "timestamp",
+                    "group-offsets",
+                ),
+                "scan.fail-on-data-loss": ("true", "false"),
+            },
+            integers=("scan.startup.timestamp-millis", "scan.max-offsets-per-trigger"),
+        ),
+    )
+}
+
+
+def check_options(options: dict[str, str], columns: list[str], *, file: str | None, line: int | None,
+                  table: str) -> list[Problem]:
+    """Problems with a table's WITH options; empty when the options are valid."""
+    problems: list[Problem] = []
+
+    def problem(code: str, message: str, hint: str | None = None) -> None:
+        problems.append(Problem(code, f"table {table}: {message}", file=file, line=line, hint=hint))
+
+    connector = options.get("connector")
+    if connector is None:
+        problem("DDL_MISSING_CONNECTOR", "WITH (...) has no 'connector'", f"one of: {', '.join(CONNECTORS)}")
+        return problems
+    spec = CONNECTORS.get(connector)
+    if spec is None:
+        problem("DDL_UNKNOWN_CONNECTOR", f"unknown connector {connector!r}", f"one of: {', '.join(CONNECTORS)}")
+        return problems
+    for key in spec.required:
+        if key not in options:
+            problem("DDL_MISSING_CONNECTOR_OPTION", f"connector '{connector}' needs option '{key}'",
+                    f"add '{key}' = '...' to WITH (...)")
+    for key, value in options.items():
+        if not spec.accepts(key):
+            known = sorted(spec.allowed | set(spec.required)) + [p + "*" for p in spec.allowed_prefixes]
+            problem("DDL_UNKNOWN_CONNECTOR_OPTION", f"connector '{connector}' has no option '{key}'",
+                    f"allowed: {', '.join(known) or 'no options'}")
+            continue
+        for message in placeholders.check_syntax(value):
+            problem("DDL_INVALID_PLACEHOLDER", f"option '{key}': {message}")
+        if placeholders.names_in(value):
+            continue  # the value is only known at run time
+        if key in spec.choices and value not in spec.choices[key]:
+            problem("DDL_INVALID_CONNECTOR_OPTION", f"option '{key}' = {value!r} is not valid",
+                    f"one of: {', '.join(spec.choices[key])}")
+        if key in spec.integers and not value.isdigit():
+            problem("DDL_INVALID_CONNECTOR_OPTION", f"option '{key}' = {value!r} is not a non-negative integer")
+    if connector == "kafka":
+        problems.extend(_check_kafka(options, problem))
+    if connector == "datagen":
+        _check_datagen(options, columns, problem)
+    return problems
+
+
+def _check_kafka(options: dict[str, str], problem) -> list[Problem]:  # noqa: ANN001
+    if "format" not in options and "value.format" not in options:
+        problem("DDL_MISSING_CONNECTOR_OPTION", "connector 'kafka' needs option 'format'", "'format' = 'json'")
+    if "topic" in options and "topic-pattern" in options:
+        problem("DDL_INVALID_CONNECTOR_OPTION", "set either 'topic' or 'topic-pattern', not both")
+    if "topic" not in options and "topic-pattern" not in options:
+        problem("DDL_MISSING_CONNECTOR_OPTION", "connector 'kafka' needs option 'topic'",
+                "'topic' = 'name' (or 'topic-pattern' = 'regex' for a source)")
+    mode = options.get("scan.startup.mode")
+    if mode == "specific-offsets" and "scan.startup.specific-offsets" not in options:
+        problem("DDL_MISSING_CONNECTOR_OPTION", "scan.startup.mode 'specific-offsets' needs "
+                "'scan.startup.specific-offsets'", "'partition:0,offset:42;partition:1,offset:300'")
+    if mode == "timestamp" and "scan.startup.timestamp-millis" not in options:
+        problem("DDL_MISSING_CONNECTOR_OPTION", "scan.startup.mode 'timestamp' needs 'scan.startup.timestamp-millis'")
+    if mode == "group-offsets":
+        problem("DDL_INVALID_CONNECTOR_OPTION", "scan.startup.mode 'group-offsets' is not available on Spark",
+                "Spark tracks Kafka offsets in its checkpoint, not in consumer groups; use 'earliest-offset', "
+                "'latest-offset', 'specific-offsets' or 'timestamp'")
+    return []
+
+
+def _check_datagen(options: dict[str, str], columns: list[str], problem) -> None:  # noqa: ANN001
+    lowered = {c.lower() for c in columns}
+    for key, value in options.items():
+        if not key.startswith("fields."):
+            continue
+        parts = key.split(".")
+        if len(parts) != 3 or parts[2] not in DATAGEN_FIELD_OPTIONS:
+            problem("DDL_UNKNOWN_CONNECTOR_OPTION", f"option '{key}' is not a datagen field option",
+                    f"fields.<column>.<{'|'.join(DATAGEN_FIELD_OPTIONS)}>")
+            continue
+        if parts[1].lower() not in lowered:
+            problem("DDL_UNKNOWN_CONNECTOR_OPTION", f"option '{key}' names no declared column '{parts[1]}'")
+        if parts[2] == "kind" and value not in ("random", "sequence"):
+            problem("DDL_INVALID_CONNECTOR_OPTION", f"option '{key}' = {value!r} is not valid", "random or sequence")
+        if parts[2] in ("length", "cardinality") and not value.isdigit():
+            problem("DDL_INVALID_CONNECTOR_OPTION", f"option '{key}' = {value!r} is not a positive integer")
+        if parts[2] in ("min", "max", "start", "end", "null-rate"):
+            try:
+                float(value)
+            except ValueError:
+                problem("DDL_INVALID_CONNECTOR_OPTION", f"option '{key}' = {value!r} is not a number")

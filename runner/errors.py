@@ -1,0 +1,87 @@
+"""User-facing errors: one exception type carrying problems with stable codes.
+
+A *problem* is one thing the user got wrong: a stable code (``MANIFEST_UNKNOWN_FIELD``),
+where it is (file, field, line) and a hint saying what would be valid. The CLI prints one
+line per problem and exits 2; anything else is an internal failure (exit 1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One user mistake, located as precisely as we can."""
+
+    code: str
+    message: str
+    file: str | None = None
+    field: str | None = None
+    line: int | None = None
+    hint: str | None = None
+
+    def render(self) -> str:
+        """One line: ``file:line: field: CODE: message (hint)``."""
+        where = ""
+        if self.file:
+            where = self.file + (f":{self.line}" if self.line else "")
+        elif self.line:
+            where = f"line {self.line}"
+        parts = [p for p in (where, self.field and f"field '{self.field}'") if p]
+        prefix = ": ".join(parts)
+        text = f"{self.code}: {self.message}"
+        if self.hint:
+            text += f" (hint: {self.hint})"
+        return f"{prefix}: {text}" if prefix else text
+
+    def located(self, file: str | None = None, field: str | None = None, line: int | None = None) -> Problem:
+        """The same problem with missing location parts filled in."""
+        return Problem(
+            code=self.code,
+            message=self.message,
+            file=self.file or file,
+            field=self.field or field,
+            line=self.line or line,
+            hint=self.hint,
+        )
+
+
+class UserError(Exception):
+    """Raised for anything the user can fix; carries one or more problems."""
+
+    def __init__(self, problems: Problem | Iterable[Problem]):
+        self.problems: list[Problem] = [problems] if isinstance(problems, Problem) else list(problems)
+        if not self.problems:
+            raise ValueError("UserError needs at least one problem")
+        super().__init__("\n".join(p.render() for p in self.problems))
+
+    @property
+    def codes(self) -> list[str]:
+        return [p.code for p in self.problems]
+
+
+def fail(code: str, message: str, **where: object) -> UserError:
+    """Shorthand to build a single-problem UserError: ``raise fail(CODE, msg, file=...)``."""
+    return UserError(Problem(code, message, **where))  # type: ignore[arg-type]
+
+
+class ProblemCollector:
+    """Gathers problems from independent checks so the user sees all of them at once."""
+
+    def __init__(self) -> None:
+        self.problems: list[Problem] = []
+
+    def add(self, problem: Problem) -> None:
+        self.problems.append(problem)
+
+    def extend(self, problems: Iterable[Problem]) -> None:
+        self.problems.extend(problems)
+
+    def capture(self, error: UserError) -> None:
+        self.problems.extend(error.problems)
+
+    def raise_if_any(self) -> None:
+        if self.problems:
+            raise UserError(self.problems)

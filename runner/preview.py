@@ -1,0 +1,72 @@
+"""``sql-runner preview``: the first rows of a query over the live sources.
+
+Runs in this process on local Spark with a throw-away checkpoint, writes nothing to the
+target and touches no deployed state. Over file sources it stops once the files present
+now are processed; over unbounded sources (datagen, kafka) after N rows or a timeout.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+
+from pyspark.errors import AnalysisException
+from pyspark.sql import DataFrame, Row
+
+from jobs.build import BuiltQuery
+
+
+@dataclass
+class PreviewResult:
+    columns: list[str]
+    rows: list[Row]
+    timed_out: bool
+
+
+def preview(query: BuiltQuery, *, limit: int, timeout: float) -> PreviewResult:
+    """Collect up to ``limit`` rows of the query's output."""
+    collected: list[Row] = []
+    lock = threading.Lock()
+
+    def collect(batch: DataFrame, _batch_id: int) -> None:
+        with lock:
+            missing = limit - len(collected)
+            if missing > 0:
+                collected.extend(batch.limit(missing).collect())
+
+    bounded = all(t.connector == "filesystem" for t in query.sources.values())
+    checkpoint = tempfile.mkdtemp(prefix="sql-runner-preview-")
+    try:
+        query_handle = None
+        for mode in ("update", "append"):
+            writer = query.result.writeStream.foreachBatch(collect).outputMode(mode)
+            writer = writer.option("checkpointLocation", f"{checkpoint}/{mode}")
+            writer = writer.trigger(availableNow=True) if bounded else writer.trigger(processingTime="1 second")
+            try:
+                query_handle = writer.start()
+                break
+            except AnalysisException:
+                if mode == "append":
+                    raise
+        assert query_handle is not None
+        deadline = time.monotonic() + timeout
+        timed_out = False
+        while query_handle.isActive:
+            with lock:
+                if len(collected) >= limit:
+                    break
+            if time.monotonic() > deadline:
+                timed_out = True
+                break
+            query_handle.awaitTermination(0.2)
+        if query_handle.isActive:
+            query_handle.stop()
+        error = query_handle.exception()
+        if error is not None:
+            raise error
+        return PreviewResult(query.result.columns, collected[:limit], timed_out)
+    finally:
+        shutil.rmtree(checkpoint, ignore_errors=True)

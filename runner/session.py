@@ -1,0 +1,27 @@
+"""The in-process local Spark session used by ``validate`` and ``preview``."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from pyspark.sql import SparkSession
+
+from runner.submit import java_options
+
+
+def local_session(app: str = "sql-runner") -> SparkSession:
+    """A small local session (2 cores, 2 shuffle partitions, no UI); reused if one exists."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName(app)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.log.level", "ERROR")
+        .config("spark.driver.extraJavaOptions", java_options())
+        .getOrCreate()
+    )
+    return session

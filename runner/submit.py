@@ -1,0 +1,66 @@
+"""``spark-submit`` command lines for jobs, built as argument lists (never shell strings)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+import pyspark
+
+import jobs
+from jobs.spec import JobSpec
+from runner import placeholders
+
+# Quiet, predictable defaults for a job; any of them can be overridden in sparkProperties.
+DEFAULT_PROPERTIES = {
+    "spark.ui.showConsoleProgress": "false",
+    "spark.log.level": "WARN",
+}
+
+
+LOG_CONFIG = Path(__file__).parent / "log4j2.properties"
+
+
+def java_options() -> str:
+    """Driver JVM options: the project's quiet log configuration."""
+    return f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}"
+
+
+def spark_submit_path() -> Path:
+    """The spark-submit shipped with the installed pyspark."""
+    return Path(pyspark.__file__).parent / "bin" / "spark-submit"
+
+
+def entry_point() -> Path:
+    return Path(jobs.__file__).parent / "entry.py"
+
+
+def resolved_properties(spec: JobSpec, env: Mapping[str, str], file: str | None = None) -> dict[str, str]:
+    """Template defaults, then the manifest's sparkProperties, placeholders resolved."""
+    merged = {**DEFAULT_PROPERTIES, **spec.manifest.spark_properties}
+    return {key: placeholders.resolve(value, env, file=file, field=f"sparkProperties.{key}")
+            for key, value in merged.items()}
+
+
+def command(spec: JobSpec, *, master: str, env: Mapping[str, str], file: str | None = None) -> list[str]:
+    """The full argument list: spark-submit, its options, the entry point and the spec."""
+    meta = spec.manifest.meta
+    args = [str(spark_submit_path()), "--master", master,
+            "--name", f"sql-runner:{spec.manifest.name}:v{meta.query_version if meta else 0}",
+            "--driver-java-options", java_options()]
+    for key, value in resolved_properties(spec, env, file).items():
+        args += ["--conf", f"{key}={value}"]
+    args += ["--conf", f"spark.pyspark.python={sys.executable}", "--conf",
+             f"spark.pyspark.driver.python={sys.executable}"]
+    return [*args, str(entry_point()), "--spec-json", spec.to_json()]
+
+
+def environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Environment for a local job: this interpreter for Python, loopback for Spark's driver."""
+    env = dict(base if base is not None else os.environ)
+    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    env["PYSPARK_PYTHON"] = sys.executable
+    env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    return env

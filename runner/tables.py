@@ -1,0 +1,381 @@
+"""Table DDL: ``CREATE TABLE name (columns, WATERMARK, PRIMARY KEY) WITH (options)``.
+
+The streaming-SQL convention that Flink, RisingWave and Arroyo share. A file holds one
+or more statements separated by ';'. Supported inside the parentheses:
+
+    col TYPE [NOT NULL] [COMMENT '...']
+    col AS <Spark SQL expression> [COMMENT '...']          -- computed column
+    WATERMARK FOR col AS col [- INTERVAL 'n' UNIT]
+    PRIMARY KEY (a, b) NOT ENFORCED
+and after them ``PARTITIONED BY (a, b)`` and ``WITH ('key' = 'value', ...)``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pyspark.sql import types as T
+
+from runner import connectors
+from runner.errors import Problem, ProblemCollector, UserError
+from runner.sqltokens import Kind, Token, TokenStream, split_statements, tokenize
+from runner.sqltypes import parse_type
+
+METADATA_COLUMNS: tuple[tuple[str, T.DataType], ...] = (
+    ("__create_timestamp", T.TimestampType()),
+    ("__query_name", T.StringType()),
+    ("__query_description", T.StringType()),
+    ("__query_id", T.StringType()),
+    ("__query_version", T.IntegerType()),
+    ("__query_create_timestamp", T.TimestampType()),
+)
+
+_UNITS = {
+    "MILLISECOND": "milliseconds",
+    "SECOND": "seconds",
+    "MINUTE": "minutes",
+    "HOUR": "hours",
+    "DAY": "days",
+}
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: T.DataType | None  # None for computed columns until Spark analyses the expression
+    nullable: bool = True
+    expression: str | None = None  # computed column: Spark SQL over the physical columns
+    comment: str | None = None
+
+    @property
+    def computed(self) -> bool:
+        return self.expression is not None
+
+
+@dataclass(frozen=True)
+class Watermark:
+    column: str
+    delay: str  # Spark interval text, e.g. "5 seconds"
+
+
+@dataclass(frozen=True)
+class TableDef:
+    """One declared table, with options kept unresolved (placeholders intact)."""
+
+    parts: tuple[str, ...]  # ("kafka", "transactions")
+    columns: tuple[Column, ...]
+    options: dict[str, str]
+    watermark: Watermark | None = None
+    primary_key: tuple[str, ...] = ()
+    partitioned_by: tuple[str, ...] = ()
+    file: str | None = None
+    line: int | None = None
+    options_lines: dict[str, int] = field(default_factory=dict, compare=False)
+
+    @property
+    def name(self) -> str:
+        """The name as users write it: `kafka`.`transactions`."""
+        return ".".join(f"`{p}`" for p in self.parts)
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        """Case-insensitive identity, as Spark resolves identifiers."""
+        return tuple(p.lower() for p in self.parts)
+
+    @property
+    def connector(self) -> str:
+        return self.options["connector"]
+
+    @property
+    def physical_schema(self) -> T.StructType:
+        """Columns stored in the source or sink (computed columns excluded)."""
+        return T.StructType(
+            [T.StructField(c.name, c.type, c.nullable) for c in self.columns if not c.computed and c.type]
+        )
+
+    def column(self, name: str) -> Column | None:
+        return next((c for c in self.columns if c.name.lower() == name.lower()), None)
+
+    def to_dict(self) -> dict:
+        """Plain data for the job spec (types as Spark JSON)."""
+        return {
+            "parts": list(self.parts),
+            "columns": [
+                {
+                    "name": c.name,
+                    "type": c.type.jsonValue() if c.type else None,
+                    "nullable": c.nullable,
+                    "expression": c.expression,
+                    "comment": c.comment,
+                }
+                for c in self.columns
+            ],
+            "options": dict(self.options),
+            "watermark": {"column": self.watermark.column, "delay": self.watermark.delay} if self.watermark else None,
+            "primary_key": list(self.primary_key),
+            "partitioned_by": list(self.partitioned_by),
+            "file": self.file,
+            "line": self.line,
+        }
+
+    @staticmethod
+    def from_dict(data: dict) -> TableDef:
+        return TableDef(
+            parts=tuple(data["parts"]),
+            columns=tuple(
+                Column(
+                    name=c["name"],
+                    type=T._parse_datatype_json_value(c["type"]) if c["type"] is not None else None,
+                    nullable=c["nullable"],
+                    expression=c["expression"],
+                    comment=c["comment"],
+                )
+                for c in data["columns"]
+            ),
+            options=dict(data["options"]),
+            watermark=Watermark(**data["watermark"]) if data["watermark"] else None,
+            primary_key=tuple(data["primary_key"]),
+            partitioned_by=tuple(data["partitioned_by"]),
+            file=data.get("file"),
+            line=data.get("line"),
+        )
+
+
+def parse_ddl(source: str, *, file: str | None = None) -> list[TableDef]:
+    """Every CREATE TABLE in a DDL file; all problems in the file are reported together."""
+    collector = ProblemCollector()
+    tables: list[TableDef] = []
+    try:
+        statements = split_statements(source, file=file)
+    except UserError as error:
+        raise UserError([p.located(file=file) for p in error.problems]) from None
+    for text, first_line in statements:
+        try:
+            tables.append(_parse_create_table(text, first_line, file))
+        except UserError as error:
+            collector.capture(error)
+    for table in tables:
+        collector.extend(check_table(table))
+    collector.raise_if_any()
+    return tables
+
+
+def parse_ddl_file(path: Path, *, display: str | None = None) -> list[TableDef]:
+    return parse_ddl(path.read_text(encoding="utf-8"), file=display or str(path))
+
+
+def _parse_create_table(text: str, first_line: int, file: str | None) -> TableDef:
+    stream = TokenStream(tokenize(text, file=file, first_line=first_line), file=file, code="DDL_SYNTAX_ERROR")
+    start = stream.peek
+    if not start.is_word("CREATE"):
+        raise stream.error(f"expected CREATE TABLE, found {start.describe()}",
+                           hint="a DDL file holds only CREATE TABLE statements separated by ';'")
+    stream.next()
+    stream.accept_word("TEMPORARY")
+    stream.expect_word("TABLE")
+    if stream.accept_word("IF"):
+        stream.expect_word("NOT")
+        stream.expect_word("EXISTS")
+    parts = [stream.expect_identifier("a table name").text]
+    while stream.accept_punct("."):
+        parts.append(stream.expect_identifier("a table name part after '.'").text)
+    if len(parts) > 3:
+        raise stream.error(f"table name {'.'.join(parts)} has more than 3 parts", start)
+    stream.expect_punct("(")
+    columns: list[Column] = []
+    watermark: Watermark | None = None
+    primary_key: tuple[str, ...] = ()
+    seen: set[str] = set()
+    while True:
+        tok = stream.peek
+        if tok.is_word("WATERMARK") and stream.peek_at(1).is_word("FOR"):
+            if watermark:
+                raise stream.error("a table has at most one WATERMARK", tok)
+            watermark = _parse_watermark(stream, text)
+        elif tok.is_word("PRIMARY") and stream.peek_at(1).is_word("KEY"):
+            if primary_key:
+                raise stream.error("a table has at most one PRIMARY KEY", tok)
+            stream.next()
+            stream.next()
+            primary_key = tuple(_identifier_list(stream, "a primary key column"))
+            if stream.accept_word("NOT"):
+                stream.expect_word("ENFORCED")
+        elif tok.is_word("CONSTRAINT"):
+            stream.next()
+            stream.expect_identifier("a constraint name")
+            continue
+        else:
+            column = _parse_column(stream, text)
+            if column.name.lower() in seen:
+                raise stream.error(f"column {column.name!r} is declared twice", tok)
+            seen.add(column.name.lower())
+            columns.append(column)
+        if stream.accept_punct(")"):
+            break
+        if not stream.accept_punct(","):
+            raise stream.error(f"expected ',' or ')' after a column, found {stream.peek.describe()}")
+    partitioned_by: tuple[str, ...] = ()
+    if stream.accept_word("PARTITIONED"):
+        stream.expect_word("BY")
+        partitioned_by = tuple(_identifier_list(stream, "a partition column"))
+    options: dict[str, str] = {}
+    options_lines: dict[str, int] = {}
+    if stream.accept_word("WITH"):
+        stream.expect_punct("(")
+        while not stream.peek.is_punct(")"):
+            key_tok = stream.expect_string("an option name")
+            stream.expect_punct("=")
+            value_tok = stream.expect_string("an option value")
+            if key_tok.text in options:
+                raise stream.error(f"option {key_tok.text!r} is set twice", key_tok)
+            options[key_tok.text] = value_tok.text
+            options_lines[key_tok.text] = key_tok.line
+            if not stream.accept_punct(","):
+                break
+        stream.expect_punct(")")
+    if stream.peek.kind is not Kind.EOF:
+        raise stream.error(f"unexpected {stream.peek.describe()} after the table definition")
+    return TableDef(
+        parts=tuple(parts),
+        columns=tuple(columns),
+        options=options,
+        watermark=watermark,
+        primary_key=primary_key,
+        partitioned_by=partitioned_by,
+        file=file,
+        line=start.line,
+        options_lines=options_lines,
+    )
+
+
+def _parse_column(stream: TokenStream, text: str) -> Column:
+    name_tok = stream.expect_identifier("a column name")
+    if stream.accept_word("AS"):
+        expression = _expression_until_comma(stream, text, "a computed column expression")
+        comment = _optional_comment(stream)
+        return Column(name_tok.text, None, True, expression=expression, comment=comment)
+    dtype = parse_type(stream)
+    nullable = True
+    if stream.peek.is_word("METADATA"):
+        raise stream.error("METADATA columns are not supported", hint="declare the value as a regular column")
+    if stream.accept_word("NOT"):
+        stream.expect_word("NULL")
+        nullable = False
+    elif stream.accept_word("NULL"):
+        nullable = True
+    comment = _optional_comment(stream)
+    return Column(name_tok.text, dtype, nullable, comment=comment)
+
+
+def _optional_comment(stream: TokenStream) -> str | None:
+    if stream.accept_word("COMMENT"):
+        return stream.expect_string("a comment").text
+    return None
+
+
+def _identifier_list(stream: TokenStream, what: str) -> list[str]:
+    stream.expect_punct("(")
+    names = [stream.expect_identifier(what).text]
+    while stream.accept_punct(","):
+        names.append(stream.expect_identifier(what).text)
+    stream.expect_punct(")")
+    return names
+
+
+def _expression_until_comma(stream: TokenStream, text: str, what: str) -> str:
+    """Raw source text of an expression, up to the ',' or ')' that closes it."""
+    depth = 0
+    first: Token | None = None
+    last: Token | None = None
+    while True:
+        tok = stream.peek
+        if tok.kind is Kind.EOF:
+            raise stream.error(f"unterminated {what}")
+        if depth == 0 and (tok.is_punct(",") or tok.is_punct(")") or tok.is_word("COMMENT")):
+            break
+        if tok.is_punct("("):
+            depth += 1
+        elif tok.is_punct(")"):
+            depth -= 1
+        first = first or tok
+        last = tok
+        stream.next()
+    if first is None or last is None:
+        raise stream.error(f"expected {what}")
+    return text[first.start : last.end]
+
+
+def _parse_watermark(stream: TokenStream, text: str) -> Watermark:
+    wm_tok = stream.next()
+    stream.expect_word("FOR")
+    column = stream.expect_identifier("the watermark column").text
+    stream.expect_word("AS")
+    expr_start = stream.peek
+    expression = _expression_until_comma(stream, text, "watermark expression")
+    delay = _watermark_delay(column, expression)
+    if delay is None:
+        raise UserError(
+            Problem(
+                "DDL_INVALID_WATERMARK",
+                f"watermark expression {expression!r} is not supported",
+                file=stream.file,
+                line=expr_start.line or wm_tok.line,
+                hint=f"write WATERMARK FOR {column} AS {column} - INTERVAL '5' SECOND (or AS {column} for no delay)",
+            )
+        )
+    return Watermark(column, delay)
+
+
+_WM_RE = re.compile(
+    r"^\s*`?(?P<col>[^`\s]+)`?\s*(?:-\s*INTERVAL\s*'(?P<n>\d+)(?:\s+(?P<u1>[A-Za-z]+))?'\s*(?P<u2>[A-Za-z]+)?)?\s*$",
+    re.IGNORECASE,
+)
+
+
+def _watermark_delay(column: str, expression: str) -> str | None:
+    match = _WM_RE.match(expression)
+    if not match or match.group("col").lower() != column.lower():
+        return None
+    if match.group("n") is None:
+        return "0 seconds"
+    unit = (match.group("u1") or match.group("u2") or "").upper().rstrip("S")
+    if match.group("u1") and match.group("u2"):
+        return None
+    if unit not in _UNITS:
+        return None
+    return f"{int(match.group('n'))} {_UNITS[unit]}"
+
+
+def check_table(table: TableDef) -> list[Problem]:
+    """Cross-checks inside one table: keys, watermark and partition columns, connector options."""
+    problems: list[Problem] = []
+    where = {"file": table.file, "line": table.line}
+
+    def declared(name: str) -> Column | None:
+        return table.column(name)
+
+    if not table.columns:
+        problems.append(Problem("DDL_NO_COLUMNS", f"table {table.name} declares no columns", **where))
+    if table.watermark:
+        column = declared(table.watermark.column)
+        if column is None:
+            problems.append(Problem("DDL_UNKNOWN_COLUMN",
+                                    f"table {table.name}: watermark column '{table.watermark.column}' is not declared",
+                                    **where))
+        elif column.type is not None and not isinstance(column.type, T.TimestampType | T.TimestampNTZType):
+            problems.append(Problem("DDL_INVALID_WATERMARK",
+                                    f"table {table.name}: watermark column '{column.name}' must be a TIMESTAMP",
+                                    **where))
+    for kind, names in (("primary key", table.primary_key), ("partition", table.partitioned_by)):
+        for name in names:
+            if declared(name) is None:
+                problems.append(Problem("DDL_UNKNOWN_COLUMN",
+                                        f"table {table.name}: {kind} column '{name}' is not declared", **where))
+    problems.extend(
+        connectors.check_options(
+            table.options, [c.name for c in table.columns], file=table.file, line=table.line, table=table.name
+        )
+    )
+    return problems
