@@ -9,6 +9,7 @@ on stderr), 1 a failure of the job itself.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import sys
@@ -41,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     text = args.spec_json if args.spec_json is not None else Path(args.spec_file).read_text(encoding="utf-8")
     spec = JobSpec.from_json(text)
+    for name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger"):
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
     spark = SparkSession.builder.appName(f"sql-runner:{spec.manifest.name}").getOrCreate()
     queries: list = []
 

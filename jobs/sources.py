@@ -109,16 +109,16 @@ def decode_json_values(frame: DataFrame, table: TableDef) -> DataFrame:
     schema = table.physical_schema
     parse_schema = T.StructType([*schema.fields, T.StructField(RAW, T.StringType())])
     text = F.col("value").cast("string")
-    decoded = frame.select(
-        F.from_json(text, parse_schema, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": RAW}).alias("record"),
-        text.alias("__text"),
-    ).select(*[F.col("record").getField(f.name).alias(f.name) for f in schema.fields],
-             F.col("record").getField(RAW).alias(RAW), F.col("__text"))
-    tombstone = F.when(F.col("__text").isNull(), F.lit("message has no value (tombstone)"))
-    parse_error = F.when(F.col(RAW).isNotNull(), _json_reason(table))
-    decoded = decoded.withColumn(RAW, F.coalesce(F.col(RAW), F.col("__text")).cast("string"))
-    return _with_error(decoded.drop("__text").withColumn("__tomb", tombstone), table,
-                       F.coalesce(F.col("__tomb"), parse_error)).drop("__tomb")
+    record = F.from_json(text, parse_schema, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": RAW})
+    decoded = frame.select(record.alias("record"), text.alias(RAW)).select(
+        *[F.col("record").getField(f.name).alias(f.name) for f in schema.fields],
+        F.col("record").getField(RAW).alias("__corrupt"),
+        F.col(RAW),
+    )
+    error = F.when(F.col(RAW).isNull(), F.lit("message has no value (tombstone)")).when(
+        F.col("__corrupt").isNotNull(), _json_reason(table)
+    )
+    return _with_error(decoded, table, error).drop("__corrupt")
 
 
 def _json_reason(table: TableDef) -> Column:

@@ -78,7 +78,7 @@ class Manifest(BaseModel):
     @classmethod
     def _name(cls, value: str) -> str:
         if not re.match(NAME_PATTERN, value):
-            raise PydanticCustomError("MANIFEST_INVALID_NAME", "name {name!r} is not valid", {"name": value})
+            raise PydanticCustomError("MANIFEST_INVALID_NAME", "name '{name}' is not valid", {"name": value})
         return value
 
     @field_validator("target_table")
@@ -112,7 +112,7 @@ class Manifest(BaseModel):
     def _trigger(cls, value: str) -> str:
         if not _INTERVAL.match(value):
             raise PydanticCustomError(
-                "MANIFEST_INVALID_INTERVAL", "trigger-interval {value!r} is not an interval", {"value": value}
+                "MANIFEST_INVALID_INTERVAL", "trigger-interval '{value}' is not an interval", {"value": value}
             )
         return value.strip()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 
@@ -10,8 +11,15 @@ from pyspark.sql import SparkSession
 from runner.submit import java_options
 
 
+def quiet_python_logs() -> None:
+    """pyspark logs every analysis error as a JSON blob; we report them ourselves, one line each."""
+    for name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger"):
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+
+
 def local_session(app: str = "sql-runner") -> SparkSession:
     """A small local session (2 cores, 2 shuffle partitions, no UI); reused if one exists."""
+    quiet_python_logs()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     session = (

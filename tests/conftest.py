@@ -1,0 +1,93 @@
+"""Shared fixtures: one local SparkSession per test process, and throw-away projects."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+METADATA_DDL = """,
+  __create_timestamp TIMESTAMP(3),
+  __query_name STRING,
+  __query_description STRING,
+  __query_id STRING,
+  __query_version INT,
+  __query_create_timestamp TIMESTAMP(3)"""
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from runner.session import local_session
+
+    session = local_session("sql-runner-tests")
+    yield session
+    session.stop()
+
+
+class ProjectDir:
+    """A project folder on disk: manifests/, manifests/tables/, data folders."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        (root / "manifests" / "tables").mkdir(parents=True)
+
+    def manifest(self, name: str, body: str) -> Path:
+        path = self.root / "manifests" / f"{name}.yaml"
+        path.write_text(textwrap.dedent(body).lstrip(), encoding="utf-8")
+        return path
+
+    def ddl(self, name: str, body: str) -> Path:
+        path = self.root / "manifests" / "tables" / f"{name}.sql"
+        path.write_text(textwrap.dedent(body).lstrip(), encoding="utf-8")
+        return path
+
+    def template(self, body: str) -> Path:
+        path = self.root / "manifests" / "job-template.yaml"
+        path.write_text(textwrap.dedent(body).lstrip(), encoding="utf-8")
+        return path
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> ProjectDir:
+    return ProjectDir(tmp_path / "project")
+
+
+TRANSACTIONS_DDL = """
+CREATE TABLE `demo`.`card-transactions` (
+  transaction_id STRING,
+  account_id     STRING NOT NULL,
+  payee          STRING,
+  amount         DOUBLE,
+  ts             TIMESTAMP(3),
+  WATERMARK FOR ts AS ts - INTERVAL '5' SECOND
+) WITH ('connector' = 'filesystem', 'path' = 'data/in', 'format' = 'json');
+
+CREATE TABLE `demo`.`high-value-tx` (
+  transaction_id STRING,
+  account_id STRING,
+  amount DOUBLE,
+  ts TIMESTAMP(3)""" + METADATA_DDL + """
+) WITH ('connector' = 'filesystem', 'path' = 'data/out', 'format' = 'json');
+"""
+
+HIGH_VALUE_MANIFEST = """
+name: high-value
+description: "Card transactions above 500"
+target-table: "`demo`.`high-value-tx`"
+sql: |
+  SELECT transaction_id, account_id, amount, ts
+  FROM `demo`.`card-transactions`
+  WHERE amount > 500
+"""
+
+
+@pytest.fixture
+def demo_project(project: ProjectDir) -> ProjectDir:
+    """A project with the transactions source, a high-value sink and its manifest."""
+    project.ddl("tables", TRANSACTIONS_DDL)
+    project.manifest("high-value", HIGH_VALUE_MANIFEST)
+    return project

@@ -1,0 +1,113 @@
+"""Kafka tables onto Spark's Kafka connector: the exact options produced, JSON decoding,
+message keys, and the error when the connector jar is missing. No broker runs here."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pyspark.sql import functions as F
+
+from jobs import kafka
+from jobs.sinks import kafka_records
+from jobs.sources import RAW, decode_json_values, read_table, resolved_options
+from runner.errors import UserError
+from runner.tables import parse_ddl
+
+SOURCE = """
+CREATE TABLE `kafka`.`transactions` (account_id STRING, amount DOUBLE NOT NULL, ts TIMESTAMP(3))
+WITH ('connector' = 'kafka', 'topic' = 'transactions', 'format' = 'json',
+      'properties.bootstrap.servers' = '${BOOTSTRAP}',
+      'properties.security.protocol' = 'SASL_SSL',
+      'scan.startup.mode' = '{mode}' {extra})
+"""
+
+
+def table(mode: str = "earliest-offset", extra: str = ""):
+    return parse_ddl(SOURCE.replace("{mode}", mode).replace("{extra}", extra))[0]
+
+
+def test_source_options_map_properties_and_startup_mode():
+    t = table()
+    options = kafka.source_options(t, resolved_options(t, {"BOOTSTRAP": "b-1:9098,b-2:9098"}))
+    assert options == {
+        "kafka.bootstrap.servers": "b-1:9098,b-2:9098",
+        "kafka.security.protocol": "SASL_SSL",
+        "subscribe": "transactions",
+        "startingOffsets": "earliest",
+    }
+
+
+@pytest.mark.parametrize(
+    ("mode", "extra", "expected"),
+    [
+        ("latest-offset", "", {"startingOffsets": "latest"}),
+        ("timestamp", ", 'scan.startup.timestamp-millis' = '1700000000000'", {"startingTimestamp": "1700000000000"}),
+        ("specific-offsets", ", 'scan.startup.specific-offsets' = 'partition:0,offset:42;partition:1,offset:300'",
+         {"startingOffsets": json.dumps({"transactions": {"0": 42, "1": 300}}, separators=(",", ":"))}),
+        ("earliest-offset", ", 'scan.max-offsets-per-trigger' = '1000', 'scan.fail-on-data-loss' = 'false'",
+         {"startingOffsets": "earliest", "maxOffsetsPerTrigger": "1000", "failOnDataLoss": "false"}),
+    ],
+)
+def test_startup_modes(mode: str, extra: str, expected: dict):
+    t = table(mode, extra)
+    options = kafka.source_options(t, resolved_options(t, {"BOOTSTRAP": "b:9092"}))
+    for key, value in expected.items():
+        assert options[key] == value
+
+
+def test_bad_specific_offsets_is_a_user_error():
+    t = table("specific-offsets", ", 'scan.startup.specific-offsets' = 'partition:x'")
+    with pytest.raises(UserError) as caught:
+        kafka.source_options(t, resolved_options(t, {"BOOTSTRAP": "b"}))
+    assert caught.value.codes == ["DDL_INVALID_CONNECTOR_OPTION"]
+
+
+def test_topic_pattern_and_sink_options():
+    (pattern,) = parse_ddl("CREATE TABLE p (a INT) WITH ('connector' = 'kafka', 'topic-pattern' = 'tx-.*', "
+                           "'format' = 'json', 'properties.bootstrap.servers' = 'b:9092')")
+    assert kafka.source_options(pattern, pattern.options)["subscribePattern"] == "tx-.*"
+    with pytest.raises(UserError):
+        kafka.sink_options(pattern, pattern.options)
+    t = table()
+    assert kafka.sink_options(t, resolved_options(t, {"BOOTSTRAP": "b:9092"})) == {
+        "kafka.bootstrap.servers": "b:9092", "kafka.security.protocol": "SASL_SSL", "topic": "transactions"}
+
+
+def test_unresolved_placeholder_names_the_variable_and_hides_nothing_else():
+    t = table()
+    with pytest.raises(UserError) as caught:
+        resolved_options(t, {})
+    assert caught.value.codes == ["UNRESOLVED_PLACEHOLDER"]
+    assert "${BOOTSTRAP}" in caught.value.problems[0].message
+
+
+def test_json_values_decode_against_the_schema_and_bad_ones_get_reasons(spark):
+    t = table()
+    values = ['{"account_id": "a", "amount": 1.5, "ts": "2026-01-01T00:00:00Z"}', "{broken",
+              '{"account_id": "b", "amount": "lots"}', '{"account_id": "c"}', None]
+    frame = spark.createDataFrame([(v,) for v in values], "value STRING").select(F.col("value").cast("binary"))
+    decoded = {r["account_id"] or r[RAW]: r for r in decode_json_values(frame, t).collect()}
+    assert decoded["a"]["amount"] == 1.5 and decoded["a"]["__sql_runner_error"] is None
+    assert decoded["{broken"]["__sql_runner_error"] == "malformed JSON: not a JSON object"
+    assert decoded["b"]["__sql_runner_error"] == "field 'amount': lots is not a valid DOUBLE"
+    assert decoded["c"]["__sql_runner_error"] == "field 'amount' is missing (declared NOT NULL)"
+    reasons = {r["__sql_runner_error"] for r in decoded.values()}
+    assert "message has no value (tombstone)" in reasons
+
+
+def test_sink_records_are_keyed_by_the_primary_key(spark):
+    (sink,) = parse_ddl("CREATE TABLE s (id STRING, n INT, PRIMARY KEY (id) NOT ENFORCED) WITH ("
+                        "'connector' = 'kafka', 'topic' = 'out', 'format' = 'json', "
+                        "'properties.bootstrap.servers' = 'b:9092')")
+    rows = kafka_records(spark.createDataFrame([("x", 1)], "id STRING, n INT"), sink).collect()
+    assert (rows[0]["key"], rows[0]["value"]) == ('{"id":"x"}', '{"id":"x","n":1}')
+
+
+def test_missing_connector_jar_is_a_clear_error(spark):
+    t = table()
+    with pytest.raises(UserError) as caught:
+        read_table(spark, t, {"BOOTSTRAP": "127.0.0.1:9"})
+    problem = caught.value.problems[0]
+    assert problem.code == "KAFKA_CONNECTOR_MISSING"
+    assert "spark.jars.packages" in (problem.hint or "") and kafka.SPARK_KAFKA_PACKAGE in (problem.hint or "")
