@@ -127,7 +127,8 @@ def _json_reason(table: TableDef) -> Column:
     field_errors = [
         F.when(
             as_map.getItem(f.name).isNotNull() & F.col(f.name).isNull(),
-            F.concat(F.lit(f"field '{f.name}': "), as_map.getItem(f.name), F.lit(f" is not a valid {type_sql(f.dataType)}")),
+            F.concat(F.lit(f"field '{f.name}': "), as_map.getItem(f.name),
+                     F.lit(f" is not a valid {type_sql(f.dataType)}")),
         )
         for f in table.physical_schema.fields
     ]

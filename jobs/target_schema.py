@@ -45,7 +45,8 @@ def _same(a: T.DataType, b: T.DataType) -> bool:
     """Type equality ignoring nullability and field-name case."""
     if isinstance(a, T.StructType) and isinstance(b, T.StructType):
         return len(a.fields) == len(b.fields) and all(
-            x.name.lower() == y.name.lower() and _same(x.dataType, y.dataType) for x, y in zip(a.fields, b.fields)
+            x.name.lower() == y.name.lower() and _same(x.dataType, y.dataType)
+            for x, y in zip(a.fields, b.fields, strict=True)
         )
     if isinstance(a, T.ArrayType) and isinstance(b, T.ArrayType):
         return _same(a.elementType, b.elementType)

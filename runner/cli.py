@@ -239,10 +239,7 @@ def preview(
     def body() -> None:
         if (manifest is None) == (sql is None):
             raise UserError(Problem("PREVIEW_NEEDS_ONE_QUERY", "give either a MANIFEST or --sql, not both or neither"))
-        if manifest is not None:
-            proj = load_project(project or _project_of(manifest))
-        else:
-            proj = load_project(project)
+        proj = load_project(project or (_project_of(manifest) if manifest is not None else None))
         step("starting local Spark for the preview")
         spark = local_session("sql-runner-preview")
         if manifest is not None:

@@ -6,6 +6,7 @@ The Spark side of each connector lives in ``jobs/``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from runner import placeholders
@@ -138,13 +139,13 @@ def check_options(options: dict[str, str], columns: list[str], *, file: str | No
         if key in spec.integers and not value.isdigit():
             problem("DDL_INVALID_CONNECTOR_OPTION", f"option '{key}' = {value!r} is not a non-negative integer")
     if connector == "kafka":
-        problems.extend(_check_kafka(options, problem))
+        _check_kafka(options, problem)
     if connector == "datagen":
         _check_datagen(options, columns, problem)
     return problems
 
 
-def _check_kafka(options: dict[str, str], problem) -> list[Problem]:  # noqa: ANN001
+def _check_kafka(options: dict[str, str], problem: Callable[..., None]) -> None:
     if "format" not in options and "value.format" not in options:
         problem("DDL_MISSING_CONNECTOR_OPTION", "connector 'kafka' needs option 'format'", "'format' = 'json'")
     if "topic" in options and "topic-pattern" in options:
@@ -162,10 +163,9 @@ def _check_kafka(options: dict[str, str], problem) -> list[Problem]:  # noqa: AN
         problem("DDL_INVALID_CONNECTOR_OPTION", "scan.startup.mode 'group-offsets' is not available on Spark",
                 "Spark tracks Kafka offsets in its checkpoint, not in consumer groups; use 'earliest-offset', "
                 "'latest-offset', 'specific-offsets' or 'timestamp'")
-    return []
 
 
-def _check_datagen(options: dict[str, str], columns: list[str], problem) -> None:  # noqa: ANN001
+def _check_datagen(options: dict[str, str], columns: list[str], problem: Callable[..., None]) -> None:
     lowered = {c.lower() for c in columns}
     for key, value in options.items():
         if not key.startswith("fields."):

@@ -285,7 +285,8 @@ def load_manifest(path: Path, template: dict[str, Any] | None = None, *, display
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
-        raise UserError(Problem("MANIFEST_UNREADABLE", f"cannot read the manifest: {error.strerror}", file=file))
+        raise UserError(Problem("MANIFEST_UNREADABLE", f"cannot read the manifest: {error.strerror}",
+                                file=file)) from None
     manifest = parse_manifest(text, template, file=file, allow_meta=allow_meta)
     stem = path.name.rsplit(".", 1)[0]
     if stem not in (manifest.name, "job-template") and not allow_meta:

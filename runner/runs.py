@@ -44,7 +44,8 @@ def latest_run(layout: StateLayout, name: str, version: int) -> Path | None:
     return runs[-1] if runs else None
 
 
-def prepare(layout: StateLayout, manifest: Manifest, *, now: datetime | None = None, fresh: bool = False) -> PreparedRun:
+def prepare(layout: StateLayout, manifest: Manifest, *, now: datetime | None = None,
+            fresh: bool = False) -> PreparedRun:
     """Decide version and checkpoint for ``manifest`` and record it as deployed."""
     now = now or datetime.now(UTC)
     deployed_path = layout.deployed_manifest(manifest.name)

@@ -133,7 +133,8 @@ def test_unknown_table_in_a_subquery_and_ctes_are_not_tables(spark, demo_project
     (demo_project.root / MANIFEST).write_text(HIGH_VALUE_MANIFEST.replace(
         "FROM `demo`.`card-transactions`\n  WHERE amount > 500",
         "FROM big\n  WHERE account_id NOT IN (SELECT account_id FROM blocked)",
-    ).replace("sql: |\n  SELECT", "sql: |\n  WITH big AS (SELECT * FROM `demo`.`card-transactions` WHERE amount > 500)\n  SELECT"))
+    ).replace("sql: |\n  SELECT",
+              "sql: |\n  WITH big AS (SELECT * FROM `demo`.`card-transactions` WHERE amount > 500)\n  SELECT"))
     result = invoke(demo_project)
     assert result.exit_code == 2
     lines = [line for line in result.stderr.splitlines() if "UNKNOWN_TABLE" in line]

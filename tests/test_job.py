@@ -1,0 +1,206 @@
+"""The job on real local Spark: exact rows, exactly-once reruns, metadata columns,
+dead letters without stopping the job, datagen, print sink and code snippets."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from pyspark.errors import AnalysisException
+
+from jobs import runtime
+from jobs.build import build_job
+from jobs.spec import JobSpec
+from runner.events import MALFORMED_LINES, transactions, write_batch
+from runner.layout import StateLayout
+from runner.project import load_project
+from runner.runs import prepare
+from tests.conftest import ProjectDir
+
+START = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def run_once(spark, project: ProjectDir, manifest_name: str, state: Path, *, once: bool = True):
+    proj = load_project(project.root)
+    manifest = proj.load_manifest(project.root / "manifests" / f"{manifest_name}.yaml")
+    prepared = prepare(StateLayout(state), manifest)
+    spec = JobSpec(prepared.manifest, proj.catalog, str(prepared.checkpoint), str(prepared.dead_letter), once)
+    built = build_job(spark, spec.manifest, spec.catalog, {}, streaming=True)
+    queries = runtime.start(spark, built, spec, {})
+    if once:
+        runtime.wait(spark, queries, once=True)
+    return prepared, queries
+
+
+def output_rows(spark, path: Path) -> list:
+    """Committed rows of a file sink (Spark reads only files in its _spark_metadata log)."""
+    try:
+        return spark.read.json(str(path)).collect()
+    except AnalysisException:  # no committed file yet
+        return []
+
+
+def test_exact_rows_then_only_new_rows_on_rerun(spark, demo_project: ProjectDir, tmp_path: Path):
+    events = demo_project.root / "data" / "in"
+    first = transactions(30, start=START, seed=7)
+    write_batch(events, "b1", first)
+    prepared, _ = run_once(spark, demo_project, "high-value", tmp_path / "state")
+    out = demo_project.root / "data" / "out"
+    rows = output_rows(spark, out)
+    expected = sorted(t.transaction_id for t in first if t.amount > 500)
+    assert expected, "the fixture must contain high-value rows"
+    assert sorted(r.transaction_id for r in rows) == expected
+    meta = prepared.manifest.meta
+    for row in rows:
+        assert row["__query_name"] == "high-value"
+        assert row["__query_description"] == "Card transactions above 500"
+        assert row["__query_id"] == meta.query_id
+        assert row["__query_version"] == 1
+        assert row["__create_timestamp"] is not None and row["__query_create_timestamp"] is not None
+    amounts = {t.transaction_id: t.amount for t in first}
+    assert all(r.amount == amounts[r.transaction_id] for r in rows)
+
+    second = transactions(30, start=START, seed=8, first_id=30)
+    write_batch(events, "b2", second)
+    again, _ = run_once(spark, demo_project, "high-value", tmp_path / "state")
+    assert again.resumed and again.checkpoint == prepared.checkpoint
+    assert again.manifest.meta == meta
+    rows = output_rows(spark, out)
+    expected += sorted(t.transaction_id for t in second if t.amount > 500)
+    ids = [r.transaction_id for r in rows]
+    assert sorted(ids) == sorted(expected)
+    assert len(ids) == len(set(ids)), "a rerun on the same checkpoint must not duplicate rows"
+
+
+def test_changed_query_gets_a_new_version_and_checkpoint(spark, demo_project: ProjectDir, tmp_path: Path):
+    write_batch(demo_project.root / "data" / "in", "b1", transactions(5, start=START, seed=1))
+    first, _ = run_once(spark, demo_project, "high-value", tmp_path / "state")
+    path = demo_project.root / "manifests" / "high-value.yaml"
+    path.write_text(path.read_text().replace("> 500", "> 100"))
+    second, _ = run_once(spark, demo_project, "high-value", tmp_path / "state")
+    assert second.new_version and second.manifest.meta.query_version == 2
+    assert second.manifest.meta.query_id == first.manifest.meta.query_id
+    assert second.checkpoint != first.checkpoint and not second.resumed
+
+
+def test_malformed_records_go_to_dead_letters_and_the_job_keeps_running(spark, demo_project: ProjectDir,
+                                                                        tmp_path: Path):
+    events = demo_project.root / "data" / "in"
+    path = demo_project.root / "manifests" / "high-value.yaml"
+    path.write_text(path.read_text() + "trigger-interval: 500 milliseconds\n")
+    prepared, queries = run_once(spark, demo_project, "high-value", tmp_path / "state", once=False)
+    try:
+        good = transactions(20, start=START, seed=3)
+        write_batch(events, "mixed", good, MALFORMED_LINES)
+        dead_dir = prepared.dead_letter / "demo-card-transactions"
+        out = demo_project.root / "data" / "out"
+        expected = sorted(t.transaction_id for t in good if t.amount > 500)
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            if len(output_rows(spark, out)) == len(expected) and len(output_rows(spark, dead_dir)) == 3:
+                break
+            time.sleep(0.5)
+        assert sorted(r.transaction_id for r in output_rows(spark, out)) == expected
+        dead = output_rows(spark, dead_dir)
+        assert sorted(r.reason for r in dead) == [
+            "field 'account_id' is missing (declared NOT NULL)",
+            "field 'amount': twelve is not a valid DOUBLE",
+            "malformed JSON: not a JSON object",
+        ]
+        assert {r.raw for r in dead} >= {"this is not json", MALFORMED_LINES[0]}
+        assert all(r.error_time is not None and r.query_name == "high-value" for r in dead)
+        assert all(q.isActive for q in queries), "malformed input must not stop the job"
+        more = transactions(10, start=START, seed=4, first_id=100)
+        write_batch(events, "after", more)
+        expected += sorted(t.transaction_id for t in more if t.amount > 500)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(output_rows(spark, out)) < len(expected):
+            time.sleep(0.5)
+        assert sorted(r.transaction_id for r in output_rows(spark, out)) == sorted(expected)
+    finally:
+        runtime.stop_all(queries)
+
+
+def test_windowed_aggregation_with_watermark(spark, demo_project: ProjectDir, tmp_path: Path):
+    demo_project.ddl("agg", """
+        CREATE TABLE per_minute (window_start TIMESTAMP, account_id STRING, n BIGINT, total DOUBLE,
+          __create_timestamp TIMESTAMP, __query_name STRING, __query_description STRING, __query_id STRING,
+          __query_version INT, __query_create_timestamp TIMESTAMP)
+        WITH ('connector' = 'filesystem', 'path' = 'data/agg', 'format' = 'parquet');
+    """)
+    demo_project.manifest("per-minute", """
+        name: per-minute
+        target-table: per_minute
+        sql: |
+          SELECT window.start AS window_start, account_id, COUNT(*) AS n, SUM(amount) AS total
+          FROM `demo`.`card-transactions`
+          GROUP BY window(ts, '1 minute'), account_id
+    """)
+    rows = transactions(40, start=START, seed=5, step_seconds=6)  # 4 minutes of event time
+    write_batch(demo_project.root / "data" / "in", "b1", rows)
+    run_once(spark, demo_project, "per-minute", tmp_path / "state")
+    result = spark.read.parquet(str(demo_project.root / "data" / "agg")).collect()
+    watermark = max(t.ts for t in rows).timestamp() - 5
+    expected: dict = {}
+    for t in rows:
+        window = int(t.ts.timestamp()) // 60 * 60
+        if window + 60 <= watermark:  # only windows the watermark has closed are emitted in append mode
+            n, total = expected.get((window, t.account_id), (0, 0.0))
+            expected[(window, t.account_id)] = (n + 1, total + t.amount)
+    got = {(int(r.window_start.timestamp()), r.account_id): (r.n, r.total) for r in result}
+    assert got.keys() == expected.keys()
+    for key, (n, total) in expected.items():
+        assert got[key][0] == n and got[key][1] == pytest.approx(total)
+
+
+def test_datagen_source_respects_bounds_and_cardinality(spark, project: ProjectDir, tmp_path: Path):
+    project.ddl("gen", """
+        CREATE TABLE gen (id BIGINT, account STRING, amount DOUBLE, flag BOOLEAN, at TIMESTAMP)
+        WITH ('connector' = 'datagen', 'rows-per-second' = '200', 'number-of-rows' = '50',
+              'fields.id.kind' = 'sequence', 'fields.id.start' = '1',
+              'fields.account.cardinality' = '3', 'fields.amount.min' = '10', 'fields.amount.max' = '20');
+        CREATE TABLE sink (id BIGINT, account STRING, amount DOUBLE, flag BOOLEAN, at TIMESTAMP,
+          __create_timestamp TIMESTAMP, __query_name STRING, __query_description STRING, __query_id STRING,
+          __query_version INT, __query_create_timestamp TIMESTAMP)
+        WITH ('connector' = 'filesystem', 'path' = 'data/gen', 'format' = 'json');
+    """)
+    project.manifest("gen", "name: gen\ntarget-table: sink\ntrigger-interval: 1 second\n"
+                            "sql: SELECT id, account, amount, flag, at FROM gen\n")
+    _, queries = run_once(spark, project, "gen", tmp_path / "state", once=False)
+    try:
+        out = project.root / "data" / "gen"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(output_rows(spark, out)) < 50:
+            time.sleep(0.5)
+        rows = output_rows(spark, out)
+    finally:
+        runtime.stop_all(queries)
+    assert sorted(r.id for r in rows) == list(range(1, 51))
+    assert {r.account for r in rows} <= {"account-0", "account-1", "account-2"}
+    assert all(10 <= r.amount <= 20 for r in rows)
+    assert {r.flag for r in rows} == {True, False}
+
+
+def test_code_snippet_and_print_sink(spark, demo_project: ProjectDir, tmp_path: Path, capfd):
+    demo_project.ddl("print", "CREATE TABLE console (transaction_id STRING, band STRING, __create_timestamp "
+                              "TIMESTAMP, __query_name STRING, __query_description STRING, __query_id STRING, "
+                              "__query_version INT, __query_create_timestamp TIMESTAMP) "
+                              "WITH ('connector' = 'print', 'print-identifier' = 'bands');")
+    demo_project.manifest("bands", """
+        name: bands
+        target-table: console
+        code: |
+          tx = table("`demo`.`card-transactions`")
+          execution_output = tx.select("transaction_id",
+                                       F.when(F.col("amount") > 500, "high").otherwise("low").alias("band"))
+    """)
+    rows = transactions(6, start=START, seed=9)
+    write_batch(demo_project.root / "data" / "in", "b1", rows)
+    run_once(spark, demo_project, "bands", tmp_path / "state")
+    printed = [line for line in capfd.readouterr().out.splitlines() if line.startswith("bands> +I[")]
+    assert len(printed) == 6
+    for t in rows:
+        band = "high" if t.amount > 500 else "low"
+        assert any(line.startswith(f"bands> +I[{t.transaction_id}, {band}, ") for line in printed)
