@@ -76,50 +76,15 @@ def tokenize(source: str, *, file: str | None = None, first_line: int = 1) -> li
                 raise error("unterminated /* comment", line)
             line += source.count("\n", i, j)
             i = j + 2
-        elif c == "'":
-            start, start_line = i, line
-            buf: list[str] = []
-            i += 1
-            while True:
-                if i >= n:
-                    raise error("unterminated string literal", start_line)
-                ch = source[i]
-                if ch == "'" and i + 1 < n and source[i + 1] == "'":
-                    buf.append("'")
-                    i += 2
-                elif ch == "\\" and i + 1 < n:
-                    buf.append(source[i + 1])
-                    i += 2
-                elif ch == "'":
-                    i += 1
-                    break
-                else:
-                    if ch == "\n":
-                        line += 1
-                    buf.append(ch)
-                    i += 1
-            tokens.append(Token(Kind.STRING, "".join(buf), start, i, start_line))
-        elif c in "`\"":
-            start, start_line = i, line
-            quote = c
-            buf = []
-            i += 1
-            while True:
-                if i >= n:
-                    raise error(f"unterminated {quote}quoted identifier", start_line)
-                ch = source[i]
-                if ch == quote and i + 1 < n and source[i + 1] == quote:
-                    buf.append(quote)
-                    i += 2
-                elif ch == quote:
-                    i += 1
-                    break
-                else:
-                    if ch == "\n":
-                        line += 1
-                    buf.append(ch)
-                    i += 1
-            tokens.append(Token(Kind.QUOTED_IDENT, "".join(buf), start, i, start_line))
+        elif c in "'`\"":
+            kind = Kind.STRING if c == "'" else Kind.QUOTED_IDENT
+            what = "string literal" if c == "'" else f"{c}quoted identifier"
+            text, end = _quoted(source, i, c, backslash_escapes=c == "'")
+            if end < 0:
+                raise error(f"unterminated {what}", line)
+            tokens.append(Token(kind, text, i, end, line))
+            line += source.count("\n", i, end)
+            i = end
         elif c.isdigit():
             j = i
             while j < n and (source[j].isdigit() or source[j] == "."):
@@ -142,6 +107,29 @@ def tokenize(source: str, *, file: str | None = None, first_line: int = 1) -> li
             raise error(f"unexpected character {c!r}", line)
     tokens.append(Token(Kind.EOF, "", n, n, line))
     return tokens
+
+
+def _quoted(source: str, start: int, quote: str, *, backslash_escapes: bool) -> tuple[str, int]:
+    """Content of the quoted token at ``start`` and the offset past it (-1 when unterminated).
+
+    A doubled quote stands for itself; in strings a backslash escapes the next character.
+    """
+    buf: list[str] = []
+    i, n = start + 1, len(source)
+    while i < n:
+        ch = source[i]
+        if ch == quote and i + 1 < n and source[i + 1] == quote:
+            buf.append(quote)
+            i += 2
+        elif ch == quote:
+            return "".join(buf), i + 1
+        elif backslash_escapes and ch == "\\" and i + 1 < n:
+            buf.append(source[i + 1])
+            i += 2
+        else:
+            buf.append(ch)
+            i += 1
+    return "".join(buf), -1
 
 
 class TokenStream:
