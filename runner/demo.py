@@ -71,7 +71,8 @@ def output_table(title: str, rows: list[dict], columns: list[str], limit: int = 
     table = Table(title=title, title_justify="left", show_lines=False)
     for column in columns:
         table.add_column(column, overflow="fold", max_width=26 if column.startswith("__") else None)
-    for row in rows[:limit]:
+    ordered = sorted(rows, key=lambda r: [str(r.get(c)) for c in columns if not c.startswith("__")])
+    for row in ordered[:limit]:
         table.add_row(*[_cell(row.get(c)) for c in columns])
     if len(rows) > limit:
         table.caption = f"... and {len(rows) - limit} more rows"
