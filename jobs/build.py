@@ -57,11 +57,7 @@ class _Sources:
         if view in self.frames:
             return self.frames[view]
         if not self.streaming:
-            if table.connector not in ("filesystem", "kafka", "datagen"):
-                raise UserError(Problem("CONNECTOR_NOT_A_SOURCE",
-                                        f"table {table.name} uses connector '{table.connector}', which cannot be read",
-                                        file=table.file, line=table.line,
-                                        hint="read from a filesystem, kafka or datagen table"))
+            sources.require_source(table)
             frame = sources.empty_table(self.spark, table)
         else:
             raw = sources.read_table(self.spark, table, self.env)

@@ -9,7 +9,6 @@ on stderr), 1 a failure of the job itself.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import signal
 import sys
@@ -27,6 +26,7 @@ from jobs import runtime  # noqa: E402
 from jobs.build import build_job  # noqa: E402
 from jobs.spec import JobSpec  # noqa: E402
 from runner.errors import UserError  # noqa: E402
+from runner.session import quiet_python_logs  # noqa: E402
 
 
 def log(spec: JobSpec, message: str) -> None:
@@ -42,8 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     text = args.spec_json if args.spec_json is not None else Path(args.spec_file).read_text(encoding="utf-8")
     spec = JobSpec.from_json(text)
-    for name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger"):
-        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+    quiet_python_logs()
     spark = SparkSession.builder.appName(f"sql-runner:{spec.manifest.name}").getOrCreate()
     queries: list = []
 

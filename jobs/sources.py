@@ -56,8 +56,20 @@ def require_connector(spark: SparkSession, table: TableDef) -> None:
         ) from None
 
 
+SOURCE_CONNECTORS = ("filesystem", "datagen", "kafka")
+
+
+def require_source(table: TableDef) -> None:
+    """Fail clearly when a query reads a table whose connector only writes."""
+    if table.connector not in SOURCE_CONNECTORS:
+        raise UserError(Problem(
+            "CONNECTOR_NOT_A_SOURCE", f"table {table.name} uses connector '{table.connector}', which cannot be read",
+            file=table.file, line=table.line, hint="read from a filesystem, kafka or datagen table"))
+
+
 def read_table(spark: SparkSession, table: TableDef, env: Mapping[str, str]) -> DataFrame:
     """Streaming frame: physical columns + RAW + ERROR, before watermark and computed columns."""
+    require_source(table)
     options = resolved_options(table, env)
     require_connector(spark, table)
     connector = table.connector
@@ -67,13 +79,8 @@ def read_table(spark: SparkSession, table: TableDef, env: Mapping[str, str]) -> 
     if connector == "datagen":
         frame = datagen_frame(spark, table, options)
         return frame.withColumn(RAW, F.lit(None).cast("string")).withColumn(ERROR, F.lit(None).cast("string"))
-    if connector == "kafka":
-        frame = spark.readStream.format("kafka").options(**kafka.source_options(table, options)).load()
-        return decode_json_values(frame, table)
-    raise UserError(
-        Problem("CONNECTOR_NOT_A_SOURCE", f"table {table.name} uses connector '{connector}', which cannot be read",
-                file=table.file, line=table.line, hint="read from a filesystem, kafka or datagen table")
-    )
+    frame = spark.readStream.format("kafka").options(**kafka.source_options(table, options)).load()
+    return decode_json_values(frame, table)
 
 
 def _filesystem(spark: SparkSession, table: TableDef, options: dict[str, str], schema: T.StructType) -> DataFrame:

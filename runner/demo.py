@@ -41,8 +41,8 @@ def say(message: str) -> None:
     console.print(f"[bold cyan]==>[/bold cyan] {message}")
 
 
-def run_jobs(names: list[str]) -> dict[str, list[str]]:
-    """Run the manifests side by side with ``--once``; returns each job's log lines."""
+def run_jobs(names: list[str]) -> None:
+    """Run the manifests side by side with ``--once`` and print what each one did."""
     processes = {
         name: subprocess.Popen(
             [SQL_RUNNER, "run", f"manifests/{name}.yaml", "--once", "--state", str(STATE)],
@@ -64,7 +64,6 @@ def run_jobs(names: list[str]) -> dict[str, list[str]]:
         for line in logs[name]:
             if "] finished:" in line or "] new checkpoint" in line or "] resuming" in line:
                 console.print(f"   {line.split(' ', 1)[1]}", markup=False)
-    return logs
 
 
 def output_table(title: str, rows: list[dict], columns: list[str], limit: int = 6) -> Table:

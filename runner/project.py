@@ -17,6 +17,7 @@ from pathlib import Path
 
 from runner.errors import Problem, ProblemCollector, UserError
 from runner.manifest import Manifest, load_manifest, load_template
+from runner.sqltokens import Kind, tokenize
 from runner.tables import TableDef, parse_ddl_file
 
 TEMPLATE_FILE = "job-template.yaml"
@@ -42,8 +43,6 @@ class Catalog:
 
     def lookup_name(self, name: str) -> TableDef | None:
         """Look up a name written as in SQL: `kafka`.`x`, kafka.x or x."""
-        from runner.sqltokens import Kind, tokenize
-
         try:
             tokens = [t for t in tokenize(name) if t.kind is not Kind.EOF]
         except UserError:

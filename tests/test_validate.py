@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from runner.cli import app
-from tests.conftest import HIGH_VALUE_MANIFEST, METADATA_DDL, ProjectDir
+from tests.conftest import HIGH_VALUE_MANIFEST, ProjectDir
 
 
 def invoke(project: ProjectDir, *args: str):
@@ -139,7 +139,3 @@ def test_unknown_table_in_a_subquery_and_ctes_are_not_tables(spark, demo_project
     assert result.exit_code == 2
     lines = [line for line in result.stderr.splitlines() if "UNKNOWN_TABLE" in line]
     assert len(lines) == 1 and "`blocked`" in lines[0] and "big" not in lines[0].split("declared tables")[0]
-
-
-def test_metadata_ddl_fragment_is_complete():
-    assert METADATA_DDL.count("__") == 6
