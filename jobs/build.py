@@ -30,6 +30,7 @@ from runner.tables import TableDef
 class BuiltQuery:
     result: DataFrame  # the query's own columns
     sources: dict[str, TableDef] = field(default_factory=dict)  # view name -> table
+    frames: dict[str, DataFrame] = field(default_factory=dict)  # view name -> the frame registered
     dead_letters: list[tuple[TableDef, DataFrame]] = field(default_factory=list)
 
 
@@ -43,8 +44,11 @@ class BuiltJob:
 class _Sources:
     """Registers each declared table once per build, as a view over its valid rows."""
 
-    def __init__(self, spark: SparkSession, catalog: Catalog, env: Mapping[str, str], streaming: bool):
+    def __init__(self, spark: SparkSession, catalog: Catalog, env: Mapping[str, str], streaming: bool,
+                 reuse: BuiltQuery | None = None, starts: Mapping[str, Mapping[str, dict]] | None = None):
         self.spark = spark
+        self.reuse = reuse
+        self.starts = starts or {}
         self.catalog = catalog
         self.env = env
         self.streaming = streaming
@@ -56,16 +60,22 @@ class _Sources:
         view = view_name(table)
         if view in self.frames:
             return self.frames[view]
-        if not self.streaming:
+        earlier = self.reuse.sources.get(view) if self.reuse else None
+        if self.reuse and earlier is not None and earlier.definition() == table.definition():
+            # The same relation object for an unchanged table lets Spark compare two queries.
+            frame = self.reuse.frames[view]
+        elif not self.streaming:
             sources.require_source(table)
             frame = sources.empty_table(self.spark, table)
         else:
-            raw = sources.read_table(self.spark, table, self.env)
+            raw = sources.read_table(self.spark, table, self.env, self.starts.get("main", {}).get(table.name))
             frame = sources.valid_rows(raw, table)
             if sources.can_dead_letter(table):
                 # A second read of the same source feeds the dead-letter query (Spark gives
                 # one sink per query); both are exactly-once through their own checkpoints.
-                self.dead_letters.append((table, sources.read_table(self.spark, table, self.env)))
+                role = f"dead-letter/{table.slug}"
+                start = self.starts.get(role, {}).get(table.name)
+                self.dead_letters.append((table, sources.read_table(self.spark, table, self.env, start)))
         frame.createOrReplaceTempView(view)
         self.frames[view] = frame
         self.tables[view] = table
@@ -98,16 +108,21 @@ class _LazyTables(Mapping[str, DataFrame]):
 
 
 def build_query(spark: SparkSession, manifest: Manifest, catalog: Catalog, env: Mapping[str, str], *,
-                streaming: bool, file: str | None = None, line: int | None = None) -> BuiltQuery:
-    """The query's result over the declared tables (SQL or a code snippet)."""
-    registry = _Sources(spark, catalog, env, streaming)
+                streaming: bool, file: str | None = None, line: int | None = None,
+                reuse: BuiltQuery | None = None, starts: Mapping[str, Mapping[str, dict]] | None = None) -> BuiltQuery:
+    """The query's result over the declared tables (SQL or a code snippet).
+
+    ``reuse``: an earlier build whose frames serve every table declared the same way,
+    so the two results can be compared with ``sameSemantics``.
+    """
+    registry = _Sources(spark, catalog, env, streaming, reuse, starts)
     if manifest.sql is not None:
         where = Location(file, "sql", line, manifest.sql)
         bound = registry.bind_sql(manifest.sql, where)
         result = analysed(lambda: spark.sql(bound.text), where, bound)
     else:
         result = _run_code(spark, manifest, registry, streaming, file, line)
-    return BuiltQuery(result, dict(registry.tables), registry.dead_letters)
+    return BuiltQuery(result, dict(registry.tables), dict(registry.frames), registry.dead_letters)
 
 
 def sql_preview_query(spark: SparkSession, sql: str, catalog: Catalog, env: Mapping[str, str]) -> BuiltQuery:
@@ -116,7 +131,7 @@ def sql_preview_query(spark: SparkSession, sql: str, catalog: Catalog, env: Mapp
     where = Location("--sql", "sql", None, sql)
     bound = registry.bind_sql(sql, where)
     result = analysed(lambda: spark.sql(bound.text), where, bound)
-    return BuiltQuery(result, dict(registry.tables), registry.dead_letters)
+    return BuiltQuery(result, dict(registry.tables), dict(registry.frames), registry.dead_letters)
 
 
 def _run_code(spark: SparkSession, manifest: Manifest, registry: _Sources, streaming: bool, file: str | None,
@@ -162,7 +177,8 @@ def _run_code(spark: SparkSession, manifest: Manifest, registry: _Sources, strea
 
 
 def build_job(spark: SparkSession, manifest: Manifest, catalog: Catalog, env: Mapping[str, str], *,
-              streaming: bool, file: str | None = None, lines: Mapping[str, int] | None = None) -> BuiltJob:
+              streaming: bool, file: str | None = None, lines: Mapping[str, int] | None = None,
+              starts: Mapping[str, Mapping[str, dict]] | None = None) -> BuiltJob:
     """The full output of a job: query result checked against the target, plus metadata."""
     lines = lines or {}
     target = catalog.lookup_name(manifest.target_table)
@@ -172,7 +188,8 @@ def build_job(spark: SparkSession, manifest: Manifest, catalog: Catalog, env: Ma
                                 hint=f"declared tables: {', '.join(catalog.names) or 'none'}"))
     check_sink(target)
     query_field = "sql" if manifest.sql is not None else "code"
-    query = build_query(spark, manifest, catalog, env, streaming=streaming, file=file, line=lines.get(query_field))
+    query = build_query(spark, manifest, catalog, env, streaming=streaming, file=file, line=lines.get(query_field),
+                        starts=starts)
     if target.key in {t.key for t in query.sources.values()}:
         raise UserError(Problem("TARGET_IS_SOURCE", f"the query reads its own target {target.name}", file=file,
                                 field="target-table", line=lines.get("target-table"),

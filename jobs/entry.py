@@ -24,6 +24,7 @@ from pyspark.sql import SparkSession  # noqa: E402
 
 from jobs import runtime  # noqa: E402
 from jobs.build import build_job  # noqa: E402
+from jobs.control import JobControl, StatusPublisher  # noqa: E402
 from jobs.spec import JobSpec  # noqa: E402
 from runner.errors import UserError  # noqa: E402
 from runner.session import quiet_python_logs  # noqa: E402
@@ -43,8 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     text = args.spec_json if args.spec_json is not None else Path(args.spec_file).read_text(encoding="utf-8")
     spec = JobSpec.from_json(text)
     quiet_python_logs()
-    spark = SparkSession.builder.appName(f"sql-runner:{spec.manifest.name}").getOrCreate()
+    spark = SparkSession.builder.getOrCreate()  # named by spark-submit --name (the job's exact identity)
     queries: list = []
+    control = JobControl(spec, lambda message: log(spec, message))
 
     def on_signal(signum: int, _frame: object) -> None:
         log(spec, f"received signal {signum}: stopping after the current micro-batch")
@@ -53,9 +55,15 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     try:
         log(spec, f"building the query over {len(spec.catalog.tables)} declared tables")
-        built = build_job(spark, spec.manifest, spec.catalog, os.environ, streaming=True)
+        built = build_job(spark, spec.manifest, spec.catalog, os.environ, streaming=True, starts=spec.starts)
+        for role, tables in spec.starts.items():
+            for table, start in tables.items():
+                log(spec, f"{table} ({role}) continues the previous version: {start['kind']}")
         counts = runtime.Counts()
+        spark.streams.addListener(StatusPublisher(control, runtime.query_name(spec)))
         queries.extend(runtime.start(spark, built, spec, os.environ, counts))
+        control.publish("running")
+        control.watch(queries)
         log(spec, f"started: writing to {built.target.name}, checkpoint {spec.checkpoint}"
                   + (" (once: stops when the available input is processed)" if spec.once else ""))
         try:
@@ -65,15 +73,19 @@ def main(argv: list[str] | None = None) -> int:
             runtime.stop_all(queries)
         written, dead = runtime.totals(queries) if spec.once else (counts.written, counts.dead_lettered)
         log(spec, f"finished: {written} rows written, {dead} malformed records dead-lettered")
+        control.publish("stopped", reason="stop requested" if control.stop_requested.is_set() else "finished")
         return 0
     except UserError as error:
         for problem in error.problems:
             print(problem.render(), file=sys.stderr, flush=True)
+        control.publish("failed", error="; ".join(p.render() for p in error.problems))
         return 2
     except Exception as error:  # noqa: BLE001 - report the cause and exit 1
         print(f"[{spec.label}] job failed: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
+        control.publish("failed", error=f"{type(error).__name__}: {error}")
         return 1
     finally:
+        control.close()
         runtime.stop_all(queries)
         spark.stop()
 

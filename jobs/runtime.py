@@ -7,7 +7,6 @@ one line per micro-batch.
 
 from __future__ import annotations
 
-import re
 import sys
 import threading
 from collections.abc import Mapping
@@ -21,14 +20,9 @@ from jobs import sources
 from jobs.build import BuiltJob
 from jobs.sinks import Trigger, start_sink
 from jobs.spec import JobSpec
-from runner.tables import TableDef
 
 OUTPUT_METRIC = "sql_runner_output"
 DEAD_LETTER_METRIC = "sql_runner_dead_letter"
-
-
-def table_slug(table: TableDef) -> str:
-    return re.sub(r"[^a-z0-9-]+", "-", "-".join(table.key)).strip("-")
 
 
 @dataclass
@@ -80,20 +74,26 @@ class _ProgressLog(StreamingQueryListener):
                           "location", flush=True)
 
 
+def query_name(spec: JobSpec) -> str:
+    """The output query's name: ``<name>-v<version>``."""
+    version = spec.manifest.meta.query_version if spec.manifest.meta else 0
+    return f"{spec.manifest.name}-v{version}"
+
+
 def start(spark: SparkSession, built: BuiltJob, spec: JobSpec, env: Mapping[str, str],
           counts: Counts | None = None) -> list[StreamingQuery]:
     """Start the output query and the dead-letter queries; returns them, output first."""
     manifest = spec.manifest
     version = manifest.meta.query_version if manifest.meta else 0
     trigger = Trigger(interval=manifest.trigger_interval, available_now=spec.once)
-    name = f"{manifest.name}-v{version}"
+    name = query_name(spec)
     observed = built.output.observe(OUTPUT_METRIC, F.count(F.lit(1)).alias("rows"))
-    names = {name} | {f"{name}-dead-letter-{table_slug(t)}" for t, _ in built.query.dead_letters}
+    names = {name} | {f"{name}-dead-letter-{t.slug}" for t, _ in built.query.dead_letters}
     if counts is not None and not spec.once:
         spark.streams.addListener(_ProgressLog(spec.label, counts, names))
     queries = [start_sink(observed, built.target, env, checkpoint=spec.checkpoint, trigger=trigger, query_name=name)]
     for table, frame in built.query.dead_letters:
-        slug = table_slug(table)
+        slug = table.slug
         rejected = sources.invalid_rows(frame, table).select(
             "*", F.lit(manifest.name).alias("query_name"), F.lit(version).alias("query_version")
         ).observe(DEAD_LETTER_METRIC, F.count(F.lit(1)).alias("rows"))

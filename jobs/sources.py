@@ -8,6 +8,7 @@ dead-letter location. A malformed record therefore never fails the job.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from runner.sqltypes import type_sql
 from runner.tables import TableDef
 
 RAW = "__sql_runner_raw"
+SKIP_PATH = "__sql_runner_file"
 ERROR = "__sql_runner_error"
 DEAD_LETTER_SCHEMA = "source_table STRING, raw STRING, reason STRING, error_time TIMESTAMP"
 
@@ -67,23 +69,42 @@ def require_source(table: TableDef) -> None:
             file=table.file, line=table.line, hint="read from a filesystem, kafka or datagen table"))
 
 
-def read_table(spark: SparkSession, table: TableDef, env: Mapping[str, str]) -> DataFrame:
-    """Streaming frame: physical columns + RAW + ERROR, before watermark and computed columns."""
+def read_table(spark: SparkSession, table: TableDef, env: Mapping[str, str], start: dict | None = None) -> DataFrame:
+    """Streaming frame: physical columns + RAW + ERROR, before watermark and computed columns.
+
+    ``start`` continues a previous version (runner.continuation): Kafka offsets to start
+    from, or the files to skip because the previous version read them.
+    """
     require_source(table)
     options = resolved_options(table, env)
     require_connector(spark, table)
     connector = table.connector
     schema = table.physical_schema
     if connector == "filesystem":
-        return _filesystem(spark, table, options, schema)
+        return _filesystem(spark, table, options, schema, start)
     if connector == "datagen":
         frame = datagen_frame(spark, table, options)
         return frame.withColumn(RAW, F.lit(None).cast("string")).withColumn(ERROR, F.lit(None).cast("string"))
-    frame = spark.readStream.format("kafka").options(**kafka.source_options(table, options)).load()
+    reader_options = kafka.source_options(table, options)
+    if start and start.get("kind") == "kafka-offsets":
+        reader_options["startingOffsets"] = json.dumps(start["offsets"])
+    frame = spark.readStream.format("kafka").options(**reader_options).load()
     return decode_json_values(frame, table)
 
 
-def _filesystem(spark: SparkSession, table: TableDef, options: dict[str, str], schema: T.StructType) -> DataFrame:
+def _skip_files(spark: SparkSession, frame: DataFrame, start: dict | None) -> DataFrame:
+    """Drop the rows of files a previous version already read (an anti-join on the file path)."""
+    if not start or start.get("kind") != "skip-files":
+        return frame
+    normalise = F.regexp_replace(F.col("_metadata.file_path"), "^file:/+", "file:/")
+    read = spark.read.schema("path STRING").json(start["uri"]).select(
+        F.regexp_replace("path", "^file:/+", "file:/").alias(SKIP_PATH))
+    tagged = frame.select("*", normalise.alias(SKIP_PATH))
+    return tagged.join(F.broadcast(read), on=SKIP_PATH, how="left_anti").drop(SKIP_PATH)
+
+
+def _filesystem(spark: SparkSession, table: TableDef, options: dict[str, str], schema: T.StructType,
+                start: dict | None = None) -> DataFrame:
     path = options["path"]
     fmt = options["format"]
     if "://" not in path or path.startswith("file://"):
@@ -102,12 +123,12 @@ def _filesystem(spark: SparkSession, table: TableDef, options: dict[str, str], s
                                      ("csv.null-literal", "nullValue"), ("csv.header", "header")):
                 if ours in options:
                     reader = reader.option(spark_name, options[ours])
-        frame = reader.load(path)
+        frame = _skip_files(spark, reader.load(path), start)
         reason = _json_reason(table) if fmt == "json" else F.lit(
             "CSV line does not match the declared columns (count or types)"
         )
         return _with_error(frame, table, F.when(F.col(RAW).isNotNull(), reason))
-    frame = reader.schema(schema).load(path).withColumn(RAW, F.lit(None).cast("string"))
+    frame = _skip_files(spark, reader.schema(schema).load(path), start).withColumn(RAW, F.lit(None).cast("string"))
     return _with_error(frame, table, F.lit(None).cast("string"))
 
 

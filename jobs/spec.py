@@ -8,7 +8,7 @@ resolves them from its own environment.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from runner.manifest import Manifest
 from runner.project import Catalog
@@ -24,6 +24,10 @@ class JobSpec:
     checkpoint: str  # <checkpoints>/checkpoints/<name>/<version>/<run-id>
     dead_letter: str  # <checkpoints>/dead-letter/<name>
     once: bool = False  # process what is available, then stop
+    store: dict | None = None  # Store.describe(): where to watch for stop requests and publish progress
+    run_id: str = ""
+    # where sources start when continuing a previous version: role -> table name -> start
+    starts: dict[str, dict[str, dict]] = field(default_factory=dict)
 
     def to_json(self) -> str:
         text = json.dumps(
@@ -33,6 +37,9 @@ class JobSpec:
                 "checkpoint": self.checkpoint,
                 "dead_letter": self.dead_letter,
                 "once": self.once,
+                "store": self.store,
+                "run_id": self.run_id,
+                "starts": self.starts,
             },
             separators=(",", ":"),
         )
@@ -49,6 +56,9 @@ class JobSpec:
             checkpoint=data["checkpoint"],
             dead_letter=data["dead_letter"],
             once=bool(data.get("once", False)),
+            store=data.get("store"),
+            run_id=data.get("run_id", ""),
+            starts=data.get("starts") or {},
         )
 
     @property

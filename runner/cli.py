@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -19,9 +18,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from runner import placeholders, yamlfile
+from runner import lifecycle_cli, placeholders, yamlfile
 from runner.errors import Problem, ProblemCollector, UserError
-from runner.layout import state_layout
 from runner.manifest import Manifest, json_schema
 from runner.project import Project, load_project
 from runner.tables import TableDef
@@ -32,10 +30,6 @@ err = Console(stderr=True, highlight=False)
 
 ProjectOption = Annotated[
     Path | None, typer.Option("--project", help="Project folder (holds manifests/); default: found from here up.")
-]
-StateOption = Annotated[
-    Path | None, typer.Option("--state", help="State folder; default: .sql-runner/ in the project.",
-                              envvar="SQL_RUNNER_STATE")
 ]
 
 
@@ -179,42 +173,6 @@ def validate(
     _guard(body)
 
 
-@app.command()
-def run(
-    manifest: Annotated[Path, typer.Argument(help="The manifest to run.")],
-    once: Annotated[bool, typer.Option("--once", help="Process the input available now, then exit.")] = False,
-    fresh: Annotated[bool, typer.Option("--fresh", help="Start a new checkpoint instead of resuming.")] = False,
-    project: ProjectOption = None,
-    state: StateOption = None,
-) -> None:
-    """Run one job on local Spark in the foreground (spark-submit), resuming its checkpoint."""
-    from jobs.spec import JobSpec
-    from runner import runs, submit
-
-    def body() -> int:
-        proj = load_project(project or _project_of(manifest))
-        loaded = proj.load_manifest(manifest)
-        file = proj.display(manifest)
-        target = proj.catalog.lookup_name(loaded.target_table)
-        problems = _placeholder_problems(loaded, file, [target] if target else [])
-        if problems:
-            raise UserError(problems)
-        layout = state_layout(proj.root, state)
-        prepared = runs.prepare(layout, loaded, fresh=fresh)
-        meta = prepared.manifest.meta
-        assert meta is not None
-        spec = JobSpec(prepared.manifest, proj.catalog, str(prepared.checkpoint), str(prepared.dead_letter), once)
-        how = "resuming" if prepared.resumed else "new checkpoint"
-        step(f"[{loaded.name} v{meta.query_version}] {how}: {prepared.checkpoint}")
-        step(f"[{loaded.name} v{meta.query_version}] starting spark-submit (local[*]); the JVM takes a few seconds")
-        args = submit.command(spec, master="local[*]", env=os.environ, file=file)
-        completed = subprocess.run(args, env=submit.environment(), check=False)
-        return completed.returncode
-
-    code = _guard(body)
-    raise typer.Exit(code)
-
-
 def _project_of(path: Path) -> Path | None:
     """The project a manifest belongs to: the folder above its manifests/ folder."""
     for parent in path.resolve().parents:
@@ -263,6 +221,9 @@ def preview(
 def schema() -> None:
     """Print the JSON Schema of a manifest, for editors."""
     sys.stdout.write(json.dumps(json_schema(), indent=2) + "\n")
+
+
+lifecycle_cli.register(app)
 
 
 def main() -> None:

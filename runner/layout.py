@@ -1,50 +1,80 @@
-"""Where a team's state lives (PRODUCT.md §3), for a local folder standing in for buckets.
+"""Where a team's state lives inside its three buckets (PRODUCT.md §3).
 
-    <root>/manifests/deployed/<name>.yaml                        what is deployed (merged + meta)
-    <root>/checkpoints/checkpoints/<name>/<version>/<run-id>/    Spark checkpoint of one run
-    <root>/checkpoints/dead-letter/<name>/<source-table>/        rejected records (JSON lines)
-    <root>/savepoints/savepoints/<name>/<version>/...            savepoints
-
-The three top folders play the manifests, checkpoints and savepoints buckets.
+    manifests bucket
+      manifests/<name>.yaml                      desired manifests, pushed by users
+      deployed/<name>.yaml                       what is deployed: merged manifest + meta + deployment
+      history/<name>/<timestamp>.json            one record per deploy decision
+      locks/<name>.json                          a deploy in progress (lease)
+      control/<name>/stop.json                   a request to stop at a micro-batch boundary
+      status/<name>.json                         the running job's latest progress
+      jobs/<name>.json                           how to find the running job on its target
+    checkpoints bucket
+      checkpoints/<name>/<version>/<run-id>/     Spark checkpoint of one run
+      continue/<name>/<version>/<table>.json     where a new version's sources start
+      dead-letter/<name>/<source-table>/         rejected records (JSON lines)
+    savepoints bucket
+      savepoints/<name>/<version>/savepoint-<timestamp>-<id>/
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_STATE_DIR = ".sql-runner"
 
 
-@dataclass(frozen=True)
-class StateLayout:
-    root: Path
-
-    @property
-    def manifests(self) -> Path:
-        return self.root / "manifests"
-
-    @property
-    def checkpoints(self) -> Path:
-        return self.root / "checkpoints"
-
-    @property
-    def savepoints(self) -> Path:
-        return self.root / "savepoints"
-
-    def deployed_manifest(self, name: str) -> Path:
-        return self.manifests / "deployed" / f"{name}.yaml"
-
-    def version_checkpoints(self, name: str, version: int) -> Path:
-        return self.checkpoints / "checkpoints" / name / str(version)
-
-    def checkpoint(self, name: str, version: int, run_id: str) -> Path:
-        return self.version_checkpoints(name, version) / run_id
-
-    def dead_letter(self, name: str) -> Path:
-        return self.checkpoints / "dead-letter" / name
+def desired_manifest(name: str) -> str:
+    return f"manifests/{name}.yaml"
 
 
-def state_layout(project_root: Path, state: Path | None) -> StateLayout:
+def deployed(name: str) -> str:
+    return f"deployed/{name}.yaml"
+
+
+def history(name: str) -> str:
+    return f"history/{name}/"
+
+
+def lock(name: str) -> str:
+    return f"locks/{name}.json"
+
+
+def stop_request(name: str) -> str:
+    return f"control/{name}/stop.json"
+
+
+def status(name: str) -> str:
+    return f"status/{name}.json"
+
+
+def job_record(name: str) -> str:
+    return f"jobs/{name}.json"
+
+
+def version_checkpoints(name: str, version: int) -> str:
+    return f"checkpoints/{name}/{version}/"
+
+
+def checkpoint(name: str, version: int, run_id: str) -> str:
+    return f"checkpoints/{name}/{version}/{run_id}/"
+
+
+def continuation(name: str, version: int) -> str:
+    return f"continue/{name}/{version}/"
+
+
+def dead_letter(name: str) -> str:
+    return f"dead-letter/{name}/"
+
+
+def version_savepoints(name: str, version: int) -> str:
+    return f"savepoints/{name}/{version}/"
+
+
+def savepoint(name: str, version: int, savepoint_id: str) -> str:
+    return f"savepoints/{name}/{version}/{savepoint_id}/"
+
+
+def state_dir(project_root: Path, state: Path | None) -> Path:
     """``--state PATH`` when given, else ``.sql-runner/`` inside the project."""
-    return StateLayout((state or project_root / DEFAULT_STATE_DIR).resolve())
+    return (state or project_root / DEFAULT_STATE_DIR).resolve()

@@ -12,7 +12,7 @@ import difflib
 import re
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -31,6 +31,8 @@ BUILT_IN_DEFAULTS: dict[str, Any] = {
     "description": "",
     "trigger-interval": "10 seconds",
     "sparkProperties": {},
+    "on-query-change": "continue",
+    "retention": {"savepoints": 3, "runs": 3},
 }
 # Keys that identify one query; a template that sets them would make every query the same.
 PER_QUERY_KEYS = ("name", "target-table", "sql", "code")
@@ -44,6 +46,15 @@ class Meta(BaseModel):
     query_id: str = Field(alias="query-id")
     query_version: int = Field(alias="query-version", ge=1)
     query_create_timestamp: datetime = Field(alias="query-create-timestamp")
+
+
+class Retention(BaseModel):
+    """How much state to keep per query version; older savepoints and run folders are deleted."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    savepoints: int = Field(3, ge=1, description="Savepoints kept per version.")
+    runs: int = Field(3, ge=1, description="Checkpoint run folders kept per version.")
 
 
 class Manifest(BaseModel):
@@ -72,6 +83,12 @@ class Manifest(BaseModel):
     trigger_interval: str = Field(
         "10 seconds", alias="trigger-interval", description="Micro-batch interval, e.g. '10 seconds'."
     )
+    on_query_change: Literal["continue", "reprocess"] = Field(
+        "continue", alias="on-query-change",
+        description="When a change discards state: 'continue' reads on from where the previous version "
+        "stopped (no duplicates); 'reprocess' re-reads from each source's startup position.",
+    )
+    retention: Retention = Field(default_factory=Retention, description="Savepoints and runs kept per version.")
     meta: Meta | None = Field(None, description="Set by the runner on deploy.")
 
     @field_validator("name")
@@ -192,12 +209,14 @@ _FIELD_NAMES = {
     "target_table": "target-table",
     "spark_properties": "sparkProperties",
     "trigger_interval": "trigger-interval",
+    "on_query_change": "on-query-change",
     "query_id": "query-id",
     "query_version": "query-version",
     "query_create_timestamp": "query-create-timestamp",
 }
 ALLOWED_FIELDS = [
     "name", "description", "target-table", "sql", "code", "sparkProperties", "trigger-interval",
+    "on-query-change", "retention",
 ]
 
 

@@ -44,16 +44,19 @@ def resolved_properties(spec: JobSpec, env: Mapping[str, str], file: str | None 
             for key, value in merged.items()}
 
 
-def command(spec: JobSpec, *, master: str, env: Mapping[str, str], file: str | None = None) -> list[str]:
+def command(spec: JobSpec, *, master: str, env: Mapping[str, str], file: str | None = None,
+            app_name: str | None = None, options: list[str] | None = None,
+            spark_submit: str | None = None, local_python: bool = True) -> list[str]:
     """The full argument list: spark-submit, its options, the entry point and the spec."""
     meta = spec.manifest.meta
-    args = [str(spark_submit_path()), "--master", master,
-            "--name", f"sql-runner:{spec.manifest.name}:v{meta.query_version if meta else 0}",
+    args = [spark_submit or str(spark_submit_path()), "--master", master, *(options or []),
+            "--name", app_name or f"sql-runner:{spec.manifest.name}:v{meta.query_version if meta else 0}",
             "--driver-java-options", java_options()]
     for key, value in resolved_properties(spec, env, file).items():
         args += ["--conf", f"{key}={value}"]
-    args += ["--conf", f"spark.pyspark.python={sys.executable}", "--conf",
-             f"spark.pyspark.driver.python={sys.executable}"]
+    if local_python:  # this interpreter, for a driver and executors on this machine
+        args += ["--conf", f"spark.pyspark.python={sys.executable}", "--conf",
+                 f"spark.pyspark.driver.python={sys.executable}"]
     return [*args, str(entry_point()), "--spec-json", spec.to_json()]
 
 

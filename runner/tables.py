@@ -85,6 +85,11 @@ class TableDef:
         return tuple(p.lower() for p in self.parts)
 
     @property
+    def slug(self) -> str:
+        """The name as one path segment: demo-card-transactions."""
+        return re.sub(r"[^a-z0-9-]+", "-", "-".join(self.key)).strip("-")
+
+    @property
     def connector(self) -> str:
         return self.options["connector"]
 
@@ -119,6 +124,14 @@ class TableDef:
             "file": self.file,
             "line": self.line,
         }
+
+    def definition(self) -> dict:
+        """What the table is, without where it was written: two equal definitions read the same data."""
+        data = self.to_dict()
+        del data["file"], data["line"]
+        for column in data["columns"]:
+            del column["comment"]
+        return data
 
     @staticmethod
     def from_dict(data: dict) -> TableDef:

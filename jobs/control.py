@@ -1,0 +1,136 @@
+"""The running job's side of the control plane, through the state store.
+
+- It publishes its progress to ``status/<name>.json`` after every micro-batch, so
+  ``sql-runner status`` works the same on every target.
+- It watches ``control/<name>/stop.json``. On a stop request for its version it waits
+  until no micro-batch is in flight, stops its queries, and acknowledges with
+  ``control/<name>/stopped.json`` — the runner then takes the savepoint.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
+
+from jobs.spec import JobSpec
+from runner import layout
+from runner.store import Bucket, bucket_from
+
+POLL_SECONDS = 0.5
+
+
+def stopped_key(name: str) -> str:
+    return f"control/{name}/stopped.json"
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+class JobControl:
+    def __init__(self, spec: JobSpec, log: Any):
+        self.spec = spec
+        self.log = log
+        self.bucket: Bucket | None = bucket_from(spec.store["manifests"]) if spec.store else None
+        self.version = spec.manifest.meta.query_version if spec.manifest.meta else 0
+        self.started = _now()
+        self.stop_requested = threading.Event()
+        self._done = threading.Event()
+        self._lock = threading.Lock()
+
+    def publish(self, state: str, progress: dict[str, Any] | None = None, **extra: Any) -> None:
+        """Write the job's status; failures to publish never stop the job."""
+        if self.bucket is None:
+            return
+        record = {"name": self.spec.manifest.name, "version": self.version, "run-id": self.spec.run_id,
+                  "state": state, "started-at": self.started, "updated-at": _now(), **extra}
+        if progress is not None:
+            record["progress"] = progress
+        try:
+            with self._lock:
+                self.bucket.write(layout.status(self.spec.manifest.name), json.dumps(record).encode())
+        except Exception as error:  # noqa: BLE001 - status is best effort; the data path matters more
+            self.log(f"could not publish status: {error}")
+
+    def watch(self, queries: list[StreamingQuery]) -> threading.Thread:
+        """Start the thread that turns a stop request into a stop at a batch boundary."""
+        thread = threading.Thread(target=self._watch, args=(queries,), name="sql-runner-control", daemon=True)
+        thread.start()
+        return thread
+
+    def close(self) -> None:
+        self._done.set()
+
+    def _request(self) -> dict | None:
+        assert self.bucket is not None
+        blob = self.bucket.read(layout.stop_request(self.spec.manifest.name))
+        if blob is None:
+            return None
+        request = json.loads(blob.text)
+        return request if request.get("version") in (None, self.version) else None
+
+    def _watch(self, queries: list[StreamingQuery]) -> None:
+        if self.bucket is None:
+            return
+        while not self._done.is_set():
+            try:
+                request = self._request()
+            except Exception as error:  # noqa: BLE001 - a store hiccup must not kill the job
+                self.log(f"could not read stop requests: {error}")
+                request = None
+            if request is not None:
+                self.stop_requested.set()
+                self.log(f"stop requested ({request.get('id')}): stopping after the current micro-batch")
+                stop_between_batches(queries)
+                self.bucket.write(stopped_key(self.spec.manifest.name), json.dumps(
+                    {"id": request.get("id"), "version": self.version, "run-id": self.spec.run_id,
+                     "stopped-at": _now()}).encode())
+                return
+            self._done.wait(POLL_SECONDS)
+
+
+def stop_between_batches(queries: list[StreamingQuery], timeout: float = 120.0) -> None:
+    """Stop each query when no micro-batch is running (up to ``timeout``, then regardless)."""
+    deadline = time.monotonic() + timeout
+    for query in queries:
+        while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if query.isActive:
+            query.stop()
+
+
+class StatusPublisher(StreamingQueryListener):
+    """Publishes the output query's progress after each micro-batch."""
+
+    def __init__(self, control: JobControl, query_name: str):
+        self.control = control
+        self.query_name = query_name
+
+    def onQueryStarted(self, event) -> None:  # noqa: ANN001, N802 - Spark's listener API
+        pass
+
+    def onQueryIdle(self, event) -> None:  # noqa: ANN001, N802
+        pass
+
+    def onQueryTerminated(self, event) -> None:  # noqa: ANN001, N802
+        pass
+
+    def onQueryProgress(self, event) -> None:  # noqa: ANN001, N802
+        progress = event.progress
+        if progress.name != self.query_name:
+            return
+        event_time = progress.eventTime or {}
+        self.control.publish("running", {
+            "batch": progress.batchId,
+            "timestamp": progress.timestamp,
+            "input-rows": progress.numInputRows,
+            "input-rows-per-second": progress.inputRowsPerSecond,
+            "processed-rows-per-second": progress.processedRowsPerSecond,
+            "batch-duration-ms": (progress.durationMs or {}).get("triggerExecution"),
+            "watermark": event_time.get("watermark"),
+        })

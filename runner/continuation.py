@@ -1,0 +1,140 @@
+"""Where a new version's sources start so that it continues exactly where the last one stopped.
+
+Read from the previous version's final state (a savepoint or checkpoint), per query in
+the job (the output query, and each dead-letter query under ``dead-letter/<table>/``):
+
+- Kafka: the offsets of the last committed batch (``offsets/<n>`` for the highest
+  ``commits/<n>``), found by topic, become the new query's ``startingOffsets``.
+- Files: Spark's file source keeps no position, and a new checkpoint seeded with the old
+  logs fails on the new query's stateful operators. Instead, the files the previous
+  version's committed batches read (its ``sources/<i>/`` log up to the committed
+  ``logOffset``) are listed, and the new version skips exactly those files: its file
+  source is anti-joined with that list on ``_metadata.file_path``. Every file is read by
+  exactly one version: no duplicates, no gap.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from runner import layout
+from runner.store import Bucket
+from runner.tables import TableDef
+
+MAIN = "main"
+
+
+def normalise_path(path: str) -> str:
+    """``file:///x`` and ``file:/x`` (Spark writes both) as one spelling."""
+    if path.startswith("file:"):
+        return "file:/" + path[len("file:"):].lstrip("/")
+    if path.startswith("/"):
+        return "file:" + path
+    return path
+
+
+@dataclass(frozen=True)
+class Committed:
+    batch: int
+    sources: list[dict | None]  # one parsed offset per source, in the query's source order
+
+
+def committed(bucket: Bucket, query_key: str) -> Committed | None:
+    """The offsets of the last committed batch of the query checkpointed at ``query_key``."""
+    commits = [int(k.rsplit("/", 1)[-1]) for k in bucket.keys(f"{query_key}commits/")
+               if k.rsplit("/", 1)[-1].isdigit()]
+    if not commits:
+        return None
+    batch = max(commits)
+    blob = bucket.read(f"{query_key}offsets/{batch}")
+    if blob is None:
+        return None
+    lines = blob.text.splitlines()
+    # line 0: log version, line 1: batch metadata, then one offset per source ("-" when absent)
+    offsets = [None if line.strip() in ("", "-") else json.loads(line) for line in lines[2:]]
+    return Committed(batch, offsets)
+
+
+def kafka_offsets(found: Committed, topic: str) -> dict | None:
+    """The committed ``{"topic": {"partition": offset}}`` of one topic, if the query read it."""
+    for offset in found.sources:
+        if isinstance(offset, dict) and topic in offset and isinstance(offset[topic], dict):
+            return {topic: offset[topic]}
+    return None
+
+
+def files_read(bucket: Bucket, query_key: str, found: Committed, table_path: str) -> list[str] | None:
+    """Files under ``table_path`` the committed batches read, or None if no file source matches."""
+    base = normalise_path(table_path).rstrip("/") + "/"
+    for index, offset in enumerate(found.sources):
+        if not (isinstance(offset, dict) and "logOffset" in offset):
+            continue
+        entries = _file_log(bucket, f"{query_key}sources/{index}/")
+        paths = [normalise_path(e["path"]) for e in entries if e.get("batchId", 0) <= offset["logOffset"]]
+        if entries and all(p.startswith(base) for p in paths):
+            return sorted(set(paths))
+    return None
+
+
+def _file_log(bucket: Bucket, prefix: str) -> list[dict]:
+    """Entries of a file source log: numbered files and ``.compact`` files (which hold all before them)."""
+    entries: list[dict] = []
+    for key in bucket.keys(prefix):
+        name = key.rsplit("/", 1)[-1]
+        if not (name.isdigit() or name.endswith(".compact")):
+            continue
+        blob = bucket.read(key)
+        if blob is None:
+            continue
+        entries.extend(json.loads(line) for line in blob.text.splitlines()[1:] if line.strip())
+    unique = {e["path"]: e for e in entries}
+    return list(unique.values())
+
+
+@dataclass(frozen=True)
+class Continuation:
+    """Starts for one new version, per query role ("main" or "dead-letter/<slug>") and table name."""
+
+    starts: dict[str, dict[str, dict]]
+    notes: list[str]
+
+
+def plan_starts(checkpoints: Bucket, state_bucket: Bucket, state_key: str, tables: list[TableDef],
+                slugs: dict[str, str], name: str, version: int, options: dict[str, dict[str, str]]) -> Continuation:
+    """Work out each source's start from the previous version's state at ``state_key``.
+
+    ``state_bucket`` holds that state (savepoints or checkpoints); file lists are written to
+    ``continue/<name>/<version>/`` in the checkpoints bucket, where the job reads them.
+    """
+    starts: dict[str, dict[str, dict]] = {}
+    notes: list[str] = []
+    roles = {MAIN: state_key, **{f"dead-letter/{slugs[t.name]}": f"{state_key}dead-letter/{slugs[t.name]}/"
+                                 for t in tables if t.name in slugs}}
+    for role, query_key in roles.items():
+        found = committed(state_bucket, query_key)
+        for table in tables:
+            if role != MAIN and role != f"dead-letter/{slugs.get(table.name)}":
+                continue
+            if found is None:
+                notes.append(f"{table.name} ({role}): the previous version committed no batch; startup position")
+                continue
+            connector_options = options.get(table.name, table.options)
+            if table.connector == "kafka":
+                offsets = kafka_offsets(found, connector_options.get("topic", ""))
+                if offsets is None:
+                    notes.append(f"{table.name} ({role}): no committed offsets for its topic; startup position")
+                    continue
+                starts.setdefault(role, {})[table.name] = {"kind": "kafka-offsets", "offsets": offsets}
+                notes.append(f"{table.name} ({role}): Kafka offsets of batch {found.batch}: {json.dumps(offsets)}")
+            elif table.connector == "filesystem":
+                paths = files_read(state_bucket, query_key, found, connector_options.get("path", ""))
+                if paths is None:
+                    notes.append(f"{table.name} ({role}): no file source log found; startup position")
+                    continue
+                key = f"{layout.continuation(name, version)}{role.replace('/', '-')}-{slugs.get(table.name, 'x')}.json"
+                checkpoints.write(key, "".join(json.dumps({"path": p}) + "\n" for p in paths).encode())
+                starts.setdefault(role, {})[table.name] = {"kind": "skip-files", "uri": checkpoints.uri(key),
+                                                           "count": len(paths)}
+                notes.append(f"{table.name} ({role}): skips the {len(paths)} files read up to batch {found.batch}")
+    return Continuation(starts, notes)

@@ -1,0 +1,339 @@
+"""Carrying deploy decisions out: gather inputs, ``plan``, then act on the store and the target.
+
+For each manifest, under its lease (``runner.lease``):
+
+1. read the deployed record, find the running job on the target, list savepoints and
+   checkpoints, and let Spark compare the deployed and desired queries;
+2. ``plan_one`` decides (pure);
+3. act: stop with a savepoint, write the deployed record (a conditional write on the
+   version read in step 1), work out where sources continue, start the job;
+4. record the decision, its reasons, outcome and timings in ``history/<name>/``.
+
+The deployed record is written before the job starts, so a runner that dies in between
+leaves a version that never started, which the next deploy starts as planned.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from jobs.spec import JobSpec
+from runner import continuation, layout, records, savepoints, submit
+from runner.errors import Problem, UserError
+from runner.lease import lease
+from runner.manifest import Manifest, Meta
+from runner.plan import Action, Deployed, Desired, Observed, QueryDiff, Source, StateRef, plan_one
+from runner.project import Catalog, Project
+from runner.records import DeploymentRecord
+from runner.store import PreconditionFailed, Store
+from runner.tables import TableDef
+from runner.targets.base import JobIdentity, RunningJob, Target
+
+Log = Callable[[str], None]
+
+
+@dataclass
+class Settings:
+    store: Store
+    target: Target
+    team: str = "local"
+    env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+    stop_timeout: float = 90.0  # seconds to wait for a stop at a batch boundary before killing
+    spark_submit: str | None = None  # default: the installed pyspark's
+    once: bool = False  # jobs process the input available now, then stop (``run --once``)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """One desired manifest, checked against the tables and compared with what is deployed."""
+
+    manifest: Manifest
+    file: str
+    tables: tuple[TableDef, ...]  # read and written
+    sources: tuple[Source, ...]
+    diff: QueryDiff | None
+
+
+@dataclass
+class Decision:
+    name: str
+    action: Action
+    prepared: Prepared | None
+    record: DeploymentRecord | None
+    etag: str | None
+    running: RunningJob | None
+    observed: Observed
+
+
+class Deployer:
+    def __init__(self, project: Project, settings: Settings, log: Log, clock: Callable[[], datetime] | None = None):
+        self.project = project
+        self.settings = settings
+        self.store = settings.store
+        self.target = settings.target
+        self.log = log
+        self.clock = clock or (lambda: datetime.now(UTC))
+        self._spark = None
+
+    # ---- inputs -------------------------------------------------------------------------
+
+    def spark(self):  # noqa: ANN201 - a SparkSession, created on first use
+        if self._spark is None:
+            from runner.session import local_session
+
+            self.log("starting local Spark to analyse the queries (no data is read)")
+            self._spark = local_session("sql-runner-plan")
+        return self._spark
+
+    def prepare(self, path: Path) -> Prepared:
+        """Load and analyse one desired manifest; UserError if it is not deployable."""
+        from jobs.build import build_job
+        from jobs.query_diff import diff_queries
+
+        file = self.project.display(path)
+        manifest = self.project.load_manifest(path)
+        built = build_job(self.spark(), manifest, self.project.catalog, self.settings.env, streaming=False, file=file)
+        reads = list(built.query.sources.values())
+        tables = tuple([*reads, built.target])
+        sources = tuple(Source(t.name, t.connector) for t in reads)
+        record, _ = records.read_deployed(self.store.manifests, manifest.name)
+        diff = None
+        if record is not None:
+            if self._same_text(record, manifest, tables):
+                diff = QueryDiff(changed=False, state_compatible=True)
+            else:
+                diff = diff_queries(self.spark(), record.manifest, list(record.tables), manifest,
+                                    self.project.catalog, self.settings.env)
+        return Prepared(manifest, file, tables, sources, diff)
+
+    @staticmethod
+    def _same_text(record: DeploymentRecord, manifest: Manifest, tables: tuple[TableDef, ...]) -> bool:
+        old = record.manifest
+        return ((old.sql, old.code, old.target_table) == (manifest.sql, manifest.code, manifest.target_table)
+                and sorted(json.dumps(t.definition(), sort_keys=True) for t in record.tables)
+                == sorted(json.dumps(t.definition(), sort_keys=True) for t in tables))
+
+    def observe(self, name: str, record: DeploymentRecord | None) -> tuple[Observed, RunningJob | None]:
+        running = self.target.find(self.settings.team, name)
+        if record is None:
+            return Observed(running=running is not None,
+                            running_version=running.identity.version if running else None), running
+        version = record.version
+        status_blob = self.store.manifests.read(layout.status(name))
+        status = json.loads(status_blob.text) if status_blob else {}
+        checkpoints = tuple(savepoints.checkpoints(self.store, name, version))
+        ever_ran = bool(checkpoints) or (status.get("version") == version and status.get("run-id") == record.run_id
+                                         and status.get("state") in ("running", "stopped"))
+        return Observed(running=running is not None,
+                        running_version=running.identity.version if running else None,
+                        savepoints=tuple(savepoints.savepoints(self.store, name, version)),
+                        checkpoints=checkpoints, ever_ran=ever_ran), running
+
+    def decide(self, name: str, prepared: Prepared | None) -> Decision:
+        record, blob = records.read_deployed(self.store.manifests, name)
+        observed, running = self.observe(name, record)
+        desired = Desired(prepared.manifest, prepared.sources, prepared.diff) if prepared else None
+        deployed: Deployed | None = record.as_deployed() if record else None
+        action = plan_one(name, desired, deployed, observed)
+        return Decision(name, action, prepared, record, blob.etag if blob else None, running, observed)
+
+    # ---- acting -------------------------------------------------------------------------
+
+    def carry_out(self, decision: Decision, *, purpose: str = "deploy", redecide: bool = True) -> dict[str, Any]:
+        """Act on one decision under the manifest's lease; returns the history record written."""
+        started = time.monotonic()
+        name = decision.name
+        with lease(self.store.manifests, name, purpose=purpose, now=self.clock()):
+            if redecide:  # what was read before the lease may have changed
+                decision = self.decide(name, decision.prepared)
+            else:
+                _, blob = records.read_deployed(self.store.manifests, name)
+                decision.etag = blob.etag if blob else None
+            outcome: dict[str, Any] = {"result": "ok"}
+            try:
+                self._act(decision, outcome)
+            except Exception as error:
+                outcome["result"] = "failed"
+                outcome["error"] = (error.problems[0].render() if isinstance(error, UserError)
+                                    else f"{type(error).__name__}: {error}")
+                self._history(decision, outcome, started)
+                raise
+            return self._history(decision, outcome, started)
+
+    def _history(self, decision: Decision, outcome: dict[str, Any], started: float) -> dict[str, Any]:
+        action = decision.action
+        record = {
+            "name": decision.name,
+            "at": self.clock().isoformat(),
+            "team": self.settings.team,
+            "target": self.target.kind,
+            "inputs": {
+                "desired": decision.prepared.file if decision.prepared else None,
+                "deployed-version": decision.record.version if decision.record else None,
+                "running": decision.running.job_id if decision.running else None,
+                "running-version": decision.observed.running_version,
+                "savepoints": [r.key for r in decision.observed.savepoints],
+                "checkpoints": [r.key for r in decision.observed.checkpoints],
+            },
+            "decision": action.kind,
+            "summary": action.summary,
+            "reasons": list(action.reasons),
+            "version": action.version,
+            "sources": [{"table": s.table, "how": s.how, "detail": s.detail} for s in action.sources],
+            "outcome": outcome,
+            "seconds": round(time.monotonic() - started, 3),
+        }
+        records.write_history(self.store.manifests, decision.name, record, self.clock())
+        return record
+
+    def _act(self, decision: Decision, outcome: dict[str, Any]) -> None:
+        action = decision.action
+        if action.kind == "error":
+            raise UserError(Problem("NO_STATE_TO_RESTORE", f"{decision.name}: " + "; ".join(action.reasons),
+                                    hint="restore the state from a backup, or deploy with --fresh-state to "
+                                         "start over on a new version"))
+        if action.kind == "nothing":
+            return
+        taken = None
+        if action.stop:
+            assert decision.record is not None and decision.running is not None
+            taken = self.stop_with_savepoint(decision.record, decision.running, reason=action.summary)
+            outcome["savepoint"] = {"key": taken.ref.key, "graceful": taken.graceful, "files": taken.files,
+                                    "last-committed-batch": taken.last_batch}
+        if action.kind == "remove":
+            assert decision.record is not None
+            self._write_record(decision, decision.record.with_changes(removed=True, deployed_at=self.clock()))
+            return
+        self._start(decision, taken.ref if taken else None, outcome)
+
+    def _resolve(self, ref: StateRef | None, taken: StateRef | None) -> StateRef | None:
+        if ref is not None and ref.kind == "stop-savepoint":
+            return taken
+        return ref
+
+    def _start(self, decision: Decision, taken: StateRef | None, outcome: dict[str, Any]) -> None:
+        action = decision.action
+        prepared = decision.prepared
+        assert prepared is not None and action.version is not None
+        now = self.clock()
+        name = decision.name
+        version = action.version
+        previous = decision.record.manifest.meta if decision.record else None
+        if previous is not None and previous.query_version == version:
+            meta = previous
+        else:
+            meta = Meta(query_id=previous.query_id if previous else str(uuid.uuid4()), query_version=version,
+                        query_create_timestamp=now.replace(microsecond=0))
+        manifest = prepared.manifest.model_copy(update={"meta": meta})
+        run_id = savepoints.new_run_id(now)
+        starts: dict[str, dict[str, dict]] = {}
+        continued_from = None
+        if action.kind == "restore":
+            ref = self._resolve(action.restore_from, taken)
+            assert ref is not None
+            if ref.kind == "savepoint":
+                checkpoint_key = savepoints.restore(self.store, ref, name, version, run_id)
+                outcome["restored-from"] = ref.key
+            else:
+                run_id = ref.key.rstrip("/").rsplit("/", 1)[-1]
+                checkpoint_key = ref.key
+                outcome["resumed-checkpoint"] = ref.key
+            continued_from = decision.record.continued_from if decision.record else None
+        else:
+            checkpoint_key = layout.checkpoint(name, version, run_id)
+            continued_from = self._resolve(action.continue_from, taken)
+            if continued_from is not None:
+                bucket = self.store.savepoints if continued_from.kind == "savepoint" else self.store.checkpoints
+                reads = [t for t in prepared.tables if Source(t.name, t.connector) in prepared.sources]
+                plan = continuation.plan_starts(self.store.checkpoints, bucket, continued_from.key, reads,
+                                                {t.name: t.slug for t in reads}, name, version, {})
+                starts = plan.starts
+                outcome["continuation"] = plan.notes
+                for note in plan.notes:
+                    self.log(f"[{name} v{version}] {note}")
+        record = DeploymentRecord(manifest, prepared.tables, prepared.sources, run_id, self.target.kind, now,
+                                  removed=False, continued_from=continued_from)
+        self._write_record(decision, record)
+        self._clear_stop_request(name)
+        identity = JobIdentity(self.settings.team, name, version, run_id)
+        spec = JobSpec(manifest, Catalog(prepared.tables), self.store.checkpoints.uri(checkpoint_key),
+                       self.store.checkpoints.uri(layout.dead_letter(name)), store=self.store.describe(),
+                       once=self.settings.once, run_id=run_id, starts=starts)
+        args = submit.command(spec, master=self.target.master(), env=self.settings.env, file=prepared.file,
+                              app_name=identity.app_name, options=self.target.submit_options(identity),
+                              spark_submit=self.settings.spark_submit, local_python=self.target.kind != "yarn")
+        self.log(f"[{name} v{version}] submitting to {self.target.kind} ({self.target.master()}), "
+                 f"checkpoint {checkpoint_key}")
+        job = self.target.submit(identity, args, submit.environment(self.settings.env))
+        outcome.update({"job": job.job_id, "run-id": run_id, "checkpoint": checkpoint_key})
+        deleted = savepoints.apply_retention(self.store, name, version, keep_savepoints=manifest.retention.savepoints,
+                                             keep_runs=manifest.retention.runs, in_use=checkpoint_key)
+        if deleted:
+            outcome["retention-deleted"] = deleted
+
+    def _write_record(self, decision: Decision, record: DeploymentRecord) -> None:
+        data = record.to_yaml().encode()
+        key = layout.deployed(decision.name)
+        try:
+            if decision.etag is None:
+                self.store.manifests.write(key, data, if_absent=True)
+            else:
+                self.store.manifests.write(key, data, if_etag=decision.etag)
+        except PreconditionFailed:
+            raise UserError(Problem("DEPLOYED_STATE_CHANGED", f"{decision.name}: the deployed record changed while "
+                                    "this deploy was deciding; standing down", hint="run plan again")) from None
+
+    def _clear_stop_request(self, name: str) -> None:
+        from jobs.control import stopped_key
+
+        self.store.manifests.delete(layout.stop_request(name))
+        self.store.manifests.delete(stopped_key(name))
+
+    def stop_job(self, record: DeploymentRecord, job: RunningJob) -> bool:
+        """Ask the job to stop at a batch boundary; kill it after the timeout. True if it stopped itself."""
+        from jobs.control import stopped_key
+
+        name = record.name
+        request_id = uuid.uuid4().hex[:12]
+        self.store.manifests.write(layout.stop_request(name), json.dumps(
+            {"id": request_id, "version": job.identity.version,
+             "requested-at": self.clock().isoformat()}).encode())
+        self.log(f"[{name} v{job.identity.version}] asked {job.job_id} to stop after its current micro-batch "
+                 f"(waiting up to {self.settings.stop_timeout:.0f}s)")
+        deadline = time.monotonic() + self.settings.stop_timeout
+        acknowledged = False
+        while time.monotonic() < deadline:
+            ack = self.store.manifests.read(stopped_key(name))
+            acknowledged = ack is not None and json.loads(ack.text).get("id") == request_id
+            if self.target.find(self.settings.team, name) is None:
+                break
+            time.sleep(0.3)
+        graceful = acknowledged
+        if self.target.find(self.settings.team, name) is not None:
+            self.log(f"[{name}] no stop within {self.settings.stop_timeout:.0f}s: killing {job.job_id}; "
+                     "the savepoint is its latest checkpoint")
+            self.target.stop(job, force=True)
+            kill_deadline = time.monotonic() + 30
+            while self.target.find(self.settings.team, name) is not None and time.monotonic() < kill_deadline:
+                time.sleep(0.2)
+            graceful = False
+        self._clear_stop_request(name)
+        return graceful
+
+    def stop_with_savepoint(self, record: DeploymentRecord, job: RunningJob, *, reason: str) -> savepoints.Taken:
+        graceful = self.stop_job(record, job)
+        checkpoint_key = layout.checkpoint(record.name, record.version, record.run_id)
+        taken = savepoints.take(self.store, record.name, record.version, checkpoint_key, now=self.clock(),
+                                graceful=graceful, reason=reason)
+        how = "stopped at a batch boundary" if graceful else "killed (savepoint = latest checkpoint)"
+        self.log(f"[{record.name} v{record.version}] {how}; savepoint {taken.ref.key} ({taken.files} files, "
+                 f"last committed batch {taken.last_batch})")
+        return taken

@@ -1,0 +1,64 @@
+"""One deploy at a time per manifest: a lease in the state store, taken with a conditional write.
+
+``locks/<name>.json`` is created only if absent (S3 ``If-None-Match: *``). A second
+deploy of the same manifest finds it and stands down without changing anything. A lease
+left behind by a runner that died expires after its time-to-live and is then taken over
+with ``If-Match`` on the stale lease, so two runners cannot both take it over.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+
+from runner import layout
+from runner.errors import Problem, UserError
+from runner.store import Bucket, PreconditionFailed
+
+
+class LeaseHeld(UserError):
+    """Another runner is deploying this manifest."""
+
+
+def owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+@contextmanager
+def lease(bucket: Bucket, name: str, *, purpose: str, ttl: float = 900.0,
+          now: datetime | None = None) -> Iterator[str]:
+    """Hold ``locks/<name>.json`` for the block; raises LeaseHeld if someone else holds it."""
+    now = now or datetime.now(UTC)
+    me = owner()
+    body = json.dumps({"owner": me, "purpose": purpose, "acquired-at": now.isoformat(),
+                       "expires-at": (now + timedelta(seconds=ttl)).isoformat()}).encode()
+    key = layout.lock(name)
+    try:
+        etag = bucket.write(key, body, if_absent=True)
+    except PreconditionFailed:
+        current = bucket.read(key)
+        holder = json.loads(current.text) if current else {}
+        expired = current is not None and datetime.fromisoformat(holder["expires-at"]) < now
+        if current is None or not expired:
+            raise LeaseHeld(Problem(
+                "DEPLOY_IN_PROGRESS",
+                f"{name}: another runner holds the deploy lease ({holder.get('purpose', 'deploy')} by "
+                f"{holder.get('owner', '?')} since {holder.get('acquired-at', '?')}); standing down, nothing changed",
+                hint="wait for it to finish, then run plan again")) from None
+        try:
+            etag = bucket.write(key, body, if_etag=current.etag)
+        except PreconditionFailed:
+            raise LeaseHeld(Problem("DEPLOY_IN_PROGRESS", f"{name}: another runner took over the expired lease "
+                                    "first; standing down, nothing changed")) from None
+    try:
+        yield me
+    finally:
+        # taken over after expiry: then it is the new holder's, not ours to delete
+        with contextlib.suppress(PreconditionFailed):
+            bucket.delete(key, if_etag=etag)

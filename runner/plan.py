@@ -1,0 +1,239 @@
+"""The deploy decision: ``plan(desired, deployed, observed) -> actions``, with no I/O.
+
+PRODUCT.md §4, per manifest::
+
+    new job (nothing deployed)              -> start with clean state, version 1
+    running, config unchanged               -> nothing
+    running, config changed                 -> stop with a savepoint, then
+        query changed, state incompatible   ->   start clean, version + 1
+        otherwise                           ->   start from that savepoint (same version)
+    not running, config changed             -> query changed incompatibly ? start clean, version + 1
+                                                                          : restore the latest state
+    not running, config unchanged           -> restore the latest state (newest savepoint or checkpoint)
+                                               none found -> error, nothing started
+    manifest deleted                        -> stop with a savepoint, mark removed, keep state
+
+"Query changed" is judged by Spark (:class:`QueryDiff`, computed before planning): an
+edit that keeps the meaning and the output columns is no change, and a change Spark can
+restart across (e.g. a new filter in a stateless query) keeps the state. A version is one
+line of state: it changes only when the state is discarded. When it is, the new version
+continues where the previous one stopped (``on-query-change: continue``, the default) or
+re-reads from each source's startup position (``reprocess``); the plan says which, per
+source.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+from runner.manifest import Manifest
+
+QUERY_FIELDS = ("sql", "code", "target-table")
+RUNNER_FIELDS = ("meta",)
+
+ActionKind = Literal["nothing", "start", "restore", "remove", "error"]
+
+
+@dataclass(frozen=True)
+class QueryDiff:
+    """How the desired query differs from the deployed one (decided by Spark)."""
+
+    changed: bool  # meaning, output columns, tables read or target
+    state_compatible: bool  # the deployed version's state can carry over
+    reasons: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Source:
+    """A table a query reads."""
+
+    table: str  # `demo`.`card-transactions`
+    connector: str  # kafka, filesystem, datagen
+
+
+@dataclass(frozen=True)
+class Desired:
+    manifest: Manifest  # merged over the template, without meta
+    sources: tuple[Source, ...]
+    diff: QueryDiff | None = None  # against the deployed query; None when nothing is deployed
+
+
+@dataclass(frozen=True)
+class Deployed:
+    manifest: Manifest  # as deployed: merged, with meta
+    sources: tuple[Source, ...]
+    removed: bool = False
+    continued_from: StateRef | None = None  # where this version's sources were told to start
+
+    @property
+    def version(self) -> int:
+        assert self.manifest.meta is not None
+        return self.manifest.meta.query_version
+
+
+@dataclass(frozen=True)
+class StateRef:
+    """A restorable state: a savepoint, or a checkpoint run folder, of one version."""
+
+    kind: Literal["savepoint", "checkpoint", "stop-savepoint"]
+    version: int
+    key: str = ""  # in the savepoints or checkpoints bucket; empty for the savepoint a stop will take
+    created: datetime | None = None
+
+    def describe(self) -> str:
+        if self.kind == "stop-savepoint":
+            return f"the savepoint taken when v{self.version} stops"
+        return f"{self.kind} {self.key.rstrip('/').rsplit('/', 1)[-1]} of v{self.version}"
+
+
+@dataclass(frozen=True)
+class Observed:
+    running: bool = False
+    running_version: int | None = None
+    savepoints: tuple[StateRef, ...] = ()  # of the deployed version
+    checkpoints: tuple[StateRef, ...] = ()  # of the deployed version, runs Spark has written to
+    ever_ran: bool = False  # the deployed version reported progress at least once
+
+
+@dataclass(frozen=True)
+class SourceStart:
+    table: str
+    how: Literal["startup-position", "continue", "generated"]
+    detail: str
+
+
+@dataclass(frozen=True)
+class Action:
+    name: str
+    kind: ActionKind
+    reasons: tuple[str, ...]
+    version: int | None = None  # the version that will run (or runs)
+    stop: bool = False  # stop the running job first, with a savepoint
+    restore_from: StateRef | None = None  # restore: the state to start from
+    continue_from: StateRef | None = None  # start after a change: the previous version's final state
+    sources: tuple[SourceStart, ...] = field(default_factory=tuple)
+
+    @property
+    def summary(self) -> str:
+        if self.kind == "nothing":
+            return "no change"
+        if self.kind == "start":
+            fresh = "clean state" if self.version == 1 else "clean state (query changed)"
+            return ("stop with savepoint, then " if self.stop else "") + f"start v{self.version} with {fresh}"
+        if self.kind == "restore":
+            assert self.restore_from is not None
+            return ("stop with savepoint, then " if self.stop else "") + \
+                f"restore v{self.version} from {self.restore_from.describe()}"
+        if self.kind == "remove":
+            return ("stop with savepoint, " if self.stop else "") + "mark removed (state kept)"
+        return "error: " + "; ".join(self.reasons)
+
+
+def config_of(manifest: Manifest) -> dict:
+    """Everything but the query and the runner's own fields: a change here restores state."""
+    data = manifest.to_dict()
+    return {k: v for k, v in data.items() if k not in QUERY_FIELDS + RUNNER_FIELDS}
+
+
+def _latest(observed: Observed) -> StateRef | None:
+    """Newest savepoint or checkpoint; on a tie the checkpoint (it needs no copy)."""
+    candidates = [*observed.savepoints, *observed.checkpoints]
+    if not candidates:
+        return None
+    order = {"savepoint": 0, "checkpoint": 1}
+    return max(candidates, key=lambda ref: (ref.created or datetime.min, order.get(ref.kind, 0)))
+
+
+def _sources_start(desired: Desired, deployed: Deployed | None, continue_from: StateRef | None,
+                   policy: str) -> tuple[SourceStart, ...]:
+    previous = {s.table for s in deployed.sources} if deployed else set()
+    starts = []
+    for source in desired.sources:
+        if source.connector == "datagen":
+            starts.append(SourceStart(source.table, "generated", "generated rows; nothing to continue"))
+        elif continue_from is None or source.table not in previous:
+            why = ("new source" if deployed and source.table not in previous else
+                   "on-query-change: reprocess" if policy == "reprocess" and deployed else
+                   "no earlier state" if deployed else "first version")
+            starts.append(SourceStart(source.table, "startup-position", f"from its startup position ({why})"))
+        elif source.connector == "kafka":
+            starts.append(SourceStart(source.table, "continue",
+                                      f"continues from the Kafka offsets v{continue_from.version} committed"))
+        else:
+            starts.append(SourceStart(source.table, "continue",
+                                      f"continues after the files v{continue_from.version} read (skips them)"))
+    return tuple(starts)
+
+
+def plan_one(name: str, desired: Desired | None, deployed: Deployed | None, observed: Observed) -> Action:
+    """The decision for one manifest."""
+    running = observed.running
+    if desired is None:
+        if deployed is None or (deployed.removed and not running):
+            return Action(name, "nothing", ("not deployed",))
+        if running:
+            return Action(name, "remove", ("manifest deleted: stop with a savepoint and keep the state",),
+                          version=deployed.version, stop=True)
+        return Action(name, "remove", ("manifest deleted; the job is not running, its state is kept",),
+                      version=deployed.version)
+
+    if deployed is None:
+        return Action(name, "start", ("new job: nothing deployed under this name",), version=1,
+                      sources=_sources_start(desired, None, None, desired.manifest.on_query_change))
+
+    diff = desired.diff or QueryDiff(changed=False, state_compatible=True)
+    config_changed = config_of(desired.manifest) != config_of(deployed.manifest)
+    reasons: list[str] = []
+    if running and observed.running_version not in (None, deployed.version):
+        reasons.append(f"a job of v{observed.running_version} is running, v{deployed.version} is deployed")
+    if deployed.removed:
+        reasons.append("redeploying a removed job")
+    if diff.changed:
+        reasons.extend(diff.reasons)
+    elif desired.manifest.sql != deployed.manifest.sql or desired.manifest.code != deployed.manifest.code:
+        reasons.append("query text differs only in layout (whitespace, comments, case): same meaning")
+    changed_keys = sorted(k for k in set(config_of(desired.manifest)) | set(config_of(deployed.manifest))
+                          if config_of(desired.manifest).get(k) != config_of(deployed.manifest).get(k))
+    if config_changed:
+        reasons.append(f"configuration changed: {', '.join(changed_keys)}")
+
+    if diff.changed and not diff.state_compatible:
+        version = deployed.version + 1
+        policy = desired.manifest.on_query_change
+        previous_state = StateRef("stop-savepoint", deployed.version) if running else _latest(observed)
+        continue_from = previous_state if policy == "continue" else None
+        reasons.append(f"state of v{deployed.version} cannot carry over: v{version} starts with clean state")
+        if policy == "continue" and previous_state is None:
+            reasons.append(f"v{deployed.version} left no state to continue from")
+        return Action(name, "start", tuple(reasons), version=version, stop=running, continue_from=continue_from,
+                      sources=_sources_start(desired, deployed, continue_from, policy))
+
+    if running and not deployed.removed and not diff.changed and not config_changed:
+        return Action(name, "nothing", tuple(reasons) or ("running, unchanged",), version=deployed.version)
+
+    if diff.changed:
+        reasons.append("the change is state-compatible: the state carries over")
+    if running:
+        return Action(name, "restore", tuple(reasons), version=deployed.version, stop=True,
+                      restore_from=StateRef("stop-savepoint", deployed.version))
+    latest = _latest(observed)
+    if latest is not None:
+        reasons.append("not running" if not (diff.changed or config_changed) else "not running; restoring")
+        return Action(name, "restore", tuple(reasons), version=deployed.version, restore_from=latest)
+    if not observed.ever_ran:
+        # The version was decided but never got going (e.g. the runner stopped half-way):
+        # nothing was processed, so its recorded start is still the right one.
+        reasons.append(f"v{deployed.version} never started: starting it as planned")
+        return Action(name, "start", tuple(reasons), version=deployed.version, continue_from=deployed.continued_from,
+                      sources=_sources_start(desired, deployed if deployed.continued_from else None,
+                                             deployed.continued_from, desired.manifest.on_query_change))
+    reasons.append(f"no savepoint or checkpoint of v{deployed.version} found, although it ran")
+    return Action(name, "error", tuple(reasons), version=deployed.version)
+
+
+def plan(desired: dict[str, Desired], deployed: dict[str, Deployed], observed: dict[str, Observed]) -> list[Action]:
+    """One action per manifest that is desired or deployed, in name order."""
+    names = sorted(set(desired) | set(deployed))
+    return [plan_one(n, desired.get(n), deployed.get(n), observed.get(n, Observed())) for n in names]

@@ -1,0 +1,130 @@
+"""What the runner writes about deployments: the deployed record and the history of decisions.
+
+``deployed/<name>.yaml`` is the merged manifest with its ``meta``, plus a ``deployment``
+section: the table definitions the query was deployed with (so a later DDL edit is seen
+as a change), the run folder in use, the target, where the version's sources started,
+and whether the job was removed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+import yaml
+
+from runner import layout
+from runner.manifest import Manifest
+from runner.plan import Deployed, Source, StateRef
+from runner.store import Blob, Bucket, PreconditionFailed
+from runner.tables import TableDef
+
+
+@dataclass(frozen=True)
+class DeploymentRecord:
+    manifest: Manifest  # merged, with meta
+    tables: tuple[TableDef, ...]  # read and written, as deployed
+    sources: tuple[Source, ...]
+    run_id: str
+    target: str
+    deployed_at: datetime
+    removed: bool = False
+    continued_from: StateRef | None = None
+
+    @property
+    def name(self) -> str:
+        return self.manifest.name
+
+    @property
+    def version(self) -> int:
+        assert self.manifest.meta is not None
+        return self.manifest.meta.query_version
+
+    def as_deployed(self) -> Deployed:
+        return Deployed(self.manifest, self.sources, self.removed, self.continued_from)
+
+    def with_changes(self, **changes: Any) -> DeploymentRecord:
+        return replace(self, **changes)
+
+    def to_yaml(self) -> str:
+        data = self.manifest.to_dict()
+        data["deployment"] = {
+            "status": "removed" if self.removed else "active",
+            "run-id": self.run_id,
+            "target": self.target,
+            "deployed-at": self.deployed_at.isoformat(),
+            "sources": [{"table": s.table, "connector": s.connector} for s in self.sources],
+            "continued-from": _ref_to_dict(self.continued_from),
+            "tables": [t.to_dict() for t in self.tables],
+        }
+        return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+
+    @staticmethod
+    def from_yaml(text: str) -> DeploymentRecord:
+        data = yaml.safe_load(text)
+        deployment = data.pop("deployment")
+        return DeploymentRecord(
+            manifest=Manifest.model_validate(data),
+            tables=tuple(TableDef.from_dict(t) for t in deployment["tables"]),
+            sources=tuple(Source(s["table"], s["connector"]) for s in deployment["sources"]),
+            run_id=deployment["run-id"],
+            target=deployment["target"],
+            deployed_at=datetime.fromisoformat(deployment["deployed-at"]),
+            removed=deployment["status"] == "removed",
+            continued_from=_ref_from_dict(deployment.get("continued-from")),
+        )
+
+
+def _ref_to_dict(ref: StateRef | None) -> dict | None:
+    if ref is None:
+        return None
+    return {"kind": ref.kind, "version": ref.version, "key": ref.key,
+            "created": ref.created.isoformat() if ref.created else None}
+
+
+def _ref_from_dict(data: dict | None) -> StateRef | None:
+    if not data:
+        return None
+    created = datetime.fromisoformat(data["created"]) if data.get("created") else None
+    return StateRef(data["kind"], data["version"], data["key"], created)
+
+
+def read_deployed(bucket: Bucket, name: str) -> tuple[DeploymentRecord | None, Blob | None]:
+    """The deployed record and the blob it came from (its etag guards the next write)."""
+    blob = bucket.read(layout.deployed(name))
+    if blob is None:
+        return None, None
+    return DeploymentRecord.from_yaml(blob.text), blob
+
+
+def deployed_names(bucket: Bucket) -> list[str]:
+    return sorted(k.removeprefix("deployed/").removesuffix(".yaml") for k in bucket.keys("deployed/")
+                  if k.endswith(".yaml"))
+
+
+def timestamp(now: datetime) -> str:
+    """Sortable, filename-safe UTC time with milliseconds."""
+    return now.astimezone(UTC).strftime("%Y%m%dT%H%M%S.%f")[:-3] + "Z"
+
+
+def write_history(bucket: Bucket, name: str, record: dict[str, Any], now: datetime) -> str:
+    """``history/<name>/<timestamp>.json``; never overwrites an earlier record."""
+    for attempt in range(100):
+        key = f"{layout.history(name)}{timestamp(now)}{'' if attempt == 0 else f'-{attempt}'}.json"
+        try:
+            bucket.write(key, json.dumps(record, indent=2, default=str).encode(), if_absent=True)
+            return key
+        except PreconditionFailed:  # two records in the same millisecond: take the next name
+            continue
+    raise RuntimeError(f"could not write a history record for {name}")
+
+
+def read_history(bucket: Bucket, name: str) -> list[dict[str, Any]]:
+    records = []
+    for key in bucket.keys(layout.history(name)):
+        blob = bucket.read(key)
+        if blob is not None:
+            records.append(json.loads(blob.text))
+    return records

@@ -1,0 +1,37 @@
+"""``sql-runner run``: one job in the foreground (its output on the console), then exit.
+
+Finding jobs goes to the local target, so a foreground run sees a detached job of the
+same name and does not start a second one beside it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+from runner.targets.base import JobIdentity, RunningJob
+from runner.targets.local import LocalTarget
+
+
+class ForegroundTarget:
+    kind = "foreground"
+
+    def __init__(self, local: LocalTarget):
+        self.local = local
+        self.exit_code: int | None = None
+
+    def master(self) -> str:
+        return self.local.master()
+
+    def submit_options(self, identity: JobIdentity) -> list[str]:
+        return []
+
+    def submit(self, identity: JobIdentity, args: list[str], env: dict[str, str]) -> RunningJob:
+        """Run the job attached to this terminal until it finishes."""
+        self.exit_code = subprocess.run(args, env=env, check=False).returncode
+        return RunningJob(identity, self.kind, "foreground", f"exit code {self.exit_code}")
+
+    def find(self, team: str, name: str) -> RunningJob | None:
+        return self.local.find(team, name)
+
+    def stop(self, job: RunningJob, *, force: bool) -> None:
+        self.local.stop(job, force=force)

@@ -1,0 +1,86 @@
+"""Jobs as detached ``spark-submit`` processes on this machine.
+
+A started job is recorded in the state store (``jobs/<name>.json``: host, process id and
+the process's start time from ``/proc``). A runner started later finds its jobs there; a
+process counts as running only if that very process (same id *and* start time, so a
+reused id is not mistaken for it) is alive on this host and not a zombie.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+from pathlib import Path
+
+from runner import layout
+from runner.store import Bucket
+from runner.targets.base import JobIdentity, RunningJob
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot, or None if it is gone or a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    if fields[0] in ("Z", "X"):
+        return None
+    return int(fields[19])
+
+
+class LocalTarget:
+    kind = "local"
+
+    def __init__(self, bucket: Bucket, log_dir: Path, master: str = "local[*]"):
+        self.bucket = bucket  # the manifests bucket, where job records live
+        self.log_dir = log_dir
+        self._master = master
+
+    def master(self) -> str:
+        return self._master
+
+    def submit_options(self, identity: JobIdentity) -> list[str]:
+        return []
+
+    def log_path(self, identity: JobIdentity) -> Path:
+        return self.log_dir / f"{identity.name}-v{identity.version}-{identity.run_id}.log"
+
+    def submit(self, identity: JobIdentity, args: list[str], env: dict[str, str]) -> RunningJob:
+        """Start ``args`` detached (its own session, output to a log file) and record it."""
+        log = self.log_path(identity)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "ab") as handle:
+            process = subprocess.Popen(args, env=env, stdout=handle, stderr=subprocess.STDOUT,
+                                       stdin=subprocess.DEVNULL, start_new_session=True)
+        ticks = process_start_ticks(process.pid)
+        record = {"target": self.kind, "identity": identity.to_dict(), "host": socket.gethostname(),
+                  "pid": process.pid, "start-ticks": ticks, "log": str(log), "master": self._master}
+        self.bucket.write(layout.job_record(identity.name), json.dumps(record, indent=2).encode())
+        return RunningJob(identity, self.kind, f"{process.pid}@{record['host']}", f"log {log}")
+
+    def _record(self, name: str) -> dict | None:
+        blob = self.bucket.read(layout.job_record(name))
+        return json.loads(blob.text) if blob else None
+
+    def find(self, team: str, name: str) -> RunningJob | None:
+        record = self._record(name)
+        if record is None or record.get("target") != self.kind:
+            return None
+        identity = JobIdentity.from_dict(record["identity"])
+        if identity.team != team or record["host"] != socket.gethostname():
+            return None
+        ticks = process_start_ticks(record["pid"])
+        if ticks is None or ticks != record["start-ticks"]:
+            return None
+        return RunningJob(identity, self.kind, f"{record['pid']}@{record['host']}", f"log {record['log']}")
+
+    def stop(self, job: RunningJob, *, force: bool) -> None:
+        """SIGTERM (the job stops its queries) or SIGKILL, to the job's whole process group."""
+        pid = int(job.job_id.split("@", 1)[0])
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL if force else signal.SIGTERM)

@@ -1,0 +1,82 @@
+"""Jobs on YARN (EMR): ``spark-submit --master yarn --deploy-mode cluster``.
+
+The application carries tags for team, name and version; it is found through the
+ResourceManager's REST API by those exact tags (never by a substring of its name), and
+stopped or killed there (``PUT /ws/v1/cluster/apps/<id>/state``).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import urllib.parse
+import urllib.request
+
+from runner.targets.base import JobIdentity, RunningJob
+
+ACTIVE_STATES = "NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING"
+
+
+class YarnError(Exception):
+    """spark-submit or the ResourceManager refused or failed."""
+
+
+class YarnTarget:
+    kind = "yarn"
+
+    def __init__(self, resource_manager: str, *, submit_timeout: float = 300.0):
+        self.resource_manager = resource_manager.rstrip("/")
+        self.submit_timeout = submit_timeout
+
+    def master(self) -> str:
+        return "yarn"
+
+    def submit_options(self, identity: JobIdentity) -> list[str]:
+        return ["--deploy-mode", "cluster",
+                "--conf", f"spark.yarn.tags={','.join(identity.tags)}",
+                "--conf", "spark.yarn.submit.waitAppCompletion=false",
+                "--conf", "spark.yarn.maxAppAttempts=1"]
+
+    def submit(self, identity: JobIdentity, args: list[str], env: dict[str, str]) -> RunningJob:
+        """Run spark-submit until YARN accepted the application, then look it up by its tags."""
+        completed = subprocess.run(args, env=env, capture_output=True, text=True, timeout=self.submit_timeout,
+                                   check=False)
+        if completed.returncode != 0:
+            tail = (completed.stderr or completed.stdout).strip().splitlines()[-5:]
+            raise YarnError(f"spark-submit to YARN failed (exit {completed.returncode}): {' | '.join(tail)}")
+        job = self.find(identity.team, identity.name)
+        if job is None or job.identity.version != identity.version:
+            raise YarnError(f"spark-submit succeeded but no application tagged {identity.app_name} is active")
+        return job
+
+    def _get(self, path: str) -> dict:
+        with urllib.request.urlopen(f"{self.resource_manager}{path}", timeout=10) as response:
+            return json.load(response)
+
+    def applications(self, team: str, name: str) -> list[dict]:
+        """Active applications whose tags are exactly this team's and this name's."""
+        query = urllib.parse.urlencode({"applicationTags": f"sql-runner-name:{name}", "states": ACTIVE_STATES})
+        apps = (self._get(f"/ws/v1/cluster/apps?{query}").get("apps") or {}).get("app") or []
+        wanted = {"sql-runner", f"sql-runner-team:{team}", f"sql-runner-name:{name}"}
+        return [a for a in apps if wanted <= set(filter(None, a.get("applicationTags", "").split(",")))]
+
+    def find(self, team: str, name: str) -> RunningJob | None:
+        apps = self.applications(team, name)
+        if not apps:
+            return None
+        app = max(apps, key=lambda a: a.get("startedTime", 0))
+        tags = set(app.get("applicationTags", "").split(","))
+        version = next((int(t.split(":", 1)[1]) for t in tags if t.startswith("sql-runner-version:")), 0)
+        detail = f"{app.get('state')} in queue {app.get('queue')}; {app.get('trackingUrl', '')}".strip()
+        return RunningJob(JobIdentity(team, name, version), self.kind, app["id"], detail)
+
+    def stop(self, job: RunningJob, *, force: bool) -> None:
+        """Kill the application through the ResourceManager (YARN has no gentler stop)."""
+        body = json.dumps({"state": "KILLED"}).encode()
+        request = urllib.request.Request(f"{self.resource_manager}/ws/v1/cluster/apps/{job.job_id}/state",
+                                         data=body, method="PUT", headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                response.read()
+        except urllib.error.HTTPError as error:
+            raise YarnError(f"ResourceManager refused to kill {job.job_id}: HTTP {error.code}") from None
