@@ -103,6 +103,11 @@ class Deployer:
         built = build_job(self.spark(), manifest, self.project.catalog, self.settings.env, streaming=False, file=file)
         reads = list(built.query.sources.values())
         tables = tuple([*reads, built.target])
+        from runner.cli import _placeholder_problems
+
+        problems = _placeholder_problems(manifest, file, list(tables))
+        if problems:
+            raise UserError(problems)
         sources = tuple(Source(t.name, t.connector) for t in reads)
         record, _ = records.read_deployed(self.store.manifests, manifest.name)
         diff = None

@@ -176,7 +176,8 @@ def plan_table(decisions: list[Decision]) -> Table:
 def plan(paths: Paths = None, project: Project_ = None, state: State = None, manifests_bucket: ManifestsBucket = None,
          checkpoints_bucket: CheckpointsBucket = None, savepoints_bucket: SavepointsBucket = None,
          target: TargetKind = "local", master: Master = None, master_web_ui: WebUi = None,
-         resource_manager: ResourceManager = None, team: Team = "local", from_store: FromStore = False) -> None:
+         resource_manager: ResourceManager = None, team: Team = "local", from_store: FromStore = False,
+         as_json: Annotated[bool, typer.Option("--json", help="One JSON object per manifest.")] = False) -> None:
     """Show, per manifest, what deploy would do and why. Changes nothing."""
     from runner.cli import _guard, out
 
@@ -185,7 +186,16 @@ def plan(paths: Paths = None, project: Project_ = None, state: State = None, man
                        checkpoints_bucket=checkpoints_bucket, savepoints_bucket=savepoints_bucket, target=target,
                        master=master, web_ui=master_web_ui, resource_manager=resource_manager, team=team,
                        from_store=from_store)
-        out.print(plan_table(_decisions(ctx, ctx.deployer(), paths)))
+        decisions = _decisions(ctx, ctx.deployer(), paths)
+        if as_json:
+            for decision in decisions:
+                action = decision.action
+                out.print(json.dumps({"name": decision.name, "decision": action.kind, "summary": action.summary,
+                                      "version": action.version, "reasons": list(action.reasons),
+                                      "sources": [{"table": s.table, "how": s.how, "detail": s.detail}
+                                                  for s in action.sources]}), markup=False, soft_wrap=True)
+            return
+        out.print(plan_table(decisions))
 
     _guard(body)
 

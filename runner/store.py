@@ -218,8 +218,11 @@ class S3Bucket:
         try:
             response = self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, **extra)
         except ClientError as error:
-            if error.response["Error"]["Code"] in ("PreconditionFailed", "ConditionalRequestConflict", "412"):
-                raise PreconditionFailed(f"{key}: {error.response['Error']['Code']}") from None
+            code = error.response["Error"]["Code"]
+            # If-Match on a key that is gone answers 404 NoSuchKey: it changed since it was read, too.
+            if code in ("PreconditionFailed", "ConditionalRequestConflict", "412") or (
+                    if_etag is not None and code in ("NoSuchKey", "404")):
+                raise PreconditionFailed(f"{key}: {code}") from None
             raise
         return response["ETag"]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import textwrap
 from pathlib import Path
@@ -51,9 +52,22 @@ class ProjectDir:
         return path
 
 
+def kill_recorded_jobs(state: Path) -> None:
+    """Kill every detached job a test started (their records are in the state store)."""
+    import json
+    import signal
+
+    for record in (state / "manifests" / "jobs").glob("*.json"):
+        pid = json.loads(record.read_text())["pid"]
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+
+
 @pytest.fixture
-def project(tmp_path: Path) -> ProjectDir:
-    return ProjectDir(tmp_path / "project")
+def project(tmp_path: Path):
+    folder = ProjectDir(tmp_path / "project")
+    yield folder
+    kill_recorded_jobs(folder.root / ".sql-runner")
 
 
 TRANSACTIONS_DDL = """

@@ -38,7 +38,7 @@ def test_run_once_twice_processes_exactly_the_new_input(demo_project: ProjectDir
     write_batch(events, "b2", second)
     result = sql_runner("run", "manifests/high-value.yaml", "--once", cwd=demo_project.root)
     assert result.returncode == 0, result.stderr
-    assert "resuming" in result.stderr
+    assert "restore v1 from checkpoint run-" in result.stderr
     new = [t.transaction_id for t in second if t.amount > 500]
     assert f"finished: {len(new)} rows written" in result.stdout
     rows = committed_json_rows(out)

@@ -1,0 +1,76 @@
+"""A new version continues where the previous one stopped, from the state Spark wrote."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+from jobs import sources
+from runner.continuation import committed, kafka_offsets, plan_starts
+from runner.events import transactions, write_batch
+from runner.project import load_project
+from runner.store import LocalBucket
+from tests.conftest import ProjectDir
+
+START = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def write_offset_log(spark, checkpoint: Path, batch: int, offsets: list[str | None], commit: bool) -> None:
+    """Offsets and commits written by Spark's own log classes, as a Kafka query would leave them."""
+    jvm = spark._jvm
+    streaming = jvm.org.apache.spark.sql.execution.streaming
+    log = streaming.OffsetSeqLog(spark._jsparkSession, str(checkpoint / "offsets"))
+    serialized = [streaming.SerializedOffset(o) if o else None for o in offsets]
+    from py4j.java_collections import ListConverter
+
+    gateway = spark.sparkContext._gateway._gateway_client
+    java_list = ListConverter().convert([o for o in serialized if o is not None], gateway)
+    log.add(batch, streaming.OffsetSeq.fill(jvm.scala.jdk.javaapi.CollectionConverters.asScala(java_list).toSeq()))
+    if commit:
+        commits = streaming.CommitLog(spark._jsparkSession, str(checkpoint / "commits"))
+        commits.add(batch, streaming.CommitMetadata(0, getattr(getattr(jvm.scala, "None$"), "MODULE$")))
+
+
+def test_kafka_sources_continue_from_the_last_committed_offsets(spark, tmp_path: Path):
+    checkpoint = tmp_path / "bucket" / "run"
+    write_offset_log(spark, checkpoint, 0, ['{"transactions":{"0":10,"1":7}}'], commit=True)
+    write_offset_log(spark, checkpoint, 1, ['{"transactions":{"0":42,"1":17}}'], commit=True)
+    write_offset_log(spark, checkpoint, 2, ['{"transactions":{"0":50,"1":20}}'], commit=False)  # in flight
+    bucket = LocalBucket(tmp_path / "bucket")
+    found = committed(bucket, "run/")
+    assert found.batch == 1
+    assert kafka_offsets(found, "transactions") == {"transactions": {"0": 42, "1": 17}}
+    assert kafka_offsets(found, "other-topic") is None
+
+
+def test_a_file_source_continues_after_the_files_the_previous_version_read(spark, demo_project: ProjectDir,
+                                                                           tmp_path: Path):
+    events = demo_project.root / "data" / "in"
+    first = transactions(10, start=START, seed=1)
+    write_batch(events, "b1", first)
+    write_batch(events, "b2", transactions(10, start=START, seed=2, first_id=10))
+    catalog = load_project(demo_project.root).catalog
+    table = catalog.lookup_name("`demo`.`card-transactions`")
+    bucket = LocalBucket(tmp_path / "checkpoints")
+
+    def run(checkpoint: str, out: str, start: dict | None = None) -> list[str]:
+        frame = sources.valid_rows(sources.read_table(spark, table, {}, start), table)
+        query = (frame.select("transaction_id").writeStream.format("json").option("path", str(tmp_path / out))
+                 .option("checkpointLocation", bucket.uri(checkpoint)).trigger(availableNow=True).start())
+        query.awaitTermination()
+        return sorted(r.transaction_id for r in spark.read.json(str(tmp_path / out)).collect())
+
+    old = run("checkpoints/job/1/run-a/", "v1")
+    assert len(old) == 20
+    later = transactions(10, start=START, seed=3, first_id=20)
+    write_batch(events, "b3", later)
+    plan = plan_starts(bucket, bucket, "checkpoints/job/1/run-a/", [table], {table.name: table.slug}, "job", 2, {})
+    start = plan.starts["main"][table.name]
+    assert start["kind"] == "skip-files" and start["count"] == 2
+    assert "skips the 2 files read up to batch 0" in plan.notes[0]
+    new = run("checkpoints/job/2/run-b/", "v2", start)
+    assert new == sorted(t.transaction_id for t in later), "v2 reads exactly the file v1 did not"
+    listed = [json.loads(line)["path"] for line in Path(start["uri"]).read_text().splitlines()]
+    assert sorted(Path(p.removeprefix("file:")).name for p in listed) == ["b1.json", "b2.json"]
+    assert not set(old) & set(new)

@@ -1,0 +1,159 @@
+"""Every branch of the deploy decision, over plain data (no Spark, no files)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from runner.manifest import Manifest, Meta
+from runner.plan import Deployed, Desired, Observed, QueryDiff, Source, StateRef, plan, plan_one
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+KAFKA = Source("`kafka`.`tx`", "kafka")
+FILES = Source("`demo`.`tx`", "filesystem")
+GEN = Source("`demo`.`gen`", "datagen")
+
+
+def manifest(**changes) -> Manifest:
+    data = {"name": "job", "target-table": "`demo`.`out`", "sql": "SELECT a FROM t", **changes}
+    return Manifest.model_validate(data)
+
+
+def deployed(version: int = 1, removed: bool = False, sources=(KAFKA,), **changes) -> Deployed:
+    meta = Meta(query_id="q", query_version=version, query_create_timestamp=T0)
+    return Deployed(manifest(**changes).model_copy(update={"meta": meta}), tuple(sources), removed)
+
+
+def desired(diff: QueryDiff | None = None, sources=(KAFKA,), **changes) -> Desired:
+    return Desired(manifest(**changes), tuple(sources), diff)
+
+
+SAME = QueryDiff(changed=False, state_compatible=True)
+COMPATIBLE = QueryDiff(changed=True, state_compatible=True, reasons=("the query's meaning changed",))
+INCOMPATIBLE = QueryDiff(changed=True, state_compatible=False, reasons=("aggregation 1 changed",))
+RUNNING = Observed(running=True, running_version=1, ever_ran=True)
+SAVEPOINT = StateRef("savepoint", 1, "savepoints/job/1/savepoint-20260101T000500Z-aaaaaa/",
+                     datetime(2026, 1, 1, 0, 5, tzinfo=UTC))
+CHECKPOINT = StateRef("checkpoint", 1, "checkpoints/job/1/run-20260101T000000Z-bbbbbb/", T0)
+
+
+def test_new_job_starts_clean_at_version_1():
+    action = plan_one("job", desired(), None, Observed())
+    assert (action.kind, action.version, action.stop) == ("start", 1, False)
+    assert action.sources[0].how == "startup-position"
+
+
+def test_running_and_unchanged_does_nothing():
+    action = plan_one("job", desired(SAME), deployed(), RUNNING)
+    assert action.kind == "nothing" and action.reasons == ("running, unchanged",)
+
+
+def test_layout_only_edit_is_no_change_and_says_why():
+    action = plan_one("job", desired(SAME, sql="select a\n  from T -- same"), deployed(), RUNNING)
+    assert action.kind == "nothing"
+    assert "layout" in action.reasons[0]
+
+
+def test_running_config_change_stops_with_savepoint_and_restores_it():
+    action = plan_one("job", desired(SAME, description="new words"), deployed(), RUNNING)
+    assert (action.kind, action.stop, action.version) == ("restore", True, 1)
+    assert action.restore_from == StateRef("stop-savepoint", 1)
+    assert "configuration changed: description" in action.reasons
+
+
+def test_running_compatible_query_change_keeps_version_and_state():
+    action = plan_one("job", desired(COMPATIBLE, sql="SELECT a FROM t WHERE a > 1"), deployed(), RUNNING)
+    assert (action.kind, action.stop, action.version) == ("restore", True, 1)
+    assert any("state-compatible" in r for r in action.reasons)
+
+
+def test_running_incompatible_change_starts_next_version_continuing_each_source():
+    sources = (KAFKA, FILES, GEN)
+    action = plan_one("job", desired(INCOMPATIBLE, sources=sources), deployed(sources=sources), RUNNING)
+    assert (action.kind, action.stop, action.version) == ("start", True, 2)
+    assert action.continue_from == StateRef("stop-savepoint", 1)
+    hows = {s.table: s.how for s in action.sources}
+    assert hows == {KAFKA.table: "continue", FILES.table: "continue", GEN.table: "generated"}
+    details = {s.table: s.detail for s in action.sources}
+    assert "Kafka offsets" in details[KAFKA.table] and "skips them" in details[FILES.table]
+
+
+def test_reprocess_policy_reads_from_the_startup_position():
+    action = plan_one("job", desired(INCOMPATIBLE, **{"on-query-change": "reprocess"}),
+                      deployed(**{"on-query-change": "reprocess"}), RUNNING)
+    assert action.kind == "start" and action.version == 2 and action.continue_from is None
+    assert [s.how for s in action.sources] == ["startup-position"]
+    assert "reprocess" in action.sources[0].detail
+
+
+def test_a_source_new_in_this_version_starts_at_its_startup_position():
+    action = plan_one("job", desired(INCOMPATIBLE, sources=(KAFKA, FILES)), deployed(sources=(KAFKA,)), RUNNING)
+    hows = {s.table: (s.how, s.detail) for s in action.sources}
+    assert hows[KAFKA.table][0] == "continue"
+    assert hows[FILES.table] == ("startup-position", "from its startup position (new source)")
+
+
+def test_not_running_incompatible_change_continues_from_the_latest_state():
+    observed = Observed(savepoints=(SAVEPOINT,), checkpoints=(CHECKPOINT,), ever_ran=True)
+    action = plan_one("job", desired(INCOMPATIBLE), deployed(), observed)
+    assert (action.kind, action.stop, action.version) == ("start", False, 2)
+    assert action.continue_from == SAVEPOINT  # newer than the checkpoint run
+
+
+def test_not_running_config_change_restores_the_latest_state():
+    newer_run = StateRef("checkpoint", 1, "checkpoints/job/1/run-20260101T001000Z-cccccc/",
+                         datetime(2026, 1, 1, 0, 10, tzinfo=UTC))
+    observed = Observed(savepoints=(SAVEPOINT,), checkpoints=(CHECKPOINT, newer_run), ever_ran=True)
+    action = plan_one("job", desired(SAME, **{"trigger-interval": "1 minute"}), deployed(), observed)
+    assert (action.kind, action.stop, action.restore_from) == ("restore", False, newer_run)
+
+
+def test_not_running_unchanged_restores_the_newest_of_savepoints_and_checkpoints():
+    observed = Observed(savepoints=(SAVEPOINT,), checkpoints=(CHECKPOINT,), ever_ran=True)
+    action = plan_one("job", desired(SAME), deployed(), observed)
+    assert (action.kind, action.restore_from) == ("restore", SAVEPOINT)
+
+
+def test_not_running_without_any_state_after_running_is_an_error():
+    action = plan_one("job", desired(SAME), deployed(), Observed(ever_ran=True))
+    assert action.kind == "error"
+    assert "no savepoint or checkpoint of v1" in action.reasons[-1]
+
+
+def test_a_version_that_never_started_is_started_as_planned():
+    previous = StateRef("savepoint", 1, "savepoints/job/1/savepoint-x/")
+    record = Deployed(deployed(version=2).manifest, (KAFKA,), continued_from=previous)
+    action = plan_one("job", desired(SAME), record, Observed(ever_ran=False))
+    assert (action.kind, action.version, action.continue_from) == ("start", 2, previous)
+
+
+def test_deleted_manifest_of_a_running_job_stops_with_savepoint_and_is_marked_removed():
+    action = plan_one("job", None, deployed(), RUNNING)
+    assert (action.kind, action.stop) == ("remove", True)
+
+
+def test_deleted_manifest_of_a_stopped_job_is_marked_removed_without_stopping():
+    action = plan_one("job", None, deployed(), Observed())
+    assert (action.kind, action.stop) == ("remove", False)
+
+
+def test_removed_job_stays_removed():
+    assert plan_one("job", None, deployed(removed=True), Observed()).kind == "nothing"
+
+
+def test_redeploying_a_removed_job_restores_its_state():
+    observed = Observed(savepoints=(SAVEPOINT,), ever_ran=True)
+    action = plan_one("job", desired(SAME), deployed(removed=True), observed)
+    assert (action.kind, action.restore_from) == ("restore", SAVEPOINT)
+    assert "redeploying a removed job" in action.reasons
+
+
+def test_a_job_of_another_version_running_is_stopped_first():
+    observed = Observed(running=True, running_version=3, ever_ran=True)
+    action = plan_one("job", desired(SAME, description="x"), deployed(version=4), observed)
+    assert action.stop and "a job of v3 is running, v4 is deployed" in action.reasons
+
+
+def test_plan_covers_desired_and_deployed_names_in_order():
+    actions = plan({"b": desired(), "a": desired(SAME)}, {"a": deployed(), "c": deployed()},
+                   {"a": RUNNING, "c": RUNNING})
+    assert [(a.name, a.kind) for a in actions] == [("a", "nothing"), ("b", "start"), ("c", "remove")]

@@ -1,0 +1,97 @@
+"""Query changes judged by Spark: meaning, output columns, and whether the state carries over."""
+
+from __future__ import annotations
+
+import pytest
+
+from jobs.query_diff import diff_queries
+from runner.manifest import Manifest
+from runner.project import load_project
+from tests.conftest import METADATA_DDL, TRANSACTIONS_DDL, ProjectDir
+
+COUNTS_DDL = """
+CREATE TABLE `demo`.`counts` (k STRING, w TIMESTAMP(3), n BIGINT, total DOUBLE""" + METADATA_DDL + """
+) WITH ('connector' = 'blackhole');
+CREATE TABLE `demo`.`refunds` (transaction_id STRING, account_id STRING, amount DOUBLE, ts TIMESTAMP(3),
+  WATERMARK FOR ts AS ts - INTERVAL '5' SECOND
+) WITH ('connector' = 'filesystem', 'path' = 'data/refunds', 'format' = 'json');
+"""
+
+FILTER = "SELECT transaction_id, account_id, amount, ts FROM `demo`.`card-transactions` WHERE amount > 500"
+GROUPED = ("SELECT account_id AS k, window.start AS w, COUNT(*) AS n, SUM(amount) AS total "
+           "FROM `demo`.`card-transactions` GROUP BY window(ts, '1 minute'), account_id")
+
+
+@pytest.fixture
+def catalog(project: ProjectDir):
+    project.ddl("tables", TRANSACTIONS_DDL + COUNTS_DDL)
+    return load_project(project.root).catalog
+
+
+def manifest(sql: str, target: str = "`demo`.`high-value-tx`") -> Manifest:
+    return Manifest.model_validate({"name": "job", "target-table": target, "sql": sql})
+
+
+def diff(spark, catalog, old: str, new: str, target: str = "`demo`.`high-value-tx`", old_tables=None):
+    tables = list(old_tables if old_tables is not None else catalog.tables)
+    return diff_queries(spark, manifest(old, target), tables, manifest(new, target), catalog, {})
+
+
+@pytest.mark.parametrize("edit", [
+    "select transaction_id,account_id , amount,ts\n from `demo`.`card-transactions`  where amount>500",
+    "SELECT transaction_id, account_id, amount, ts -- the rows we want\nFROM `demo`.`card-transactions`\n"
+    "/* only big ones */ WHERE amount > 500;",
+])
+def test_layout_comments_and_case_are_not_changes(spark, catalog, edit):
+    result = diff(spark, catalog, FILTER, edit)
+    assert not result.changed and result.state_compatible and result.reasons == ()
+
+
+def test_an_added_filter_in_a_stateless_query_is_a_compatible_change(spark, catalog):
+    result = diff(spark, catalog, FILTER, FILTER + " AND payee <> 'casino'")
+    assert result.changed and result.state_compatible
+    assert result.reasons == ("the query's meaning changed (Spark's sameSemantics)",)
+
+
+def test_a_renamed_column_changes_the_output(spark, catalog):
+    renamed = FILTER.replace("amount, ts", "amount AS amt, ts")
+    result = diff(spark, catalog, FILTER, renamed)
+    assert result.changed
+    assert any("output columns changed" in r and "amt double" in r for r in result.reasons)
+
+
+def test_a_filter_before_an_aggregation_keeps_its_state(spark, catalog):
+    result = diff(spark, catalog, GROUPED, GROUPED.replace("GROUP BY", "WHERE amount > 1 GROUP BY"),
+                  "`demo`.`counts`")
+    assert result.changed and result.state_compatible
+
+
+@pytest.mark.parametrize(("new", "why"), [
+    (GROUPED.replace("account_id AS k", "payee AS k").replace(", account_id", ", payee"), "aggregation 1 changed"),
+    (GROUPED.replace("'1 minute'", "'2 minutes'"), "aggregation 1 changed"),
+    (GROUPED.replace("SUM(amount)", "MAX(amount)"), "aggregation 1 changed"),
+    (GROUPED.replace("COUNT(*) AS n", "COUNT(DISTINCT payee) AS n"), "aggregation 1 changed"),
+])
+def test_changed_grouping_window_or_aggregates_discard_state(spark, catalog, new, why):
+    result = diff(spark, catalog, GROUPED, new, "`demo`.`counts`")
+    assert result.changed and not result.state_compatible
+    assert any(r.startswith(why) for r in result.reasons), result.reasons
+
+
+def test_adding_a_stateful_operator_or_a_source_is_incompatible(spark, catalog):
+    distinct = FILTER.replace("SELECT ", "SELECT DISTINCT ")
+    result = diff(spark, catalog, FILTER, distinct)
+    assert not result.state_compatible
+    assert any("stateful operators changed: none -> DISTINCT" in r for r in result.reasons)
+    union = FILTER + " UNION ALL SELECT transaction_id, account_id, amount, ts FROM `demo`.`refunds`"
+    result = diff(spark, catalog, FILTER, union)
+    assert not result.state_compatible and any(r.startswith("sources changed") for r in result.reasons)
+
+
+def test_a_changed_source_definition_is_a_change(spark, catalog):
+    old_tables = [t for t in catalog.tables]
+    source = next(t for t in old_tables if t.name == "`demo`.`card-transactions`")
+    moved = type(source)(**{**source.__dict__, "options": {**source.options, "path": "/elsewhere"}})
+    result = diff(spark, catalog, FILTER, FILTER, old_tables=[moved if t is source else t for t in old_tables])
+    assert result.changed and not result.state_compatible
+    assert any("source table definition changed" in r for r in result.reasons)
