@@ -15,17 +15,14 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
+from pyspark.sql.streaming import StreamingQuery
 
+from jobs.runtime import ProgressListener
 from jobs.spec import JobSpec
 from runner import layout
 from runner.store import Bucket, bucket_from
 
 POLL_SECONDS = 0.5
-
-
-def stopped_key(name: str) -> str:
-    return f"control/{name}/stopped.json"
 
 
 def _now() -> str:
@@ -87,7 +84,7 @@ class JobControl:
                 self.stop_requested.set()
                 self.log(f"stop requested ({request.get('id')}): stopping after the current micro-batch")
                 stop_between_batches(queries)
-                self.bucket.write(stopped_key(self.spec.manifest.name), json.dumps(
+                self.bucket.write(layout.stop_acknowledged(self.spec.manifest.name), json.dumps(
                     {"id": request.get("id"), "version": self.version, "run-id": self.spec.run_id,
                      "stopped-at": _now()}).encode())
                 return
@@ -104,21 +101,12 @@ def stop_between_batches(queries: list[StreamingQuery], timeout: float = 120.0) 
             query.stop()
 
 
-class StatusPublisher(StreamingQueryListener):
+class StatusPublisher(ProgressListener):
     """Publishes the output query's progress after each micro-batch."""
 
     def __init__(self, control: JobControl, query_name: str):
         self.control = control
         self.query_name = query_name
-
-    def onQueryStarted(self, event) -> None:  # noqa: ANN001, N802 - Spark's listener API
-        pass
-
-    def onQueryIdle(self, event) -> None:  # noqa: ANN001, N802
-        pass
-
-    def onQueryTerminated(self, event) -> None:  # noqa: ANN001, N802
-        pass
 
     def onQueryProgress(self, event) -> None:  # noqa: ANN001, N802
         progress = event.progress

@@ -61,14 +61,11 @@ class _Lineage:
 
 
 def _children(node: Any) -> list[Any]:
-    iterator = node.children().iterator()
-    items = []
-    while iterator.hasNext():
-        items.append(iterator.next())
-    return items
+    return _seq(node.children())
 
 
 def _seq(values: Any) -> list[Any]:
+    """A Scala collection as a Python list."""
     iterator = values.iterator()
     items = []
     while iterator.hasNext():
@@ -82,11 +79,10 @@ def _aggregate_functions(expression: Any, lineage: _Lineage) -> list[str]:
     return [f for child in _children(expression) for f in _aggregate_functions(child, lineage)]
 
 
-def describe_plan(df: DataFrame) -> tuple[list[StatefulOperator], list[str]]:
-    """The stateful operators of ``df``'s analysed plan (bottom-up) and the source views it reads."""
+def describe_plan(df: DataFrame) -> list[StatefulOperator]:
+    """The stateful operators of ``df``'s analysed plan, bottom-up."""
     lineage = _Lineage()
     operators: list[StatefulOperator] = []
-    sources: list[str] = []
 
     def visit(plan: Any, alias: str | None) -> None:
         name = plan.nodeName()
@@ -97,7 +93,6 @@ def describe_plan(df: DataFrame) -> tuple[list[StatefulOperator], list[str]]:
             visit(child, alias)
         if not children:
             label = alias or name
-            sources.append(label)
             for attribute in _seq(plan.output()):
                 lineage.defs[attribute.exprId().id()] = f"{label}.{attribute.name()}"
             return
@@ -135,7 +130,7 @@ def describe_plan(df: DataFrame) -> tuple[list[StatefulOperator], list[str]]:
             lineage.defs.setdefault(attribute.exprId().id(), f"{name}.{attribute.name()}")
 
     visit(df._jdf.queryExecution().analyzed(), None)
-    return operators, sorted(set(sources))
+    return operators
 
 
 def _readable(text: str) -> str:
@@ -180,8 +175,8 @@ def compare(before: BuiltQuery, after: BuiltQuery, old: Manifest, new: Manifest,
                       or old_target.definition() != new_target.definition())
     if target_changed:
         incompatible.append(f"target changed: {old.target_table} -> {new.target_table}")
-    old_ops, _ = describe_plan(before.result)
-    new_ops, _ = describe_plan(after.result)
+    old_ops = describe_plan(before.result)
+    new_ops = describe_plan(after.result)
     changed = not same_semantics or not same_schema or bool(changed_tables) or target_changed
     if any(op.kind == "user state" for op in old_ops + new_ops) and changed:
         incompatible.append("the query keeps user-defined state, whose compatibility cannot be judged")

@@ -35,11 +35,8 @@ class Counts:
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 
-class _ProgressLog(StreamingQueryListener):
-    def __init__(self, label: str, counts: Counts, names: set[str]):
-        self.label = label
-        self.counts = counts
-        self.names = names
+class ProgressListener(StreamingQueryListener):
+    """A listener that only reacts to progress (Spark requires the other callbacks)."""
 
     def onQueryStarted(self, event) -> None:  # noqa: ANN001, N802 - Spark's listener API
         pass
@@ -49,6 +46,13 @@ class _ProgressLog(StreamingQueryListener):
 
     def onQueryTerminated(self, event) -> None:  # noqa: ANN001, N802
         pass
+
+
+class _ProgressLog(ProgressListener):
+    def __init__(self, label: str, counts: Counts, names: set[str]):
+        self.label = label
+        self.counts = counts
+        self.names = names
 
     def onQueryProgress(self, event) -> None:  # noqa: ANN001, N802
         progress = event.progress

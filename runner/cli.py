@@ -53,27 +53,6 @@ def _field_lines(path: Path) -> dict[str, int]:
         return {}
 
 
-def _placeholder_problems(manifest: Manifest, file: str, tables: list[TableDef]) -> list[Problem]:
-    env = dict(os.environ)
-    problems = [
-        Problem("UNRESOLVED_PLACEHOLDER", f"${{{name}}} is not set", file=file, field=f"sparkProperties.{key}",
-                hint=f"export {name}=... where the runner and the job run")
-        for key, name in placeholders.unresolved(manifest.spark_properties, env)
-    ]
-    for table in tables:
-        problems.extend(_table_placeholder_problems(table, env))
-    return problems
-
-
-def _table_placeholder_problems(table: TableDef, env: dict[str, str]) -> list[Problem]:
-    return [
-        Problem("UNRESOLVED_PLACEHOLDER", f"table {table.name} option '{key}': ${{{name}}} is not set",
-                file=table.file, line=table.options_lines.get(key, table.line),
-                hint=f"export {name}=... where the runner and the job run")
-        for key, name in placeholders.unresolved(table.options, env)
-    ]
-
-
 def validate_paths(paths: list[Path], project_dir: Path | None) -> list[Checked]:
     """Validate manifests and DDL files; raises UserError with every problem found."""
     manifest_paths = [p for p in paths if p.suffix in (".yaml", ".yml")]
@@ -94,7 +73,7 @@ def validate_paths(paths: list[Path], project_dir: Path | None) -> list[Checked]
         given = {project.display(p) for p in ddl_paths}
         for table in project.catalog.tables:
             if table.file in given:
-                collector.extend(_table_placeholder_problems(table, env))
+                collector.extend(placeholders.table_problems(table, env))
         collector.raise_if_any()
         return []
     loaded: list[tuple[Path, Manifest]] = []
@@ -133,7 +112,7 @@ def _analyse(project: Project, loaded: list[tuple[Path, Manifest]], collector: P
             collector.capture(error)
             continue
         reads = list(built.query.sources.values())
-        problems = _placeholder_problems(manifest, file, [*reads, built.target])
+        problems = placeholders.job_problems(manifest.spark_properties, file, [*reads, built.target], os.environ)
         collector.extend(problems)
         if not problems:
             checked.append(Checked(path, manifest, reads, built.target))

@@ -16,9 +16,12 @@ the job (the output query, and each dead-letter query under ``dead-letter/<table
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from jobs.sources import can_dead_letter, resolved_options
 from runner import layout
+from runner.savepoints import last_committed_batch
 from runner.store import Bucket
 from runner.tables import TableDef
 
@@ -42,11 +45,9 @@ class Committed:
 
 def committed(bucket: Bucket, query_key: str) -> Committed | None:
     """The offsets of the last committed batch of the query checkpointed at ``query_key``."""
-    commits = [int(k.rsplit("/", 1)[-1]) for k in bucket.keys(f"{query_key}commits/")
-               if k.rsplit("/", 1)[-1].isdigit()]
-    if not commits:
+    batch = last_committed_batch(bucket, query_key)
+    if batch is None:
         return None
-    batch = max(commits)
     blob = bucket.read(f"{query_key}offsets/{batch}")
     if blob is None:
         return None
@@ -100,26 +101,27 @@ class Continuation:
     notes: list[str]
 
 
-def plan_starts(checkpoints: Bucket, state_bucket: Bucket, state_key: str, tables: list[TableDef],
-                slugs: dict[str, str], name: str, version: int, options: dict[str, dict[str, str]]) -> Continuation:
+def plan_starts(checkpoints: Bucket, state_bucket: Bucket, state_key: str, tables: list[TableDef], name: str,
+                version: int, env: Mapping[str, str]) -> Continuation:
     """Work out each source's start from the previous version's state at ``state_key``.
 
     ``state_bucket`` holds that state (savepoints or checkpoints); file lists are written to
     ``continue/<name>/<version>/`` in the checkpoints bucket, where the job reads them.
+    Paths and topics are compared with their ``${NAME}`` placeholders resolved from ``env``.
     """
     starts: dict[str, dict[str, dict]] = {}
     notes: list[str] = []
-    roles = {MAIN: state_key, **{f"dead-letter/{slugs[t.name]}": f"{state_key}dead-letter/{slugs[t.name]}/"
-                                 for t in tables if t.name in slugs}}
+    roles = {MAIN: state_key, **{f"dead-letter/{t.slug}": f"{state_key}dead-letter/{t.slug}/" for t in tables
+                                 if can_dead_letter(t)}}
     for role, query_key in roles.items():
         found = committed(state_bucket, query_key)
         for table in tables:
-            if role != MAIN and role != f"dead-letter/{slugs.get(table.name)}":
+            if role not in (MAIN, f"dead-letter/{table.slug}"):
                 continue
             if found is None:
                 notes.append(f"{table.name} ({role}): the previous version committed no batch; startup position")
                 continue
-            connector_options = options.get(table.name, table.options)
+            connector_options = resolved_options(table, env)
             if table.connector == "kafka":
                 offsets = kafka_offsets(found, connector_options.get("topic", ""))
                 if offsets is None:
@@ -132,7 +134,7 @@ def plan_starts(checkpoints: Bucket, state_bucket: Bucket, state_key: str, table
                 if paths is None:
                     notes.append(f"{table.name} ({role}): no file source log found; startup position")
                     continue
-                key = f"{layout.continuation(name, version)}{role.replace('/', '-')}-{slugs.get(table.name, 'x')}.json"
+                key = f"{layout.continuation(name, version)}{role.replace('/', '-')}-{table.slug}.json"
                 checkpoints.write(key, "".join(json.dumps({"path": p}) + "\n" for p in paths).encode())
                 starts.setdefault(role, {})[table.name] = {"kind": "skip-files", "uri": checkpoints.uri(key),
                                                            "count": len(paths)}

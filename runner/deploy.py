@@ -20,13 +20,13 @@ import os
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from jobs.spec import JobSpec
-from runner import continuation, layout, records, savepoints, submit
+from runner import continuation, layout, placeholders, records, savepoints, submit
 from runner.errors import Problem, UserError
 from runner.lease import lease
 from runner.manifest import Manifest, Meta
@@ -74,8 +74,9 @@ class Decision:
 
 
 class Deployer:
-    def __init__(self, project: Project, settings: Settings, log: Log, clock: Callable[[], datetime] | None = None):
-        self.project = project
+    def __init__(self, project: Project | None, settings: Settings, log: Log,
+                 clock: Callable[[], datetime] | None = None):
+        self.project = project  # the desired manifests; not needed to stop or savepoint a deployed job
         self.settings = settings
         self.store = settings.store
         self.target = settings.target
@@ -98,14 +99,14 @@ class Deployer:
         from jobs.build import build_job
         from jobs.query_diff import diff_queries
 
-        file = self.project.display(path)
-        manifest = self.project.load_manifest(path)
-        built = build_job(self.spark(), manifest, self.project.catalog, self.settings.env, streaming=False, file=file)
+        project = self.project
+        assert project is not None, "preparing manifests needs the project"
+        file = project.display(path)
+        manifest = project.load_manifest(path)
+        built = build_job(self.spark(), manifest, project.catalog, self.settings.env, streaming=False, file=file)
         reads = list(built.query.sources.values())
         tables = tuple([*reads, built.target])
-        from runner.cli import _placeholder_problems
-
-        problems = _placeholder_problems(manifest, file, list(tables))
+        problems = placeholders.job_problems(manifest.spark_properties, file, tables, self.settings.env)
         if problems:
             raise UserError(problems)
         sources = tuple(Source(t.name, t.connector) for t in reads)
@@ -116,7 +117,7 @@ class Deployer:
                 diff = QueryDiff(changed=False, state_compatible=True)
             else:
                 diff = diff_queries(self.spark(), record.manifest, list(record.tables), manifest,
-                                    self.project.catalog, self.settings.env)
+                                    project.catalog, self.settings.env)
         return Prepared(manifest, file, tables, sources, diff)
 
     @staticmethod
@@ -175,47 +176,82 @@ class Deployer:
 
     def _history(self, decision: Decision, outcome: dict[str, Any], started: float) -> dict[str, Any]:
         action = decision.action
-        record = {
-            "name": decision.name,
-            "at": self.clock().isoformat(),
-            "team": self.settings.team,
-            "target": self.target.kind,
-            "inputs": {
+        inputs = {
                 "desired": decision.prepared.file if decision.prepared else None,
                 "deployed-version": decision.record.version if decision.record else None,
                 "running": decision.running.job_id if decision.running else None,
                 "running-version": decision.observed.running_version,
                 "savepoints": [r.key for r in decision.observed.savepoints],
                 "checkpoints": [r.key for r in decision.observed.checkpoints],
-            },
-            "decision": action.kind,
-            "summary": action.summary,
-            "reasons": list(action.reasons),
-            "version": action.version,
-            "sources": [{"table": s.table, "how": s.how, "detail": s.detail} for s in action.sources],
-            "outcome": outcome,
-            "seconds": round(time.monotonic() - started, 3),
         }
-        records.write_history(self.store.manifests, decision.name, record, self.clock())
+        sources = [{"table": s.table, "how": s.how, "detail": s.detail} for s in action.sources]
+        return self._record(decision.name, action.kind, action.summary, list(action.reasons), action.version,
+                            inputs, outcome, started, sources)
+
+    def _record(self, name: str, decision: str, summary: str, reasons: list[str], version: int | None,
+                inputs: dict[str, Any], outcome: dict[str, Any], started: float,
+                sources: list[dict[str, str]] | None = None) -> dict[str, Any]:
+        """Write ``history/<name>/<timestamp>.json`` and return it."""
+        record = {"name": name, "at": self.clock().isoformat(), "team": self.settings.team,
+                  "target": self.target.kind, "inputs": inputs, "decision": decision, "summary": summary,
+                  "reasons": reasons, "version": version, "sources": sources or [], "outcome": outcome,
+                  "seconds": round(time.monotonic() - started, 3)}
+        records.write_history(self.store.manifests, name, record, self.clock())
         return record
+
+    def _running(self, name: str) -> tuple[DeploymentRecord, RunningJob]:
+        record, _ = records.read_deployed(self.store.manifests, name)
+        if record is None:
+            raise UserError(Problem("NOT_DEPLOYED", f"no job named '{name}' is deployed",
+                                    hint="sql-runner status lists the deployed jobs"))
+        job = self.target.find(self.settings.team, name)
+        if job is None:
+            raise UserError(Problem("NOT_RUNNING", f"{name} is not running; its latest state is already kept",
+                                    hint="sql-runner status"))
+        return record, job
+
+    def stop(self, name: str, *, savepoint: bool) -> dict[str, Any]:
+        """``sql-runner stop``: stop at a batch boundary (with a savepoint unless told not to); recorded."""
+        started = time.monotonic()
+        with lease(self.store.manifests, name, purpose="stop", now=self.clock()):
+            record, job = self._running(name)
+            outcome: dict[str, Any] = {"result": "ok"}
+            if savepoint:
+                taken = self.stop_with_savepoint(record, job, reason="sql-runner stop")
+                outcome["savepoint"] = _taken(taken)
+            else:
+                outcome["graceful"] = self.stop_job(record, job)
+            return self._record(name, "stop", "stop" + (" with savepoint" if savepoint else ""),
+                                ["requested by sql-runner stop"], record.version,
+                                {"running": job.job_id, "deployed-version": record.version}, outcome, started)
+
+    def savepoint(self, name: str) -> dict[str, Any]:
+        """``sql-runner savepoint``: stop at a batch boundary, snapshot, restart from the snapshot."""
+        record, job = self._running(name)
+        prepared = Prepared(record.manifest.model_copy(update={"meta": None}), layout.deployed(name), record.tables,
+                            record.sources, None)
+        action = Action(name, "restore", ("savepoint requested: stop, snapshot, restart from it",),
+                        version=record.version, stop=True, restore_from=StateRef("stop-savepoint", record.version))
+        decision = Decision(name, action, prepared, record, None, job, Observed(running=True))
+        return self.carry_out(decision, purpose="savepoint", redecide=False)
 
     def _act(self, decision: Decision, outcome: dict[str, Any]) -> None:
         action = decision.action
         if action.kind == "error":
             raise UserError(Problem("NO_STATE_TO_RESTORE", f"{decision.name}: " + "; ".join(action.reasons),
-                                    hint="restore the state from a backup, or deploy with --fresh-state to "
-                                         "start over on a new version"))
+                                    hint="restore its checkpoints or savepoints from a backup; to start over with "
+                                         f"clean state, delete {layout.deployed(decision.name)} from the manifests "
+                                         "bucket"))
         if action.kind == "nothing":
             return
         taken = None
         if action.stop:
             assert decision.record is not None and decision.running is not None
             taken = self.stop_with_savepoint(decision.record, decision.running, reason=action.summary)
-            outcome["savepoint"] = {"key": taken.ref.key, "graceful": taken.graceful, "files": taken.files,
-                                    "last-committed-batch": taken.last_batch}
+            outcome["savepoint"] = _taken(taken)
         if action.kind == "remove":
             assert decision.record is not None
-            self._write_record(decision, decision.record.with_changes(removed=True, deployed_at=self.clock()))
+            self._write_record(decision, replace(decision.record, removed=True, deployed_at=self.clock()))
             return
         self._start(decision, taken.ref if taken else None, outcome)
 
@@ -258,8 +294,8 @@ class Deployer:
             if continued_from is not None:
                 bucket = self.store.savepoints if continued_from.kind == "savepoint" else self.store.checkpoints
                 reads = [t for t in prepared.tables if Source(t.name, t.connector) in prepared.sources]
-                plan = continuation.plan_starts(self.store.checkpoints, bucket, continued_from.key, reads,
-                                                {t.name: t.slug for t in reads}, name, version, {})
+                plan = continuation.plan_starts(self.store.checkpoints, bucket, continued_from.key, reads, name,
+                                                version, self.settings.env)
                 starts = plan.starts
                 outcome["continuation"] = plan.notes
                 for note in plan.notes:
@@ -297,15 +333,11 @@ class Deployer:
                                     "this deploy was deciding; standing down", hint="run plan again")) from None
 
     def _clear_stop_request(self, name: str) -> None:
-        from jobs.control import stopped_key
-
         self.store.manifests.delete(layout.stop_request(name))
-        self.store.manifests.delete(stopped_key(name))
+        self.store.manifests.delete(layout.stop_acknowledged(name))
 
     def stop_job(self, record: DeploymentRecord, job: RunningJob) -> bool:
         """Ask the job to stop at a batch boundary; kill it after the timeout. True if it stopped itself."""
-        from jobs.control import stopped_key
-
         name = record.name
         request_id = uuid.uuid4().hex[:12]
         self.store.manifests.write(layout.stop_request(name), json.dumps(
@@ -316,7 +348,7 @@ class Deployer:
         deadline = time.monotonic() + self.settings.stop_timeout
         acknowledged = False
         while time.monotonic() < deadline:
-            ack = self.store.manifests.read(stopped_key(name))
+            ack = self.store.manifests.read(layout.stop_acknowledged(name))
             acknowledged = ack is not None and json.loads(ack.text).get("id") == request_id
             if self.target.find(self.settings.team, name) is None:
                 break
@@ -342,3 +374,8 @@ class Deployer:
         self.log(f"[{record.name} v{record.version}] {how}; savepoint {taken.ref.key} ({taken.files} files, "
                  f"last committed batch {taken.last_batch})")
         return taken
+
+
+def _taken(taken: savepoints.Taken) -> dict[str, Any]:
+    return {"key": taken.ref.key, "graceful": taken.graceful, "files": taken.files,
+            "last-committed-batch": taken.last_batch}

@@ -6,6 +6,7 @@
       history/<name>/<timestamp>.json            one record per deploy decision
       locks/<name>.json                          a deploy in progress (lease)
       control/<name>/stop.json                   a request to stop at a micro-batch boundary
+      control/<name>/stopped.json                the job's answer: stopped between batches
       status/<name>.json                         the running job's latest progress
       jobs/<name>.json                           how to find the running job on its target
     checkpoints bucket
@@ -41,6 +42,10 @@ def lock(name: str) -> str:
 
 def stop_request(name: str) -> str:
     return f"control/{name}/stop.json"
+
+
+def stop_acknowledged(name: str) -> str:
+    return f"control/{name}/stopped.json"
 
 
 def status(name: str) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
@@ -21,9 +20,8 @@ from rich.table import Table
 from runner import layout, records, savepoints
 from runner.deploy import Decision, Deployer, Prepared, Settings
 from runner.errors import Problem, ProblemCollector, UserError
-from runner.lease import lease
-from runner.plan import Action, Observed
-from runner.project import Project, load_project
+from runner.plan import Action
+from runner.project import Project, find_root, load_project
 from runner.store import Store, open_store
 from runner.targets import LocalTarget, StandaloneTarget, YarnTarget
 from runner.targets.base import Target
@@ -65,11 +63,11 @@ class Context:
         from runner.cli import step
 
         self.log = step
-        root = project
-        state_root = layout.state_dir(Path(root or Path.cwd()).resolve(), state) if (root or state) else None
-        if state_root is None:
-            from runner.project import find_root
-
+        if state is not None:
+            state_root = state.resolve()
+        elif project is not None:
+            state_root = layout.state_dir(project.resolve(), None)
+        else:
             try:
                 state_root = layout.state_dir(find_root(), None)
             except UserError:
@@ -120,14 +118,10 @@ class Context:
                 self._project = load_project(self.project_dir)
         return self._project
 
-    def deployer(self, target: Target | None = None, once: bool = False) -> Deployer:
+    def deployer(self, target: Target | None = None, once: bool = False, *, with_project: bool = True) -> Deployer:
         settings = Settings(self.store, target or self.target, self.team, dict(os.environ), self.stop_timeout,
                             once=once)
-        return Deployer(self.project, settings, self.log)
-
-
-def _context(**kwargs) -> Context:  # noqa: ANN003 - the shared options
-    return Context(**kwargs)
+        return Deployer(self.project if with_project else None, settings, self.log)
 
 
 def _prepare_all(ctx: Context, deployer: Deployer, paths: list[Path] | None) -> tuple[dict[str, Prepared], bool]:
@@ -182,7 +176,7 @@ def plan(paths: Paths = None, project: Project_ = None, state: State = None, man
     from runner.cli import _guard, out
 
     def body() -> None:
-        ctx = _context(project=project, state=state, manifests_bucket=manifests_bucket,
+        ctx = Context(project=project, state=state, manifests_bucket=manifests_bucket,
                        checkpoints_bucket=checkpoints_bucket, savepoints_bucket=savepoints_bucket, target=target,
                        master=master, web_ui=master_web_ui, resource_manager=resource_manager, team=team,
                        from_store=from_store)
@@ -213,7 +207,7 @@ def deploy(paths: Paths = None, all_: Annotated[bool, typer.Option("--all", help
     def body() -> None:
         if all_ and paths:
             raise UserError(Problem("DEPLOY_ALL_WITH_PATHS", "give manifests or --all, not both"))
-        ctx = _context(project=project, state=state, manifests_bucket=manifests_bucket,
+        ctx = Context(project=project, state=state, manifests_bucket=manifests_bucket,
                        checkpoints_bucket=checkpoints_bucket, savepoints_bucket=savepoints_bucket, target=target,
                        master=master, web_ui=master_web_ui, resource_manager=resource_manager, team=team,
                        stop_timeout=stop_timeout, from_store=from_store)
@@ -251,7 +245,7 @@ def run(manifest: Annotated[Path, typer.Argument(help="The manifest to run.")],
     from runner.cli import _guard, _project_of, out
 
     def body() -> int:
-        ctx = _context(project=project or _project_of(manifest), state=state, manifests_bucket=None,
+        ctx = Context(project=project or _project_of(manifest), state=state, manifests_bucket=None,
                        checkpoints_bucket=None, savepoints_bucket=None, target="local", master=None, web_ui=None,
                        resource_manager=None, team=team)
         assert isinstance(ctx.target, LocalTarget)
@@ -271,18 +265,10 @@ def run(manifest: Annotated[Path, typer.Argument(help="The manifest to run.")],
 def _job_context(project: Path | None, state: Path | None, manifests_bucket: str | None,
                  checkpoints_bucket: str | None, savepoints_bucket: str | None, target: str, master: str | None,
                  web_ui: str | None, resource_manager: str | None, team: str, stop_timeout: float = 90.0) -> Context:
-    return _context(project=project, state=state, manifests_bucket=manifests_bucket,
-                    checkpoints_bucket=checkpoints_bucket, savepoints_bucket=savepoints_bucket, target=target,
-                    master=master, web_ui=web_ui, resource_manager=resource_manager, team=team,
-                    stop_timeout=stop_timeout, need_project=False)
-
-
-def _deployed(ctx: Context, name: str) -> records.DeploymentRecord:
-    record, _ = records.read_deployed(ctx.store.manifests, name)
-    if record is None:
-        raise UserError(Problem("NOT_DEPLOYED", f"no job named '{name}' is deployed",
-                                hint="sql-runner status lists the deployed jobs"))
-    return record
+    return Context(project=project, state=state, manifests_bucket=manifests_bucket,
+                   checkpoints_bucket=checkpoints_bucket, savepoints_bucket=savepoints_bucket, target=target,
+                   master=master, web_ui=web_ui, resource_manager=resource_manager, team=team,
+                   stop_timeout=stop_timeout, need_project=False)
 
 
 def stop(name: Annotated[str, typer.Argument(help="The job to stop.")],
@@ -298,26 +284,8 @@ def stop(name: Annotated[str, typer.Argument(help="The job to stop.")],
     def body() -> None:
         ctx = _job_context(project, state, manifests_bucket, checkpoints_bucket, savepoints_bucket, target, master,
                            master_web_ui, resource_manager, team, stop_timeout)
-        record = _deployed(ctx, name)
-        settings = Settings(ctx.store, ctx.target, ctx.team, dict(os.environ), ctx.stop_timeout)
-        deployer = Deployer(Project(ctx.state_root), settings, ctx.log)
-        with lease(ctx.store.manifests, name, purpose="stop"):
-            job = ctx.target.find(team, name)
-            if job is None:
-                raise UserError(Problem("NOT_RUNNING", f"{name} is not running", hint="sql-runner status"))
-            started = datetime.now(UTC)
-            outcome: dict = {"result": "ok"}
-            if no_savepoint:
-                outcome["graceful"] = deployer.stop_job(record, job)
-            else:
-                taken = deployer.stop_with_savepoint(record, job, reason="sql-runner stop")
-                outcome["savepoint"] = {"key": taken.ref.key, "graceful": taken.graceful, "files": taken.files,
-                                        "last-committed-batch": taken.last_batch}
-            records.write_history(ctx.store.manifests, name, {
-                "name": name, "at": datetime.now(UTC).isoformat(), "team": team, "target": ctx.target.kind,
-                "decision": "stop", "summary": "stop" + ("" if no_savepoint else " with savepoint"),
-                "reasons": ["requested by sql-runner stop"], "version": record.version, "outcome": outcome,
-                "seconds": round((datetime.now(UTC) - started).total_seconds(), 3)}, datetime.now(UTC))
+        result = ctx.deployer(with_project=False).stop(name, savepoint=not no_savepoint)
+        outcome = result["outcome"]
         out.print(f"{name}: stopped; {_outcome(outcome)}", markup=False, soft_wrap=True)
 
     _guard(body)
@@ -331,24 +299,11 @@ def savepoint(name: Annotated[str, typer.Argument(help="The running job to take 
               stop_timeout: StopTimeout = 90.0) -> None:
     """Take a savepoint of a running job: a short stop at a batch boundary, snapshot, restart from it."""
     from runner.cli import _guard, out
-    from runner.plan import StateRef
 
     def body() -> None:
         ctx = _job_context(project, state, manifests_bucket, checkpoints_bucket, savepoints_bucket, target, master,
                            master_web_ui, resource_manager, team, stop_timeout)
-        record = _deployed(ctx, name)
-        settings = Settings(ctx.store, ctx.target, ctx.team, dict(os.environ), ctx.stop_timeout)
-        deployer = Deployer(Project(ctx.state_root), settings, ctx.log)
-        running = ctx.target.find(team, name)
-        if running is None:
-            raise UserError(Problem("NOT_RUNNING", f"{name} is not running; its latest state is already kept",
-                                    hint="sql-runner status"))
-        prepared = Prepared(record.manifest.model_copy(update={"meta": None}), f"deployed/{name}.yaml",
-                            record.tables, record.sources, None)
-        action = Action(name, "restore", ("savepoint requested: stop, snapshot, restart from it",),
-                        version=record.version, stop=True, restore_from=StateRef("stop-savepoint", record.version))
-        decision = Decision(name, action, prepared, record, None, running, Observed(running=True))
-        result = deployer.carry_out(decision, purpose="savepoint", redecide=False)
+        result = ctx.deployer(with_project=False).savepoint(name)
         out.print(f"{name}: {_outcome(result['outcome'])}", markup=False, soft_wrap=True)
 
     _guard(body)

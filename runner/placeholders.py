@@ -7,9 +7,13 @@ stores and logs keeps the placeholder, never the secret. ``$${`` writes a litera
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from runner.errors import Problem, UserError
+
+if TYPE_CHECKING:
+    from runner.tables import TableDef
 
 _PLACEHOLDER = re.compile(r"\$(\$?)\{([^}]*)\}")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -61,3 +65,26 @@ def resolve(text: str, env: Mapping[str, str], *, file: str | None = None, field
 def unresolved(values: Mapping[str, str], env: Mapping[str, str]) -> list[tuple[str, str]]:
     """(key, placeholder name) pairs in ``values`` whose placeholder is not in ``env``."""
     return [(key, name) for key, value in values.items() for name in names_in(value) if name not in env]
+
+
+def table_problems(table: TableDef, env: Mapping[str, str]) -> list[Problem]:
+    """One problem per option of ``table`` whose placeholder is not set."""
+    return [
+        Problem("UNRESOLVED_PLACEHOLDER", f"table {table.name} option '{key}': ${{{name}}} is not set",
+                file=table.file, line=table.options_lines.get(key, table.line),
+                hint=f"export {name}=... where the runner and the job run")
+        for key, name in unresolved(table.options, env)
+    ]
+
+
+def job_problems(spark_properties: Mapping[str, str], file: str | None, tables: Iterable[TableDef],
+                 env: Mapping[str, str]) -> list[Problem]:
+    """Unset placeholders in a job's sparkProperties and in the tables it reads and writes."""
+    problems = [
+        Problem("UNRESOLVED_PLACEHOLDER", f"${{{name}}} is not set", file=file, field=f"sparkProperties.{key}",
+                hint=f"export {name}=... where the runner and the job run")
+        for key, name in unresolved(spark_properties, env)
+    ]
+    for table in tables:
+        problems.extend(table_problems(table, env))
+    return problems

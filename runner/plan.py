@@ -184,7 +184,9 @@ def plan_one(name: str, desired: Desired | None, deployed: Deployed | None, obse
                       sources=_sources_start(desired, None, None, desired.manifest.on_query_change))
 
     diff = desired.diff or QueryDiff(changed=False, state_compatible=True)
-    config_changed = config_of(desired.manifest) != config_of(deployed.manifest)
+    wanted, current = config_of(desired.manifest), config_of(deployed.manifest)
+    changed_keys = sorted(k for k in set(wanted) | set(current) if wanted.get(k) != current.get(k))
+    config_changed = bool(changed_keys)
     reasons: list[str] = []
     if running and observed.running_version not in (None, deployed.version):
         reasons.append(f"a job of v{observed.running_version} is running, v{deployed.version} is deployed")
@@ -194,8 +196,6 @@ def plan_one(name: str, desired: Desired | None, deployed: Deployed | None, obse
         reasons.extend(diff.reasons)
     elif desired.manifest.sql != deployed.manifest.sql or desired.manifest.code != deployed.manifest.code:
         reasons.append("query text differs only in layout (whitespace, comments, case): same meaning")
-    changed_keys = sorted(k for k in set(config_of(desired.manifest)) | set(config_of(deployed.manifest))
-                          if config_of(desired.manifest).get(k) != config_of(deployed.manifest).get(k))
     if config_changed:
         reasons.append(f"configuration changed: {', '.join(changed_keys)}")
 

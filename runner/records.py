@@ -9,7 +9,7 @@ and whether the job was removed.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -44,9 +44,6 @@ class DeploymentRecord:
 
     def as_deployed(self) -> Deployed:
         return Deployed(self.manifest, self.sources, self.removed, self.continued_from)
-
-    def with_changes(self, **changes: Any) -> DeploymentRecord:
-        return replace(self, **changes)
 
     def to_yaml(self) -> str:
         data = self.manifest.to_dict()

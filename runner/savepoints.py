@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 
 from runner import layout
 from runner.plan import StateRef
-from runner.store import Store
+from runner.store import Bucket, Store
 
 MARKER = "_SAVEPOINT.json"
 _STAMP = "%Y%m%dT%H%M%SZ"
@@ -75,9 +75,9 @@ class Taken:
     last_batch: int | None
 
 
-def last_committed_batch(store: Store, checkpoint_key: str) -> int | None:
+def last_committed_batch(bucket: Bucket, checkpoint_key: str) -> int | None:
     """The highest batch id in a query checkpoint's ``commits/`` log."""
-    ids = [int(k.rsplit("/", 1)[-1]) for k in store.checkpoints.keys(f"{checkpoint_key}commits/")
+    ids = [int(k.rsplit("/", 1)[-1]) for k in bucket.keys(f"{checkpoint_key}commits/")
            if k.rsplit("/", 1)[-1].isdigit()]
     return max(ids) if ids else None
 
@@ -88,7 +88,7 @@ def take(store: Store, name: str, version: int, checkpoint_key: str, *, now: dat
     savepoint_id = new_savepoint_id(now)
     key = layout.savepoint(name, version, savepoint_id)
     files = store.checkpoints.copy_prefix(checkpoint_key, key, into=store.savepoints)
-    batch = last_committed_batch(store, checkpoint_key)
+    batch = last_committed_batch(store.checkpoints, checkpoint_key)
     marker = {"name": name, "version": version, "checkpoint": checkpoint_key, "taken-at": now.isoformat(),
               "graceful": graceful, "reason": reason, "files": files, "last-committed-batch": batch}
     store.savepoints.write(f"{key}{MARKER}", json.dumps(marker, indent=2).encode())
@@ -103,13 +103,8 @@ def marker(store: Store, ref: StateRef) -> dict | None:
 def restore(store: Store, ref: StateRef, name: str, version: int, run_id: str) -> str:
     """Copy a savepoint into a fresh run folder of ``version``; returns the folder's key."""
     destination = layout.checkpoint(name, version, run_id)
-    for key in store.savepoints.keys(ref.key):
-        if key.endswith(MARKER):
-            continue
-        relative = key[len(ref.key):]
-        blob = store.savepoints.read(key)
-        if blob is not None:
-            store.checkpoints.write(f"{destination}{relative}", blob.data)
+    store.savepoints.copy_prefix(ref.key, destination, into=store.checkpoints)
+    store.checkpoints.delete(f"{destination}{MARKER}")
     return destination
 
 

@@ -65,7 +65,7 @@ def test_a_file_source_continues_after_the_files_the_previous_version_read(spark
     assert len(old) == 20
     later = transactions(10, start=START, seed=3, first_id=20)
     write_batch(events, "b3", later)
-    plan = plan_starts(bucket, bucket, "checkpoints/job/1/run-a/", [table], {table.name: table.slug}, "job", 2, {})
+    plan = plan_starts(bucket, bucket, "checkpoints/job/1/run-a/", [table], "job", 2, {})
     start = plan.starts["main"][table.name]
     assert start["kind"] == "skip-files" and start["count"] == 2
     assert "skips the 2 files read up to batch 0" in plan.notes[0]

@@ -119,6 +119,12 @@ def test_stateless_job_through_every_deploy_branch(stateless: ProjectDir):
     assert "restore v1 from checkpoint run-" in result.stdout
     expect_rows()
 
+    # a savepoint of the running job: short stop, snapshot, restart from it; it keeps running
+    result = cli(project, "savepoint", "high-value")
+    assert "savepoint savepoints/high-value/1/savepoint-" in result.stdout and "(graceful)" in result.stdout
+    wait_for(lambda: status(project, "high-value")["state"] == "running", "the job to run again")
+    assert status(project, "high-value")["latest savepoint"] in result.stdout
+
     # stopped by hand, then the description changes -> not running, config changed -> restore latest
     result = cli(project, "stop", "high-value")
     assert "savepoint savepoints/high-value/1/" in result.stdout
@@ -157,8 +163,8 @@ def test_stateless_job_through_every_deploy_branch(stateless: ProjectDir):
     assert status(project, "high-value")["state"] == "removed"
 
     decisions = [e["decision"] for e in history(project, "high-value")]
-    assert decisions == ["start", "nothing", "restore", "restore", "stop", "restore", "restore", "remove",
-                         "error"]
+    assert decisions == ["start", "nothing", "restore", "restore", "restore", "stop", "restore", "restore",
+                         "remove", "error"]
     table = cli(project, "history", "high-value").stdout
     assert "mark removed" in table and "state-compatible" in table
 
