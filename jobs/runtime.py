@@ -18,6 +18,7 @@ from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
 from jobs import sources
 from jobs.build import BuiltJob
+from jobs.filesink import file_sink_writer
 from jobs.sinks import Trigger, start_sink
 from jobs.spec import JobSpec
 
@@ -101,11 +102,12 @@ def start(spark: SparkSession, built: BuiltJob, spec: JobSpec, env: Mapping[str,
         rejected = sources.invalid_rows(frame, table).select(
             "*", F.lit(manifest.name).alias("query_name"), F.lit(version).alias("query_version")
         ).observe(DEAD_LETTER_METRIC, F.count(F.lit(1)).alias("rows"))
+        checkpoint = f"{spec.checkpoint.rstrip('/')}/dead-letter/{slug}"
         writer = (
             rejected.writeStream.queryName(f"{name}-dead-letter-{slug}")
-            .format("json")
-            .option("path", f"{spec.dead_letter.rstrip('/')}/{slug}")
-            .option("checkpointLocation", f"{spec.checkpoint.rstrip('/')}/dead-letter/{slug}")
+            .foreachBatch(file_sink_writer(spark, checkpoint=checkpoint, fmt="json",
+                                           path=f"{spec.dead_letter.rstrip('/')}/{slug}"))
+            .option("checkpointLocation", checkpoint)
             .outputMode("append")
         )
         queries.append(trigger.apply(writer).start())

@@ -1,6 +1,7 @@
 """Writing a streaming DataFrame to a declared table.
 
-filesystem: Spark's file sink (append; exactly once through its _spark_metadata log).
+filesystem: Spark's file sink (append; exactly once through its _spark_metadata log), with
+            batch ids that carry on the table's log (see jobs/filesink.py).
 kafka:      JSON value of all columns; the PRIMARY KEY columns, as JSON, are the message
             key, and a keyed sink is written in update mode (upsert semantics).
 print:      rows logged to stdout, prefixed with the print-identifier.
@@ -18,6 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter
 
 from jobs import kafka
+from jobs.filesink import file_sink_writer
 from jobs.sources import require_connector, resolved_options
 from runner.errors import Problem, UserError
 from runner.tables import TableDef
@@ -64,11 +66,11 @@ def start_sink(frame: DataFrame, target: TableDef, env: Mapping[str, str], *, ch
     writer = frame.writeStream.queryName(query_name).option("checkpointLocation", checkpoint)
     writer = trigger.apply(writer.outputMode(output_mode(target)))
     if connector == "filesystem":
-        writer = writer.format(options["format"]).option("path", options["path"])
-        if target.partitioned_by:
-            writer = writer.partitionBy(*target.partitioned_by)
-        if options["format"] == "csv" and "csv.field-delimiter" in options:
-            writer = writer.option("sep", options["csv.field-delimiter"])
+        format_options = {"sep": options["csv.field-delimiter"]} if (
+            options["format"] == "csv" and "csv.field-delimiter" in options) else {}
+        writer = writer.foreachBatch(file_sink_writer(frame.sparkSession, checkpoint=checkpoint, fmt=options["format"],
+                                                      path=options["path"], options=format_options,
+                                                      partition_by=target.partitioned_by))
     elif connector == "kafka":
         writer = writer.format("kafka").options(**kafka.sink_options(target, options))
     elif connector == "blackhole":

@@ -10,7 +10,8 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from runner.events import transactions, write_batch
 from runner.records import read_deployed, read_history
 from runner.sinkfiles import committed_json_rows
 from runner.store import LocalBucket
-from tests.conftest import ProjectDir
+from tests.conftest import METADATA_DDL, TRANSACTIONS_DDL, ProjectDir
 
 START = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
 SQL_RUNNER = str(Path(sys.executable).parent / "sql-runner")
@@ -106,9 +107,14 @@ def test_stateless_job_through_every_deploy_branch(stateless: ProjectDir):
     entry = history(project, "high-value")[-1]
     assert entry["decision"] == "restore" and "state-compatible" in " ".join(entry["reasons"])
     restored = Path(project.root / ".sql-runner" / "checkpoints" / entry["outcome"]["checkpoint"])
-    commits = sorted(int(p.name) for p in (restored / "commits").iterdir() if p.name.isdigit())
     last = entry["outcome"]["savepoint"]["last-committed-batch"]
-    assert last in commits and commits[-1] > last, "the restored run carries v1's log on, it does not start over"
+
+    def commits() -> list[int]:
+        return sorted(int(p.name) for p in (restored / "commits").iterdir() if p.name.isdigit())
+
+    # the sink's log is written before the checkpoint's commit file: wait for the commit too
+    wait_for(lambda: commits()[-1] > last, "the restored run to commit a batch")
+    assert last in commits() and commits()[0] <= last, "the restored run carries v1's log on, it does not start over"
 
     # killed with kill -9 -> not running, unchanged -> resumes its latest checkpoint
     job = status(project, "high-value")["job"]
@@ -173,3 +179,66 @@ def manifest_text(project: ProjectDir) -> str:
     from tests.conftest import HIGH_VALUE_MANIFEST
 
     return HIGH_VALUE_MANIFEST + "trigger-interval: 1 second\n"
+
+
+COUNTS_DDL = """
+CREATE TABLE `demo`.`counts` (
+  k STRING, window_start TIMESTAMP(3), n BIGINT""" + METADATA_DDL + """
+) WITH ('connector' = 'filesystem', 'path' = 'data/counts', 'format' = 'json');
+"""
+
+COUNTS_MANIFEST = """
+name: counts
+target-table: "`demo`.`counts`"
+trigger-interval: 1 second
+sql: |
+  SELECT account_id AS k, window.start AS window_start, COUNT(*) AS n
+  FROM `demo`.`card-transactions`
+  GROUP BY window(ts, '1 minute'), account_id
+"""
+
+
+def events_between(first_minute: int, last_minute: int, seed: int, prefix: str) -> list:
+    """Transactions inside [first_minute, last_minute), then one 'tick' 3 minutes later that closes their windows."""
+    rows = [t for t in transactions(40, start=START + timedelta(minutes=first_minute), seed=seed)
+            if t.ts < START + timedelta(minutes=last_minute)]
+    tick = replace(rows[0], ts=START + timedelta(minutes=last_minute + 3))
+    return [replace(t, transaction_id=f"{prefix}-{i:03d}") for i, t in enumerate([*rows, tick])]
+
+
+def test_incompatible_change_starts_next_version_that_continues_without_duplicates_or_gaps(project: ProjectDir):
+    project.ddl("tables", TRANSACTIONS_DDL + COUNTS_DDL)
+    manifest = project.manifest("counts", COUNTS_MANIFEST)
+    events = project.root / "data" / "in"
+    out = project.root / "data" / "counts"
+    before = events_between(0, 2, seed=5, prefix="before")
+    write_batch(events, "before", before)
+    cli(project, "deploy")
+    # the tick's own window stays open; every other event is in a closed window
+    wait_for(lambda: sum(r["n"] for r in committed_json_rows(out)) == len(before) - 1, "v1's closed windows")
+
+    edit(manifest, "account_id AS k", "payee AS k")
+    edit(manifest, ", account_id", ", payee")
+    plan = json.loads(cli(project, "plan", "--json").stdout)
+    assert plan["summary"] == "stop with savepoint, then start v2 with clean state (query changed)"
+    assert any(r.startswith("aggregation 1 changed: aggregation by window, account_id") for r in plan["reasons"])
+    assert plan["sources"] == [{"table": "`demo`.`card-transactions`", "how": "continue",
+                                "detail": "continues after the files v1 read (skips them)"}]
+    result = cli(project, "deploy")
+    assert "skips the 1 files read up to batch" in result.stderr
+
+    after = events_between(6, 8, seed=6, prefix="after")
+    write_batch(events, "after", after)
+    wait_for(lambda: sum(r["n"] for r in committed_json_rows(out) if r["__query_version"] == 2) == len(after) - 1,
+             "v2's closed windows")
+    rows = committed_json_rows(out)
+    v1, v2 = Counter(), Counter()
+    for row in rows:
+        (v1 if row["__query_version"] == 1 else v2)[row["k"]] += row["n"]
+    # every event before the change counted once by v1 (per account), every event after once by v2 (per payee)
+    assert v1 == Counter(t.account_id for t in before[:-1])
+    assert v2 == Counter(t.payee for t in after[:-1])
+    entry = history(project, "counts")[-1]
+    assert entry["version"] == 2 and entry["sources"][0]["how"] == "continue"
+    assert any("skips the 1 files" in note for note in entry["outcome"]["continuation"])
+    cli(project, "stop", "counts", "--no-savepoint")

@@ -1,0 +1,117 @@
+"""Spark's file sink, with batch ids that carry on the table's own log.
+
+Spark's file sink is exactly once through the table's ``_spark_metadata`` log, keyed by
+the query's batch id: a batch whose id the log already holds is skipped as "already
+committed". A query that starts from a fresh checkpoint (a new version after an
+incompatible change, reprocessing, a wiped checkpoint) numbers its batches from 0
+again, so against a table that an earlier run already wrote, Spark would silently drop
+the new query's first batches.
+
+Here every streaming write to a file table goes through Spark's own sink (the same
+class, log, commit protocol and compaction), called from ``foreachBatch`` with the
+batch id shifted by a *base*: the table's next free batch id, decided once when the
+checkpoint first starts and kept in ``<checkpoint>/sink.json``. A restart or a restore
+(which copies the checkpoint) keeps the same base, so a batch replayed after a crash
+maps to the same log entry and is still written exactly once. A checkpoint that already
+has batches but no ``sink.json`` was written with base 0.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+
+BASE_FILE = "sink.json"
+
+
+class HadoopFiles:
+    """Small file operations through Hadoop's FileSystem, so any URI Spark can write works."""
+
+    def __init__(self, spark: SparkSession):
+        self.jvm = spark.sparkContext._jvm
+        self.conf = spark.sparkContext._jsc.hadoopConfiguration()
+
+    def _resolve(self, uri: str) -> tuple[Any, Any]:
+        path = self.jvm.org.apache.hadoop.fs.Path(uri)
+        return path.getFileSystem(self.conf), path
+
+    def read_text(self, uri: str) -> str | None:
+        fs, path = self._resolve(uri)
+        if not fs.exists(path):
+            return None
+        stream = fs.open(path)
+        try:
+            return self.jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
+        finally:
+            stream.close()
+
+    def create(self, uri: str, text: str) -> None:
+        """Write a new file; fails if it exists."""
+        fs, path = self._resolve(uri)
+        stream = fs.create(path, False)
+        try:
+            stream.write(bytearray(text.encode()))
+        finally:
+            stream.close()
+
+    def has_entries(self, uri: str) -> bool:
+        fs, path = self._resolve(uri)
+        return bool(fs.exists(path)) and len(fs.listStatus(path)) > 0
+
+
+def latest_batch(spark: SparkSession, path: str) -> int | None:
+    """The last batch id in the file table's ``_spark_metadata`` log (None: no log yet)."""
+    jvm = spark.sparkContext._jvm
+    none = getattr(getattr(jvm.scala, "None$"), "MODULE$")
+    log = jvm.org.apache.spark.sql.execution.streaming.FileStreamSinkLog(
+        1, spark._jsparkSession, f"{path.rstrip('/')}/_spark_metadata", none)
+    latest = log.getLatestBatchId()
+    return int(latest.get()) if latest.isDefined() else None
+
+
+def batch_base(spark: SparkSession, checkpoint: str, path: str) -> int:
+    """The checkpoint's base: kept from its first start, else decided now from the table's log."""
+    files = HadoopFiles(spark)
+    base_uri = f"{checkpoint.rstrip('/')}/{BASE_FILE}"
+    kept = files.read_text(base_uri)
+    if kept is not None:
+        return int(json.loads(kept)["batch-base"])
+    if files.has_entries(f"{checkpoint.rstrip('/')}/offsets"):
+        return 0
+    latest = latest_batch(spark, path)
+    base = 0 if latest is None else latest + 1
+    files.create(base_uri, json.dumps({"path": path, "batch-base": base}) + "\n")
+    return base
+
+
+class FileSinkWriter:
+    """A ``foreachBatch`` callback writing each batch through Spark's file sink at ``base + batch id``."""
+
+    def __init__(self, spark: SparkSession, *, fmt: str, path: str, options: Mapping[str, str],
+                 partition_by: Sequence[str], base: int):
+        jvm = spark.sparkContext._jvm
+        utils = jvm.org.apache.spark.api.python.PythonUtils
+        none = getattr(getattr(jvm.scala, "None$"), "MODULE$")
+        java_options = jvm.java.util.HashMap()
+        for key, value in {**options, "path": path}.items():
+            java_options.put(key, value)
+        partitions = jvm.java.util.ArrayList()
+        for column in partition_by:
+            partitions.add(column)
+        source = jvm.org.apache.spark.sql.execution.datasources.DataSource(
+            spark._jsparkSession, fmt, utils.toSeq(jvm.java.util.ArrayList()), none, utils.toSeq(partitions), none,
+            utils.toScalaMap(java_options), none)
+        self.sink = source.createSink(jvm.org.apache.spark.sql.streaming.OutputMode.Append())
+        self.base = base
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        self.sink.addBatch(self.base + batch_id, batch._jdf)
+
+
+def file_sink_writer(spark: SparkSession, *, checkpoint: str, fmt: str, path: str,
+                     options: Mapping[str, str] | None = None, partition_by: Sequence[str] = ()) -> FileSinkWriter:
+    return FileSinkWriter(spark, fmt=fmt, path=path, options=options or {}, partition_by=partition_by,
+                          base=batch_base(spark, checkpoint, path))
