@@ -49,6 +49,9 @@ ResourceManager = Annotated[str | None, typer.Option("--resource-manager", envva
 Team = Annotated[str, typer.Option("--team", envvar="SQL_RUNNER_TEAM", help="Team the jobs belong to.")]
 StopTimeout = Annotated[float, typer.Option("--stop-timeout", min=1,
                                             help="Seconds to wait for a stop at a batch boundary.")]
+SparkSubmit = Annotated[str | None, typer.Option("--spark-submit", envvar="SQL_RUNNER_SPARK_SUBMIT",
+                                                 help="The spark-submit to run (e.g. EMR's /usr/bin/spark-submit); "
+                                                      "default: the installed pyspark's.")]
 FromStore = Annotated[bool, typer.Option("--from-store",
                                          help="Take the desired manifests and tables from the manifests bucket.")]
 
@@ -59,7 +62,7 @@ class Context:
     def __init__(self, *, project: Path | None, state: Path | None, manifests_bucket: str | None,
                  checkpoints_bucket: str | None, savepoints_bucket: str | None, target: str, master: str | None,
                  web_ui: str | None, resource_manager: str | None, team: str, stop_timeout: float = 90.0,
-                 from_store: bool = False, need_project: bool = True):
+                 from_store: bool = False, need_project: bool = True, spark_submit: str | None = None):
         from runner.cli import step
 
         self.log = step
@@ -80,6 +83,7 @@ class Context:
         self.team = team
         self.target: Target = self._target(target, master, web_ui, resource_manager)
         self.stop_timeout = stop_timeout
+        self.spark_submit = spark_submit
         self.project_dir = project
         self.from_store = from_store
         self._project: Project | None = None
@@ -120,7 +124,7 @@ class Context:
 
     def deployer(self, target: Target | None = None, once: bool = False, *, with_project: bool = True) -> Deployer:
         settings = Settings(self.store, target or self.target, self.team, dict(os.environ), self.stop_timeout,
-                            once=once)
+                            spark_submit=self.spark_submit, once=once)
         return Deployer(self.project if with_project else None, settings, self.log)
 
 
@@ -200,7 +204,7 @@ def deploy(paths: Paths = None, all_: Annotated[bool, typer.Option("--all", help
            checkpoints_bucket: CheckpointsBucket = None, savepoints_bucket: SavepointsBucket = None,
            target: TargetKind = "local", master: Master = None, master_web_ui: WebUi = None,
            resource_manager: ResourceManager = None, team: Team = "local", stop_timeout: StopTimeout = 90.0,
-           from_store: FromStore = False) -> None:
+           from_store: FromStore = False, spark_submit: SparkSubmit = None) -> None:
     """Carry the plan out: start, restore, stop with savepoint, remove. Prints the plan first."""
     from runner.cli import _guard, out
 
@@ -210,7 +214,7 @@ def deploy(paths: Paths = None, all_: Annotated[bool, typer.Option("--all", help
         ctx = Context(project=project, state=state, manifests_bucket=manifests_bucket,
                        checkpoints_bucket=checkpoints_bucket, savepoints_bucket=savepoints_bucket, target=target,
                        master=master, web_ui=master_web_ui, resource_manager=resource_manager, team=team,
-                       stop_timeout=stop_timeout, from_store=from_store)
+                       stop_timeout=stop_timeout, from_store=from_store, spark_submit=spark_submit)
         deployer = ctx.deployer()
         decisions = _decisions(ctx, deployer, paths)
         out.print(plan_table(decisions))
@@ -264,11 +268,12 @@ def run(manifest: Annotated[Path, typer.Argument(help="The manifest to run.")],
 
 def _job_context(project: Path | None, state: Path | None, manifests_bucket: str | None,
                  checkpoints_bucket: str | None, savepoints_bucket: str | None, target: str, master: str | None,
-                 web_ui: str | None, resource_manager: str | None, team: str, stop_timeout: float = 90.0) -> Context:
+                 web_ui: str | None, resource_manager: str | None, team: str, stop_timeout: float = 90.0,
+                 spark_submit: str | None = None) -> Context:
     return Context(project=project, state=state, manifests_bucket=manifests_bucket,
                    checkpoints_bucket=checkpoints_bucket, savepoints_bucket=savepoints_bucket, target=target,
                    master=master, web_ui=web_ui, resource_manager=resource_manager, team=team,
-                   stop_timeout=stop_timeout, need_project=False)
+                   stop_timeout=stop_timeout, need_project=False, spark_submit=spark_submit)
 
 
 def stop(name: Annotated[str, typer.Argument(help="The job to stop.")],
@@ -296,13 +301,13 @@ def savepoint(name: Annotated[str, typer.Argument(help="The running job to take 
               checkpoints_bucket: CheckpointsBucket = None, savepoints_bucket: SavepointsBucket = None,
               target: TargetKind = "local", master: Master = None, master_web_ui: WebUi = None,
               resource_manager: ResourceManager = None, team: Team = "local",
-              stop_timeout: StopTimeout = 90.0) -> None:
+              stop_timeout: StopTimeout = 90.0, spark_submit: SparkSubmit = None) -> None:
     """Take a savepoint of a running job: a short stop at a batch boundary, snapshot, restart from it."""
     from runner.cli import _guard, out
 
     def body() -> None:
         ctx = _job_context(project, state, manifests_bucket, checkpoints_bucket, savepoints_bucket, target, master,
-                           master_web_ui, resource_manager, team, stop_timeout)
+                           master_web_ui, resource_manager, team, stop_timeout, spark_submit)
         result = ctx.deployer(with_project=False).savepoint(name)
         out.print(f"{name}: {_outcome(result['outcome'])}", markup=False, soft_wrap=True)
 

@@ -6,57 +6,19 @@ import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
-import time
 from collections import Counter
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from runner.events import transactions, write_batch
-from runner.records import read_deployed, read_history
+from runner.records import read_deployed
 from runner.sinkfiles import committed_json_rows
 from runner.store import LocalBucket
+from tests.clihelpers import START, cli, edit, history, status, wait_for
 from tests.conftest import METADATA_DDL, TRANSACTIONS_DDL, ProjectDir
-
-START = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
-SQL_RUNNER = str(Path(sys.executable).parent / "sql-runner")
-
-
-def cli(project: ProjectDir, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    result = subprocess.run([SQL_RUNNER, *args], cwd=project.root, capture_output=True, text=True, timeout=300,
-                            env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "COLUMNS": "200"}, check=False)
-    if check:
-        assert result.returncode == 0, result.stdout + result.stderr
-    return result
-
-
-def wait_for(condition, what: str, timeout: float = 120.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def status(project: ProjectDir, name: str) -> dict:
-    lines = cli(project, "status", "--json").stdout.splitlines()
-    return next(json.loads(line) for line in lines if json.loads(line)["name"] == name)
-
-
-def history(project: ProjectDir, name: str) -> list[dict]:
-    return read_history(LocalBucket(project.root / ".sql-runner" / "manifests"), name)
-
-
-def edit(path: Path, old: str, new: str) -> None:
-    text = path.read_text()
-    assert old in text
-    path.write_text(text.replace(old, new))
 
 
 @pytest.fixture

@@ -9,16 +9,21 @@ from __future__ import annotations
 
 import json
 import subprocess
+import urllib.error
 import urllib.parse
 import urllib.request
 
+from runner.errors import Problem, UserError
 from runner.targets.base import JobIdentity, RunningJob
 
 ACTIVE_STATES = "NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING"
 
 
-class YarnError(Exception):
+class YarnError(UserError):
     """spark-submit or the ResourceManager refused or failed."""
+
+    def __init__(self, code: str, message: str, hint: str | None = None):
+        super().__init__(Problem(code, message, hint=hint))
 
 
 class YarnTarget:
@@ -43,15 +48,27 @@ class YarnTarget:
                                    check=False)
         if completed.returncode != 0:
             tail = (completed.stderr or completed.stdout).strip().splitlines()[-5:]
-            raise YarnError(f"spark-submit to YARN failed (exit {completed.returncode}): {' | '.join(tail)}")
+            raise YarnError("SUBMIT_FAILED", f"spark-submit to YARN failed (exit {completed.returncode}): "
+                            f"{' | '.join(tail) or 'no output'}")
         job = self.find(identity.team, identity.name)
         if job is None or job.identity.version != identity.version:
-            raise YarnError(f"spark-submit succeeded but no application tagged {identity.app_name} is active")
+            raise YarnError("SUBMITTED_APP_NOT_FOUND", f"spark-submit succeeded but no active application is "
+                            f"tagged {', '.join(identity.tags)}",
+                            hint="check that spark.yarn.tags reaches YARN and the application was accepted")
         return job
 
     def _get(self, path: str) -> dict:
-        with urllib.request.urlopen(f"{self.resource_manager}{path}", timeout=10) as response:
-            return json.load(response)
+        try:
+            with urllib.request.urlopen(f"{self.resource_manager}{path}", timeout=10) as response:
+                return json.load(response)
+        except urllib.error.HTTPError as error:
+            raise YarnError("RESOURCE_MANAGER_ERROR", f"ResourceManager {self.resource_manager} answered "
+                            f"HTTP {error.code} to GET {path.split('?')[0]}") from None
+        except (urllib.error.URLError, OSError) as error:
+            reason = getattr(error, "reason", error)
+            raise YarnError("RESOURCE_MANAGER_UNREACHABLE", f"cannot reach the ResourceManager at "
+                            f"{self.resource_manager}: {reason}",
+                            hint="check --resource-manager (e.g. http://<emr-master>:8088)") from None
 
     def applications(self, team: str, name: str) -> list[dict]:
         """Active applications whose tags are exactly this team's and this name's."""
@@ -79,4 +96,7 @@ class YarnTarget:
             with urllib.request.urlopen(request, timeout=10) as response:
                 response.read()
         except urllib.error.HTTPError as error:
-            raise YarnError(f"ResourceManager refused to kill {job.job_id}: HTTP {error.code}") from None
+            raise YarnError("KILL_REFUSED", f"ResourceManager refused to kill {job.job_id}: HTTP {error.code}") from None
+        except (urllib.error.URLError, OSError) as error:
+            raise YarnError("RESOURCE_MANAGER_UNREACHABLE", f"cannot reach the ResourceManager at "
+                            f"{self.resource_manager} to kill {job.job_id}: {getattr(error, 'reason', error)}") from None

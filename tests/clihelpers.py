@@ -1,0 +1,56 @@
+"""Driving the real `sql-runner` command from tests, and waiting on what it starts."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from runner.records import read_history
+from runner.store import LocalBucket
+from tests.conftest import ProjectDir
+
+START = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
+SQL_RUNNER = str(Path(sys.executable).parent / "sql-runner")
+
+
+def cli_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    return {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "COLUMNS": "200", **(extra or {})}
+
+
+def cli(project: ProjectDir, *args: str, check: bool = True,
+        env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    result = subprocess.run([SQL_RUNNER, *args], cwd=project.root, capture_output=True, text=True, timeout=300,
+                            env=cli_env(env), check=False)
+    if check:
+        assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+def wait_for(condition, what: str, timeout: float = 120.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def status(project: ProjectDir, name: str, *options: str) -> dict:
+    lines = cli(project, "status", "--json", *options).stdout.splitlines()
+    return next(json.loads(line) for line in lines if json.loads(line)["name"] == name)
+
+
+def history(project: ProjectDir, name: str) -> list[dict]:
+    return read_history(LocalBucket(project.root / ".sql-runner" / "manifests"), name)
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))

@@ -1,0 +1,93 @@
+"""The yarn target through the real CLI, against a FAKE ResourceManager and a FAKE spark-submit.
+
+Bad inputs tried: a spark-submit that fails, an unreachable ResourceManager, a kill the
+ResourceManager refuses; decoy applications with a neighbouring name, another team, the
+same name without our tags, and a finished one.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+from runner.records import read_deployed
+from runner.store import LocalBucket
+from tests.clihelpers import cli, status
+from tests.conftest import ProjectDir
+from tests.fake_yarn import FakeResourceManager, fake_spark_submit
+
+
+def tags(team: str, name: str, version: int = 1) -> list[str]:
+    return ["sql-runner", f"sql-runner-team:{team}", f"sql-runner-name:{name}", f"sql-runner-version:{version}"]
+
+
+def test_deploy_submits_in_cluster_mode_finds_the_app_by_exact_tags_and_kills_only_it(demo_project: ProjectDir,
+                                                                                       tmp_path: Path):
+    with FakeResourceManager() as rm:
+        decoys = {
+            rm.add_app("sql-runner:analytics:high-value-2:v1", tags("analytics", "high-value-2")),
+            rm.add_app("sql-runner:fraud:high-value:v1", tags("fraud", "high-value")),
+            rm.add_app("sql-runner:analytics:high-value:v1", ["nightly-etl"]),
+        }
+        finished = rm.add_app("sql-runner:analytics:high-value:v1", tags("analytics", "high-value"), state="KILLED")
+        options = ["--target", "yarn", "--resource-manager", rm.url, "--team", "analytics"]
+        submit = fake_spark_submit(tmp_path / "spark-submit", rm.url)
+
+        result = cli(demo_project, "deploy", *options, "--spark-submit", str(submit))
+        assert "start v1 with clean state" in result.stdout
+        [ours] = set(rm.apps) - decoys - {finished}
+        assert rm.apps[ours]["applicationTags"] == ",".join(tags("analytics", "high-value"))
+        assert rm.apps[ours]["name"] == "sql-runner:analytics:high-value:v1"
+        [args] = rm.submissions
+        assert args[0] == str(submit), "an argument list, not a shell string"
+        assert args[args.index("--master") + 1] == "yarn" and args[args.index("--deploy-mode") + 1] == "cluster"
+        spec = json.loads(args[args.index("--spec-json") + 1])
+        assert spec["manifest"]["name"] == "high-value" and spec["checkpoint"].endswith(
+            f"/checkpoints/high-value/1/{spec['run_id']}")
+        assert not any(a.startswith("spark.pyspark.python=") for a in args), "the cluster's Python, not this one"
+
+        row = status(demo_project, "high-value", *options)
+        assert row["job"] == ours and row["target"] == "yarn"
+
+        # unchanged and running on YARN -> nothing; no second submission
+        assert "no change" in cli(demo_project, "deploy", *options, "--spark-submit", str(submit)).stdout
+        assert len(rm.submissions) == 1
+
+        # a kill the ResourceManager refuses: a clear error, the application still runs
+        rm.fail_kills = True
+        refused = cli(demo_project, "stop", "high-value", "--no-savepoint", *options, check=False)
+        assert refused.returncode == 2 and "KILL_REFUSED" in refused.stderr and ours in refused.stderr
+        assert rm.state(ours) == "ACCEPTED"
+
+        rm.fail_kills = False
+        cli(demo_project, "stop", "high-value", "--no-savepoint", *options, "--stop-timeout", "1")
+        assert rm.kills == [ours]
+        assert all(rm.state(app) == "RUNNING" for app in decoys), "decoys untouched"
+        assert status(demo_project, "high-value", *options)["state"] != "running"
+
+
+def test_a_failing_spark_submit_is_reported_and_no_job_is_recorded_running(demo_project: ProjectDir, tmp_path: Path):
+    with FakeResourceManager() as rm:
+        submit = fake_spark_submit(tmp_path / "spark-submit", rm.url, fail=True)
+        result = cli(demo_project, "deploy", "--target", "yarn", "--resource-manager", rm.url,
+                     "--spark-submit", str(submit), check=False)
+        assert result.returncode == 2
+        assert "SUBMIT_FAILED" in result.stderr and "queue is full" in result.stderr
+        assert rm.apps == {}
+        row = status(demo_project, "high-value", "--target", "yarn", "--resource-manager", rm.url)
+        assert row["state"] != "running" and row["job"] is None
+
+
+def test_an_unreachable_resource_manager_stops_the_deploy_before_anything_changes(demo_project: ProjectDir,
+                                                                                   tmp_path: Path):
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    submit = fake_spark_submit(tmp_path / "spark-submit", url)
+    result = cli(demo_project, "deploy", "--target", "yarn", "--resource-manager", url, "--spark-submit",
+                 str(submit), check=False)
+    assert result.returncode == 2
+    assert "RESOURCE_MANAGER_UNREACHABLE" in result.stderr and url in result.stderr
+    record, _ = read_deployed(LocalBucket(demo_project.root / ".sql-runner" / "manifests"), "high-value")
+    assert record is None, "nothing deployed"
