@@ -364,7 +364,7 @@ def job_status(ctx: Context, name: str) -> dict:
             "last progress": progress.get("timestamp"), "input rows/s": None if rate is None else round(rate, 1),
             "batch ms": progress.get("batch-duration-ms"), "watermark": progress.get("watermark"),
             "latest savepoint": latest[-1].key.rstrip("/").rsplit("/", 1)[-1] if latest else None,
-            "job": job.job_id if job else None}
+            "job": job.job_id if job else None, "detail": job.detail if job else None}
 
 
 def history(name: Annotated[str, typer.Argument(help="The job whose decisions to show.")],

@@ -96,7 +96,9 @@ class YarnTarget:
             with urllib.request.urlopen(request, timeout=10) as response:
                 response.read()
         except urllib.error.HTTPError as error:
-            raise YarnError("KILL_REFUSED", f"ResourceManager refused to kill {job.job_id}: HTTP {error.code}") from None
+            raise YarnError("KILL_REFUSED",
+                            f"ResourceManager refused to kill {job.job_id}: HTTP {error.code}") from None
         except (urllib.error.URLError, OSError) as error:
+            reason = getattr(error, "reason", error)
             raise YarnError("RESOURCE_MANAGER_UNREACHABLE", f"cannot reach the ResourceManager at "
-                            f"{self.resource_manager} to kill {job.job_id}: {getattr(error, 'reason', error)}") from None
+                            f"{self.resource_manager} to kill {job.job_id}: {reason}") from None
