@@ -187,4 +187,5 @@ def compare(before: BuiltQuery, after: BuiltQuery, old: Manifest, new: Manifest,
         for position, (a, b) in enumerate(zip(old_ops, new_ops, strict=True), start=1):
             if a.identity != b.identity:
                 incompatible.append(f"{a.kind} {position} changed: {a.shown} -> {b.shown}")
-    return QueryDiff(changed=changed, state_compatible=not incompatible, reasons=tuple(reasons + incompatible))
+    return QueryDiff(changed=changed, state_compatible=not incompatible, reasons=tuple(reasons + incompatible),
+                     held_state=bool(old_ops))

@@ -43,6 +43,7 @@ class QueryDiff:
     changed: bool  # meaning, output columns, tables read or target
     state_compatible: bool  # the deployed version's state can carry over
     reasons: tuple[str, ...] = ()
+    held_state: bool = False  # the deployed query keeps rows in state between batches (windows, joins, dedup)
 
 
 @dataclass(frozen=True)
@@ -207,6 +208,10 @@ def plan_one(name: str, desired: Desired | None, deployed: Deployed | None, obse
         reasons.append(f"state of v{deployed.version} cannot carry over: v{version} starts with clean state")
         if policy == "continue" and previous_state is None:
             reasons.append(f"v{deployed.version} left no state to continue from")
+        if continue_from is not None and diff.held_state:
+            reasons.append(f"rows v{deployed.version} still holds in its state (windows not yet closed, unmatched "
+                           "join rows) are emitted by neither version; on-query-change: reprocess recomputes "
+                           "them from the sources' startup position")
         return Action(name, "start", tuple(reasons), version=version, stop=running, continue_from=continue_from,
                       sources=_sources_start(desired, deployed, continue_from, policy))
 

@@ -203,4 +203,23 @@ def test_incompatible_change_starts_next_version_that_continues_without_duplicat
     entry = history(project, "counts")[-1]
     assert entry["version"] == 2 and entry["sources"][0]["how"] == "continue"
     assert any("skips the 1 files" in note for note in entry["outcome"]["continuation"])
+
+    # on-query-change: reprocess and the grouping back to accounts -> v3 re-reads every file from the start
+    manifest.write_text(manifest.read_text() + "on-query-change: reprocess\n")
+    edit(manifest, "payee AS k", "account_id AS k")
+    edit(manifest, ", payee", ", account_id")
+    plan = json.loads(cli(project, "plan", "--json").stdout)
+    assert plan["summary"] == "stop with savepoint, then start v3 with clean state (query changed)"
+    assert plan["sources"] == [{"table": "`demo`.`card-transactions`", "how": "startup-position",
+                                "detail": "from its startup position (on-query-change: reprocess)"}]
+    cli(project, "deploy")
+    everything = Counter(t.account_id for t in [*before, *after[:-1]])
+    wait_for(lambda: sum(r["n"] for r in committed_json_rows(out) if r["__query_version"] == 3)
+             == sum(everything.values()), "v3's recount of every closed window")
+    v3 = Counter()
+    for row in committed_json_rows(out):
+        if row["__query_version"] == 3:
+            v3[row["k"]] += row["n"]
+    assert v3 == everything
+    assert [e["decision"] for e in history(project, "counts")] == ["start", "start", "start"]
     cli(project, "stop", "counts", "--no-savepoint")

@@ -77,6 +77,17 @@ def test_running_incompatible_change_starts_next_version_continuing_each_source(
     assert "Kafka offsets" in details[KAFKA.table] and "skips them" in details[FILES.table]
 
 
+def test_continuing_after_a_stateful_query_says_that_rows_held_in_its_state_are_dropped():
+    held = QueryDiff(changed=True, state_compatible=False, reasons=("aggregation 1 changed",), held_state=True)
+    action = plan_one("job", desired(held), deployed(), RUNNING)
+    assert any("emitted by neither version" in r for r in action.reasons)
+    assert not any("neither version" in r for r in plan_one("job", desired(INCOMPATIBLE), deployed(),
+                                                              RUNNING).reasons), "a stateless query held nothing"
+    reprocess = plan_one("job", desired(held, **{"on-query-change": "reprocess"}),
+                         deployed(**{"on-query-change": "reprocess"}), RUNNING)
+    assert not any("neither version" in r for r in reprocess.reasons), "reprocessing recomputes them"
+
+
 def test_reprocess_policy_reads_from_the_startup_position():
     action = plan_one("job", desired(INCOMPATIBLE, **{"on-query-change": "reprocess"}),
                       deployed(**{"on-query-change": "reprocess"}), RUNNING)

@@ -67,7 +67,8 @@ def test_deploy_submits_in_cluster_mode_finds_the_app_by_exact_tags_and_kills_on
         assert status(demo_project, "high-value", *options)["state"] != "running"
 
 
-def test_a_failing_spark_submit_is_reported_and_no_job_is_recorded_running(demo_project: ProjectDir, tmp_path: Path):
+def test_a_failing_spark_submit_is_reported_and_the_next_deploy_starts_the_version_that_never_ran(
+        demo_project: ProjectDir, tmp_path: Path):
     with FakeResourceManager() as rm:
         submit = fake_spark_submit(tmp_path / "spark-submit", rm.url, fail=True)
         result = cli(demo_project, "deploy", "--target", "yarn", "--resource-manager", rm.url,
@@ -77,6 +78,15 @@ def test_a_failing_spark_submit_is_reported_and_no_job_is_recorded_running(demo_
         assert rm.apps == {}
         row = status(demo_project, "high-value", "--target", "yarn", "--resource-manager", rm.url)
         assert row["state"] != "running" and row["job"] is None
+
+        # the next deploy sees a version that was decided but never ran, and starts it as planned
+        fake_spark_submit(submit, rm.url)
+        plan = json.loads(cli(demo_project, "plan", "--json", "--target", "yarn", "--resource-manager",
+                              rm.url).stdout)
+        assert plan["decision"] == "start" and plan["version"] == 1
+        assert "v1 never started: starting it as planned" in plan["reasons"]
+        cli(demo_project, "deploy", "--target", "yarn", "--resource-manager", rm.url, "--spark-submit", str(submit))
+        assert len(rm.apps) == 1
 
 
 def test_an_unreachable_resource_manager_stops_the_deploy_before_anything_changes(demo_project: ProjectDir,
