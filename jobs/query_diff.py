@@ -73,10 +73,10 @@ def _seq(values: Any) -> list[Any]:
     return items
 
 
-def _aggregate_functions(expression: Any, lineage: _Lineage) -> list[str]:
+def _aggregate_expressions(expression: Any) -> list[Any]:
     if expression.nodeName() == "AggregateExpression":
-        return [lineage.text(expression)]
-    return [f for child in _children(expression) for f in _aggregate_functions(child, lineage)]
+        return [expression]
+    return [f for child in _children(expression) for f in _aggregate_expressions(child)]
 
 
 def describe_plan(df: DataFrame) -> list[StatefulOperator]:
@@ -103,10 +103,12 @@ def describe_plan(df: DataFrame) -> list[StatefulOperator]:
                     lineage.defs[item.exprId().id()] = lineage.text(item.child())
         if name == "Aggregate":
             keys = _seq(plan.groupingExpressions())
-            functions = [f for item in _seq(plan.aggregateExpressions()) for f in _aggregate_functions(item, lineage)]
+            functions = [f for item in _seq(plan.aggregateExpressions()) for f in _aggregate_expressions(item)]
             shown = ", ".join(_readable(k.sql()) for k in keys) or "(everything)"
-            operators.append(StatefulOperator("aggregation", ("keys", *[lineage.text(k) for k in keys],
-                                                              "functions", *functions), f"aggregation by {shown}"))
+            computed = ", ".join(_readable(f.sql()) for f in functions)
+            operators.append(StatefulOperator("aggregation", ("keys", *[lineage.text(k) for k in keys], "functions",
+                                                              *[lineage.text(f) for f in functions]),
+                                              f"aggregation by {shown}" + (f" of {computed}" if computed else "")))
         elif name == "Distinct":
             keys = _seq(plan.child().output())
             operators.append(StatefulOperator("deduplication", tuple(lineage.text(k) for k in keys),
@@ -186,6 +188,8 @@ def compare(before: BuiltQuery, after: BuiltQuery, old: Manifest, new: Manifest,
     else:
         for position, (a, b) in enumerate(zip(old_ops, new_ops, strict=True), start=1):
             if a.identity != b.identity:
-                incompatible.append(f"{a.kind} {position} changed: {a.shown} -> {b.shown}")
+                change = (f"{a.shown} -> {b.shown}" if a.shown != b.shown else
+                          f"{a.shown}, with keys computed differently (e.g. a window's size or slide)")
+                incompatible.append(f"{a.kind} {position} changed: {change}")
     return QueryDiff(changed=changed, state_compatible=not incompatible, reasons=tuple(reasons + incompatible),
                      held_state=bool(old_ops))

@@ -1,80 +1,139 @@
 """``make run``: the local demo, end to end, with no AWS.
 
-1. writes card-transaction events (with a few malformed lines) into demo-data/events/;
-2. validates the example project in manifests/;
-3. runs every example manifest once over the events (spark-submit, local Spark);
-4. shows the output rows with their metadata columns, and where every record went;
-5. writes more events and runs the jobs again: each resumes its checkpoint and adds
-   exactly the new rows.
+On a copy of the example project (demo-data/project/, so the demo's edits never touch
+manifests/), it walks through a deployment's life with detached jobs on local Spark:
 
-Everything it writes lives in demo-data/ (gitignored), which it resets first, so it
-can be run any number of times.
+1. writes card-transaction events (with a few malformed lines), validates, deploys
+   every example manifest, and shows their output and status;
+2. changes high-value-transactions' filter: state-compatible, restored from a savepoint,
+   no input re-read;
+3. changes spend-per-account's window: incompatible, version 2 with clean state that
+   continues after the files version 1 read;
+4. a whitespace-and-case-only edit: no action;
+5. deletes payee-bands' manifest: stopped with a savepoint, marked removed.
+
+It prints the plan before each step, then stops the jobs it started (with savepoints).
+Everything lives in demo-data/ (gitignored), which it resets first.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 
-from runner.events import MALFORMED_LINES, transactions, write_batch
-from runner.project import load_project
+from runner.events import MALFORMED_LINES, Transaction, transactions, write_batch
 from runner.sinkfiles import committed_json_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "demo-data"
-STATE = DEMO / "state"
-EVENTS = DEMO / "events" / "card-transactions"
+PROJECT = DEMO / "project"
+STATE = PROJECT / ".sql-runner"
+EVENTS = PROJECT / "demo-data" / "events" / "card-transactions"
+OUTPUT = PROJECT / "demo-data" / "output"
 START = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
-console = Console(highlight=False, width=max(shutil.get_terminal_size((150, 40)).columns, 130))
+WATERMARK_DELAY = timedelta(seconds=5)  # the DDL's WATERMARK FOR ts AS ts - INTERVAL '5' SECOND
+WIDTH = max(shutil.get_terminal_size((150, 40)).columns, 130)
+console = Console(highlight=False, width=WIDTH)
 SQL_RUNNER = str(Path(sys.executable).parent / "sql-runner")
+
+HIGH_VALUE = PROJECT / "manifests" / "high-value-transactions.yaml"
+SPEND = PROJECT / "manifests" / "spend-per-account.yaml"
+BANDS = PROJECT / "manifests" / "payee-bands.yaml"
 
 
 def say(message: str) -> None:
-    console.print(f"[bold cyan]==>[/bold cyan] {message}")
+    console.print(f"\n[bold cyan]==>[/bold cyan] {message}")
 
 
-def run_jobs(names: list[str]) -> None:
-    """Run the manifests side by side with ``--once`` and print what each one did."""
-    processes = {
-        name: subprocess.Popen(
-            [SQL_RUNNER, "run", f"manifests/{name}.yaml", "--once", "--state", str(STATE)],
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )
-        for name in names
-    }
-    logs: dict[str, list[str]] = {}
-    started = time.monotonic()
-    with console.status(f"running {len(names)} jobs on local Spark (each starts its own JVM)") as status:
-        for name, process in processes.items():
-            output, _ = process.communicate()
-            logs[name] = output.splitlines()
-            status.update(f"{name} done after {time.monotonic() - started:.0f}s; waiting for the others")
-            if process.returncode != 0:
-                console.print("\n".join(logs[name]), markup=False)
-                raise SystemExit(f"job {name} failed (exit code {process.returncode})")
-    for name in names:
-        for line in logs[name]:
-            if "] finished:" in line or "] new checkpoint" in line or "] resuming" in line:
-                console.print(f"   {line.split(' ', 1)[1]}", markup=False)
+def cli(*args: str) -> subprocess.CompletedProcess:
+    result = subprocess.run([SQL_RUNNER, *args], cwd=PROJECT, capture_output=True, text=True, check=False,
+                            env={**os.environ, "COLUMNS": str(WIDTH), "SPARK_LOCAL_IP": "127.0.0.1"})
+    if result.returncode != 0:
+        console.print(result.stdout + result.stderr, markup=False)
+        raise SystemExit(f"sql-runner {' '.join(args)} failed (exit code {result.returncode})")
+    return result
 
 
-def output_table(title: str, rows: list[dict], columns: list[str], limit: int = 6) -> Table:
-    table = Table(title=title, title_justify="left", show_lines=False)
+def show_plan() -> None:
+    console.print("   $ sql-runner plan", style="dim")
+    console.print(cli("plan").stdout.rstrip(), markup=False)
+
+
+def deploy(*args: str) -> None:
+    console.print(f"   $ sql-runner deploy {' '.join(args)}".rstrip(), style="dim")
+    for line in cli("deploy", *args).stdout.splitlines():
+        if " -> " in line and line[:1].isalnum():  # the outcome lines, not the plan table's
+            console.print(f"   {line}", markup=False)
+
+
+def show_status() -> None:
+    console.print("   $ sql-runner status", style="dim")
+    console.print(cli("status").stdout.rstrip(), markup=False)
+
+
+def status_of(name: str) -> dict:
+    rows = [json.loads(line) for line in cli("status", "--json").stdout.splitlines()]
+    return next(row for row in rows if row["name"] == name)
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text(encoding="utf-8")
+    if old not in text:
+        raise SystemExit(f"the demo expected {old!r} in {path}")
+    path.write_text(text.replace(old, new), encoding="utf-8")
+    console.print(f"   edited {path.relative_to(DEMO)}: {old!r} -> {new!r}", markup=False)
+
+
+def wait(condition: Callable[[], bool], what: str, timeout: float = 240.0) -> None:
+    deadline = time.monotonic() + timeout
+    with console.status(f"waiting for {what}"):
+        while time.monotonic() < deadline:
+            if condition():
+                return
+            time.sleep(0.5)
+    logs = sorted((STATE / "logs").glob("*.log"), key=lambda p: p.stat().st_mtime)
+    if logs:
+        console.print(f"last lines of {logs[-1]}:", markup=False)
+        console.print("\n".join(logs[-1].read_text(errors="replace").splitlines()[-30:]), markup=False)
+    raise SystemExit(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def rows(table: str) -> list[dict]:
+    return committed_json_rows(OUTPUT / table)
+
+
+def closed(events: list[Transaction], minutes: int) -> list[Transaction]:
+    """Events whose ``minutes``-long window the watermark has closed (it trails the newest event by 5 s)."""
+    watermark = max(t.ts for t in events) - WATERMARK_DELAY
+    size = minutes * 60
+    boundary = datetime.fromtimestamp(int(watermark.timestamp()) // size * size, UTC)
+    return [t for t in events if t.ts < boundary]
+
+
+def counted(version: int) -> int:
+    return sum(r["tx_count"] for r in rows("spend-per-account") if r["__query_version"] == version)
+
+
+def table_of(title: str, data: list[dict], columns: list[str], limit: int = 6) -> Table:
+    table = Table(title=title, title_justify="left")
     for column in columns:
-        table.add_column(column, overflow="fold", max_width=26 if column.startswith("__") else None)
-    ordered = sorted(rows, key=lambda r: [str(r.get(c)) for c in columns if not c.startswith("__")])
+        table.add_column(column, overflow="fold")
+    ordered = sorted(data, key=lambda r: [str(r.get(c)) for c in columns])
     for row in ordered[:limit]:
         table.add_row(*[_cell(row.get(c)) for c in columns])
-    if len(rows) > limit:
-        table.caption = f"... and {len(rows) - limit} more rows"
+    if len(data) > limit:
+        table.caption = f"... and {len(data) - limit} more rows"
     return table
 
 
@@ -85,79 +144,131 @@ def _cell(value: object) -> str:
         return f"{value:.2f}"
     text = str(value)
     if len(text) == 24 and text[10] == "T" and text.endswith("Z"):  # 2026-01-01T09:03:00.000Z
-        return text[:10] + " " + text[11:19]
-    if len(text) == 36 and text.count("-") == 4:  # a query id: the first block is enough to tell them apart
-        return text[:8] + "…"
+        return text[11:19]
     return text
 
 
 def main() -> None:
     console.print(Panel.fit(
-        "spark-sql-runner demo: streaming SQL from YAML manifests on local Spark\n"
-        "events -> demo-data/events/   outputs -> demo-data/output/   state -> demo-data/state/",
-        border_style="cyan",
-    ))
+        "spark-sql-runner demo: a streaming SQL deployment's life, on local Spark with no AWS\n"
+        "project copy -> demo-data/project/   events -> demo-data/project/demo-data/events/\n"
+        "outputs -> demo-data/project/demo-data/output/   state -> demo-data/project/.sql-runner/",
+        border_style="cyan"))
     if DEMO.exists():
         say("resetting demo-data/ from the previous run")
         shutil.rmtree(DEMO)
-    project = load_project(ROOT)
-    manifests = {p.stem: project.load_manifest(p) for p in project.manifest_paths()}
-    targets = {name: project.catalog.lookup_name(m.target_table) for name, m in manifests.items()}
+    shutil.copytree(ROOT / "manifests", PROJECT / "manifests")
+    edit(PROJECT / "manifests" / "job-template.yaml", "trigger-interval: 5 seconds", "trigger-interval: 2 seconds")
+    try:
+        run_demo()
+    finally:
+        stop_everything()
 
-    first = transactions(60, start=START, seed=42)
-    write_batch(EVENTS, "batch-001", first, MALFORMED_LINES)
-    say(f"wrote {len(first)} card transactions + {len(MALFORMED_LINES)} malformed lines to "
-        f"{EVENTS.relative_to(ROOT)}/batch-001.json (event time {START:%H:%M} to {first[-1].ts:%H:%M:%S})")
 
-    say("sql-runner validate  (manifests and DDL, then each query analysed on Spark without reading data)")
-    result = subprocess.run([SQL_RUNNER, "validate"], cwd=ROOT, capture_output=True, text=True, check=False)
-    for line in result.stdout.splitlines():
-        console.print(f"   {line}", markup=False)
-    if result.returncode != 0:
-        console.print(result.stderr, markup=False)
-        raise SystemExit("validation failed")
+def run_demo() -> None:
+    written: list[Transaction] = []
 
-    names = sorted(manifests)
-    say(f"round 1: sql-runner run <manifest> --once for {', '.join(names)}")
-    run_jobs(names)
-    before = {}
-    for name in names:
-        target = targets[name]
-        assert target is not None
-        rows = committed_json_rows(Path(target.options["path"]))
-        before[name] = len(rows)
-        columns = [c.name for c in target.columns if c.name != "__query_description"]
-        console.print(output_table(f"{name} -> {target.name} ({len(rows)} rows; first few)", rows, columns))
+    def add_events(name: str, count: int, seed: int, malformed: tuple[str, ...] = ()) -> list[Transaction]:
+        batch = transactions(count, start=START, seed=seed, first_id=len(written))
+        written.extend(batch)
+        write_batch(EVENTS, name, batch, malformed)
+        bad = f" + {len(malformed)} malformed lines" if malformed else ""
+        console.print(f"   wrote {len(batch)} transactions{bad} to events/{name}.json "
+                      f"(event time {batch[0].ts:%H:%M:%S} to {batch[-1].ts:%H:%M:%S})",
+                      markup=False)
+        return batch
 
-    second = transactions(40, start=START, seed=43, first_id=len(first))
-    write_batch(EVENTS, "batch-002", second)
-    say(f"round 2: wrote {len(second)} more transactions; running the jobs again (each resumes its checkpoint)")
-    run_jobs(names)
+    # 1. deploy ------------------------------------------------------------------------------
+    say("step 1: deploy every example manifest as a detached job")
+    first = add_events("batch-001", 60, 42, MALFORMED_LINES)
+    console.print("   $ sql-runner validate", style="dim")
+    console.print(cli("validate").stdout.rstrip(), markup=False)
+    show_plan()
+    deploy("--all")
+    high_value = sorted(t.transaction_id for t in first if t.amount > 500)
+    wait(lambda: sorted(r["transaction_id"] for r in rows("high-value-tx")) == high_value
+         and len(rows("payee-bands")) == len(first) and counted(1) == len(closed(first, 1)),
+         "the three jobs to process the first events")
+    console.print(table_of(f"high-value-tx ({len(high_value)} rows; first few)", rows("high-value-tx"),
+                           ["transaction_id", "account_id", "payee", "amount", "__query_version"]))
+    console.print(table_of(f"spend-per-account ({len(rows('spend-per-account'))} closed windows; first few)",
+                           rows("spend-per-account"),
+                           ["window_start", "account_id", "tx_count", "total_amount", "__query_version"]))
+    show_status()
 
-    summary = Table(title="Where every record went", title_justify="left")
-    for column in ("job", "version", "target", "rows (round 1)", "new rows (round 2)", "duplicates",
-                   "dead-lettered"):
+    # 2. compatible filter change ---------------------------------------------------------------
+    say("step 2: change high-value-transactions' filter (a stateless query: state-compatible)")
+    edit(HIGH_VALUE, "WHERE amount > 500", "WHERE amount > 500 AND payee <> 'airline'")
+    show_plan()
+    deploy()
+    second = add_events("batch-002", 40, 43)
+    high_value += [t.transaction_id for t in second if t.amount > 500 and t.payee != "airline"]
+    wait(lambda: sorted(r["transaction_id"] for r in rows("high-value-tx")) == sorted(high_value)
+         and counted(1) == len(closed(first + second, 1)), "the new events to be processed")
+    output = rows("high-value-tx")
+    console.print(f"   high-value-tx: {len(output)} rows, {len(output) - len({r['transaction_id'] for r in output})} "
+                  f"duplicates, versions {sorted({r['__query_version'] for r in output})}: restored from the "
+                  "savepoint, so batch-001 was not read again; the new filter applies from batch-002 on",
+                  markup=False)
+
+    # 3. incompatible grouping change -----------------------------------------------------------
+    say("step 3: change spend-per-account's window from 1 to 2 minutes (changed grouping: incompatible)")
+    edit(SPEND, "window(ts, '1 minute')", "window(ts, '2 minutes')")
+    show_plan()
+    deploy()
+    before = first + second
+    third = add_events("batch-003", 40, 44)
+    v2_expected = len(closed(third, 2))
+    wait(lambda: counted(2) == v2_expected, "version 2 to count the new events")
+    v1, v2 = counted(1), counted(2)
+    summary = Table(title="spend-per-account: every event counted at most once", title_justify="left")
+    for column in ("", "events", "counted by v1", "counted by v2", "still in an open window"):
         summary.add_column(column)
-    dead_reasons: set[str] = set()
-    for name in names:
-        target = targets[name]
-        assert target is not None
-        rows = committed_json_rows(Path(target.options["path"]))
-        key_columns = [c.name for c in target.columns if not c.name.startswith("__")]
-        keys = [tuple(r.get(c) for c in key_columns) for r in rows]
-        dead_dir = STATE / "checkpoints" / "dead-letter" / name
-        dead = [r for folder in sorted(dead_dir.glob("*")) for r in committed_json_rows(folder)]
-        dead_reasons |= {r["reason"] for r in dead}
-        versions = sorted({r["__query_version"] for r in rows})
-        summary.add_row(name, ",".join(map(str, versions)), target.name, str(before[name]),
-                        str(len(rows) - before[name]), str(len(keys) - len(set(keys))), str(len(dead)))
+    summary.add_row("written before the change", str(len(before)), str(v1), "0",
+                    f"{len(before) - v1} (held in v1's state when it stopped; dropped, as the plan said)")
+    summary.add_row("written after the change", str(len(third)), "0", str(v2),
+                    f"{len(third) - v2} (v2's open window)")
     console.print(summary)
-    console.print("Dead-letter reasons (raw record kept next to each, under "
-                  "demo-data/state/checkpoints/dead-letter/):")
-    for reason in sorted(dead_reasons):
-        console.print(f"  - {reason}", markup=False)
-    say("done. Try: .venv/bin/sql-runner preview manifests/high-value-transactions.yaml   "
-        "or   .venv/bin/sql-runner --help")
+    console.print(f"   v2 read only batch-003 (it skipped the {len(['batch-001', 'batch-002'])} files v1 had read); "
+                  f"history says so:", markup=False)
+    history = json.loads(cli("history", "spend-per-account", "--json").stdout)
+    for note in history[-1]["outcome"].get("continuation", []):
+        console.print(f"   - {note}", markup=False)
+
+    # 4. whitespace-only edit -------------------------------------------------------------------
+    say("step 4: reformat high-value-transactions' SQL (whitespace, keyword case, a comment): no change")
+    job = status_of("high-value-transactions")["job"]
+    edit(HIGH_VALUE, "WHERE amount > 500 AND payee <> 'airline'",
+         "where amount>500   and payee<>'airline'  -- big spends, airlines excluded")
+    show_plan()
+    deploy()
+    console.print(f"   the same job keeps running: {job} -> {status_of('high-value-transactions')['job']}",
+                  markup=False)
+
+    # 5. manifest deleted -----------------------------------------------------------------------
+    say("step 5: delete payee-bands' manifest")
+    BANDS.unlink()
+    console.print(f"   deleted {BANDS.relative_to(DEMO)}", markup=False)
+    show_plan()
+    deploy("--all")
+    show_status()
+
+
+def stop_everything() -> None:
+    """Leave no job running: stop each one at a batch boundary, with a savepoint."""
+    if not (STATE / "manifests" / "jobs").is_dir():
+        return
+    say("stopping the demo's jobs (each with a savepoint; `sql-runner deploy` would restore them)")
+    for record in sorted((STATE / "manifests" / "jobs").glob("*.json")):
+        name = record.stem
+        try:
+            if status_of(name)["state"] in ("running", "removed (still running)"):
+                for line in cli("stop", name).stdout.splitlines():
+                    console.print(f"   {line}", markup=False)
+        except (SystemExit, StopIteration) as error:
+            console.print(f"   could not stop {name}: {error}", markup=False)
+    show_status()
+    say("done. The project copy is yours to try: cd demo-data/project && ../../.venv/bin/sql-runner --help")
 
 
 if __name__ == "__main__":

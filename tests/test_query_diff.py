@@ -67,15 +67,21 @@ def test_a_filter_before_an_aggregation_keeps_its_state(spark, catalog):
 
 
 @pytest.mark.parametrize(("new", "why"), [
-    (GROUPED.replace("account_id AS k", "payee AS k").replace(", account_id", ", payee"), "aggregation 1 changed"),
-    (GROUPED.replace("'1 minute'", "'2 minutes'"), "aggregation 1 changed"),
-    (GROUPED.replace("SUM(amount)", "MAX(amount)"), "aggregation 1 changed"),
+    (GROUPED.replace("account_id AS k", "payee AS k").replace(", account_id", ", payee"),
+     "aggregation 1 changed: aggregation by window, account_id of "),
+    (GROUPED.replace("'1 minute'", "'2 minutes'"), "aggregation 1 changed: aggregation by window, account_id of"),
+    (GROUPED.replace("SUM(amount)", "MAX(amount)"), "aggregation 1 changed: "),
     (GROUPED.replace("COUNT(*) AS n", "COUNT(DISTINCT payee) AS n"), "aggregation 1 changed"),
 ])
 def test_changed_grouping_window_or_aggregates_discard_state(spark, catalog, new, why):
     result = diff(spark, catalog, GROUPED, new, "`demo`.`counts`")
     assert result.changed and not result.state_compatible
     assert any(r.startswith(why) for r in result.reasons), result.reasons
+    shown = next(r for r in result.reasons if r.startswith("aggregation 1 changed"))
+    if "'2 minutes'" in new:
+        assert shown.endswith("with keys computed differently (e.g. a window's size or slide)"), shown
+    if "MAX(amount)" in new:
+        assert "sum(amount)" in shown and "max(amount)" in shown, shown
 
 
 def test_adding_a_stateful_operator_or_a_source_is_incompatible(spark, catalog):
