@@ -39,6 +39,7 @@ class JobControl:
         self.stop_requested = threading.Event()
         self._done = threading.Event()
         self._lock = threading.Lock()
+        self._last_progress: dict[str, Any] | None = None
 
     def publish(self, state: str, progress: dict[str, Any] | None = None, **extra: Any) -> None:
         """Write the job's status; failures to publish never stop the job."""
@@ -47,7 +48,9 @@ class JobControl:
         record = {"name": self.spec.manifest.name, "version": self.version, "run-id": self.spec.run_id,
                   "state": state, "started-at": self.started, "updated-at": _now(), **extra}
         if progress is not None:
-            record["progress"] = progress
+            self._last_progress = progress
+        if self._last_progress is not None:  # a stopped or failed job still shows where it got to
+            record["progress"] = self._last_progress
         try:
             with self._lock:
                 self.bucket.write(layout.status(self.spec.manifest.name), json.dumps(record).encode())

@@ -113,6 +113,7 @@ def test_stateless_job_through_every_deploy_branch(stateless: ProjectDir):
     assert "stop with savepoint, then restore v1" in cli(project, "deploy").stdout
 
     # manifest deleted -> stop with savepoint, marked removed, state kept
+    text = manifest.read_text()
     manifest.unlink()
     result = cli(project, "deploy", "--all")
     assert "stop with savepoint, mark removed (state kept)" in result.stdout
@@ -120,6 +121,21 @@ def test_stateless_job_through_every_deploy_branch(stateless: ProjectDir):
     record, _ = read_deployed(LocalBucket(project.root / ".sql-runner" / "manifests"), "high-value")
     assert record.removed and record.version == 1
     assert len(committed_json_rows(out)) == len(expected)
+
+    # the manifest back -> the removed job is restored from its savepoint and carries on
+    manifest.write_text(text)
+    result = cli(project, "deploy")
+    assert "restore v1 from savepoint savepoint-" in result.stdout
+    assert "redeploying a removed job" in json.dumps(history(project, "high-value")[-1]["reasons"])
+    add_events("b5", 5)
+    expect_rows()
+
+    # stopped by hand, then the manifest deleted -> marked removed, nothing to stop
+    cli(project, "stop", "high-value")
+    manifest.unlink()
+    result = cli(project, "deploy", "--all")
+    assert "high-value: mark removed (state kept) -> ok" in result.stdout
+    assert status(project, "high-value")["state"] == "removed"
 
     # its state wiped, the manifest back -> nothing to restore: error, nothing started
     shutil.rmtree(project.root / ".sql-runner" / "checkpoints" / "checkpoints")
@@ -132,7 +148,7 @@ def test_stateless_job_through_every_deploy_branch(stateless: ProjectDir):
 
     decisions = [e["decision"] for e in history(project, "high-value")]
     assert decisions == ["start", "nothing", "restore", "restore", "restore", "stop", "restore", "restore",
-                         "remove", "error"]
+                         "remove", "restore", "stop", "remove", "error"]
     table = cli(project, "history", "high-value").stdout
     assert "mark removed" in table and "state-compatible" in table
 

@@ -38,5 +38,6 @@ def test_a_job_runs_on_the_cluster_is_confirmed_by_the_master_and_stops_with_a_s
     result = cli(demo_project, "stop", "high-value", *options)
     assert "(graceful)" in result.stdout
     wait_for(lambda: not cluster.status()["activeapps"], "the master to see the application finish")
-    assert status(demo_project, "high-value", *options)["state"] == "stopped"
+    stopped = status(demo_project, "high-value", *options)
+    assert stopped["state"] == "stopped" and stopped["last progress"] is not None, "where it got to stays visible"
     assert [a["name"] for a in cluster.status()["completedapps"]] == ["sql-runner:local:high-value:v1"]
