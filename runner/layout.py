@@ -9,6 +9,8 @@
       control/<name>/stopped.json                the job's answer: stopped between batches
       status/<name>.json                         the running job's latest progress
       jobs/<name>.json                           how to find the running job on its target
+      errors/<name>.json                         why the deploy Lambda refused a pushed manifest
+      deploy-requests/<name>/<version>.json      S3 changes the deploy Lambda turned into EMR steps
     checkpoints bucket
       checkpoints/<name>/<version>/<run-id>/     Spark checkpoint of one run
       continue/<name>/<version>/<table>.json     where a new version's sources start
@@ -54,6 +56,16 @@ def status(name: str) -> str:
 
 def job_record(name: str) -> str:
     return f"jobs/{name}.json"
+
+
+def deploy_error(name: str) -> str:
+    """Why the deploy Lambda refused a pushed manifest."""
+    return f"errors/{name}.json"
+
+
+def deploy_request(name: str, event_id: str) -> str:
+    """One S3 change the deploy Lambda turned into an EMR step (claimed once)."""
+    return f"deploy-requests/{name}/{event_id}.json"
 
 
 def version_checkpoints(name: str, version: int) -> str:

@@ -22,7 +22,7 @@ from runner.deploy import Decision, Deployer, Prepared, Settings
 from runner.errors import Problem, ProblemCollector, UserError
 from runner.plan import Action
 from runner.project import Project, find_root, load_project
-from runner.store import Store, open_store
+from runner.store import S3Bucket, Store, open_store
 from runner.targets import LocalTarget, StandaloneTarget, YarnTarget
 from runner.targets.base import Target
 from runner.targets.foreground import ForegroundTarget
@@ -54,6 +54,9 @@ SparkSubmit = Annotated[str | None, typer.Option("--spark-submit", envvar="SQL_R
                                                       "default: the installed pyspark's.")]
 FromStore = Annotated[bool, typer.Option("--from-store",
                                          help="Take the desired manifests and tables from the manifests bucket.")]
+ObjectVersion = Annotated[str | None, typer.Option("--object-version",
+                                                   help="With --from-store and one manifest: deploy exactly this "
+                                                        "S3 object version of it.")]
 
 
 class Context:
@@ -62,7 +65,8 @@ class Context:
     def __init__(self, *, project: Path | None, state: Path | None, manifests_bucket: str | None,
                  checkpoints_bucket: str | None, savepoints_bucket: str | None, target: str, master: str | None,
                  web_ui: str | None, resource_manager: str | None, team: str, stop_timeout: float = 90.0,
-                 from_store: bool = False, need_project: bool = True, spark_submit: str | None = None):
+                 from_store: bool = False, need_project: bool = True, spark_submit: str | None = None,
+                 pinned: tuple[str, str] | None = None):
         from runner.cli import step
 
         self.log = step
@@ -86,6 +90,7 @@ class Context:
         self.spark_submit = spark_submit
         self.project_dir = project
         self.from_store = from_store
+        self.pinned = pinned  # (key, S3 version id) of one manifest to deploy exactly
         self._project: Project | None = None
         self._tmp: tempfile.TemporaryDirectory | None = None
 
@@ -116,11 +121,29 @@ class Context:
                     if blob is not None:
                         (root / key).parent.mkdir(parents=True, exist_ok=True)
                         (root / key).write_bytes(blob.data)
+                if self.pinned is not None:
+                    self._pin(root, *self.pinned)
                 (root / "manifests").mkdir(exist_ok=True)
                 self._project = load_project(root)
             else:
                 self._project = load_project(self.project_dir)
         return self._project
+
+    def _pin(self, root: Path, key: str, version_id: str) -> None:
+        bucket = self.store.manifests
+        if not isinstance(bucket, S3Bucket):
+            raise UserError(Problem("OBJECT_VERSION_NEEDS_S3", "--object-version needs --manifests-bucket (S3)"))
+        blob = bucket.read(key, version_id=version_id)
+        if blob is None:
+            raise UserError(Problem("OBJECT_VERSION_NOT_FOUND", f"s3://{bucket.bucket}/{key} has no version "
+                                    f"'{version_id}'", hint="the version may have been deleted; push it again"))
+        (root / key).parent.mkdir(parents=True, exist_ok=True)
+        (root / key).write_bytes(blob.data)
+
+    @property
+    def desired_root(self) -> Path:
+        """Where paths given on the command line are resolved (the bucket's copy with --from-store)."""
+        return self.project.root if self.from_store else Path.cwd()
 
     def deployer(self, target: Target | None = None, once: bool = False, *, with_project: bool = True) -> Deployer:
         settings = Settings(self.store, target or self.target, self.team, dict(os.environ), self.stop_timeout,
@@ -131,7 +154,7 @@ class Context:
 def _prepare_all(ctx: Context, deployer: Deployer, paths: list[Path] | None) -> tuple[dict[str, Prepared], bool]:
     """Desired manifests, all checked first; with no paths the whole project (removals included)."""
     project = ctx.project
-    chosen = [p.resolve() for p in paths] if paths else project.manifest_paths()
+    chosen = [(ctx.desired_root / p).resolve() for p in paths] if paths else project.manifest_paths()
     collector = ProblemCollector()
     for path in chosen:
         if not path.exists():
@@ -204,17 +227,22 @@ def deploy(paths: Paths = None, all_: Annotated[bool, typer.Option("--all", help
            checkpoints_bucket: CheckpointsBucket = None, savepoints_bucket: SavepointsBucket = None,
            target: TargetKind = "local", master: Master = None, master_web_ui: WebUi = None,
            resource_manager: ResourceManager = None, team: Team = "local", stop_timeout: StopTimeout = 90.0,
-           from_store: FromStore = False, spark_submit: SparkSubmit = None) -> None:
+           from_store: FromStore = False, spark_submit: SparkSubmit = None,
+           object_version: ObjectVersion = None) -> None:
     """Carry the plan out: start, restore, stop with savepoint, remove. Prints the plan first."""
     from runner.cli import _guard, out
 
     def body() -> None:
         if all_ and paths:
             raise UserError(Problem("DEPLOY_ALL_WITH_PATHS", "give manifests or --all, not both"))
+        if object_version is not None and not (from_store and paths and len(paths) == 1):
+            raise UserError(Problem("OBJECT_VERSION_NEEDS_ONE_MANIFEST", "--object-version pins one manifest: "
+                                    "give --from-store and exactly one manifests/<name>.yaml"))
+        pinned = (paths[0].as_posix(), object_version) if object_version is not None and paths else None
         ctx = Context(project=project, state=state, manifests_bucket=manifests_bucket,
                        checkpoints_bucket=checkpoints_bucket, savepoints_bucket=savepoints_bucket, target=target,
                        master=master, web_ui=master_web_ui, resource_manager=resource_manager, team=team,
-                       stop_timeout=stop_timeout, from_store=from_store, spark_submit=spark_submit)
+                       stop_timeout=stop_timeout, from_store=from_store, spark_submit=spark_submit, pinned=pinned)
         deployer = ctx.deployer()
         decisions = _decisions(ctx, deployer, paths)
         out.print(plan_table(decisions))
@@ -228,6 +256,33 @@ def deploy(paths: Paths = None, all_: Annotated[bool, typer.Option("--all", help
             out.print(f"{decision.name}: {result['summary']} -> {_outcome(result['outcome'])}", markup=False,
                       soft_wrap=True)
         failures.raise_if_any()
+
+    _guard(body)
+
+
+def undeploy(name: Annotated[str, typer.Argument(help="The job whose manifest was deleted.")],
+             project: Project_ = None, state: State = None, manifests_bucket: ManifestsBucket = None,
+             checkpoints_bucket: CheckpointsBucket = None, savepoints_bucket: SavepointsBucket = None,
+             target: TargetKind = "local", master: Master = None, master_web_ui: WebUi = None,
+             resource_manager: ResourceManager = None, team: Team = "local", stop_timeout: StopTimeout = 90.0,
+             from_store: FromStore = False) -> None:
+    """Carry out one manifest's deletion: stop with a savepoint, mark removed (the state is kept)."""
+    from runner.cli import _guard, out
+
+    def body() -> None:
+        ctx = Context(project=project, state=state, manifests_bucket=manifests_bucket,
+                       checkpoints_bucket=checkpoints_bucket, savepoints_bucket=savepoints_bucket, target=target,
+                       master=master, web_ui=master_web_ui, resource_manager=resource_manager, team=team,
+                       stop_timeout=stop_timeout, from_store=from_store)
+        present = [p for p in ctx.project.manifest_paths() if p.stem == name]
+        if present:
+            raise UserError(Problem("MANIFEST_STILL_PRESENT", f"'{name}' has a manifest again "
+                                    f"({ctx.project.display(present[0])}); nothing undeployed",
+                                    hint="deploy it instead, or delete the manifest first"))
+        deployer = ctx.deployer(with_project=False)
+        decision = deployer.decide(name, None)
+        result = deployer.carry_out(decision, purpose="undeploy")
+        out.print(f"{name}: {result['summary']} -> {_outcome(result['outcome'])}", markup=False, soft_wrap=True)
 
     _guard(body)
 
@@ -399,5 +454,5 @@ def history(name: Annotated[str, typer.Argument(help="The job whose decisions to
 
 
 def register(app: typer.Typer) -> None:
-    for command in (plan, deploy, run, status, stop, savepoint, history):
+    for command in (plan, deploy, undeploy, run, status, stop, savepoint, history):
         app.command()(command)

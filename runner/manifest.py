@@ -258,8 +258,12 @@ def load_template(path: Path | None, *, display: str | None = None) -> dict[str,
     """Template defaults merged over the built-in ones; a missing file means built-ins only."""
     if path is None or not path.exists():
         return copy.deepcopy(BUILT_IN_DEFAULTS)
-    file = display or str(path)
-    doc = yamlfile.load(path.read_text(encoding="utf-8"), file=file, code="TEMPLATE_INVALID_YAML")
+    return parse_template(path.read_text(encoding="utf-8"), file=display or str(path))
+
+
+def parse_template(text: str, *, file: str) -> dict[str, Any]:
+    """Validate a template's text; its defaults merged over the built-in ones."""
+    doc = yamlfile.load(text, file=file, code="TEMPLATE_INVALID_YAML")
     data = doc.data if doc.data is not None else {}
     if not isinstance(data, dict):
         raise UserError(Problem("TEMPLATE_NOT_A_MAPPING", "the template must be a YAML mapping of defaults",

@@ -196,13 +196,15 @@ class S3Bucket:
     def _key(self, key: str) -> str:
         return self.prefix + key
 
-    def read(self, key: str) -> Blob | None:
+    def read(self, key: str, *, version_id: str | None = None) -> Blob | None:
+        """The object (or one version of it, in a versioned bucket); None if there is none."""
         from botocore.exceptions import ClientError
 
+        extra = {"VersionId": version_id} if version_id else {}
         try:
-            response = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
+            response = self.client.get_object(Bucket=self.bucket, Key=self._key(key), **extra)
         except ClientError as error:
-            if error.response["Error"]["Code"] in ("NoSuchKey", "404"):
+            if error.response["Error"]["Code"] in ("NoSuchKey", "NoSuchVersion", "404", "InvalidArgument"):
                 return None
             raise
         return Blob(response["Body"].read(), response["ETag"])

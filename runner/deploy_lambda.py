@@ -1,0 +1,213 @@
+"""The deploy Lambda: a manifest pushed to (or deleted from) S3 becomes an EMR step.
+
+S3 notifies this handler for ``manifests/`` only. For each record:
+
+- a manifest created: read that object version, validate it (schema level, merged over
+  the bucket's ``manifests/job-template.yaml``; no Spark here). Invalid: write
+  ``errors/<name>.json`` with the problems and add no step. Valid: clear any earlier
+  error report and add a step running ``sql-runner deploy --from-store`` for exactly that
+  manifest and object version;
+- a manifest deleted: a step running ``sql-runner undeploy <name>``;
+- a table DDL or the template changed: a step running ``sql-runner deploy --all``, since
+  it can change any job;
+- anything outside ``manifests/`` (the runner's own writes): ignored.
+
+Each event is claimed once with a create-if-absent write of
+``deploy-requests/<name>/<version>.json``, so S3's repeated deliveries of one object
+version add no second step.
+
+Configuration (environment): ``CLUSTER_ID``, ``TEAM``, ``MANIFESTS_BUCKET``,
+``CHECKPOINTS_BUCKET``, ``SAVEPOINTS_BUCKET``; optional ``RESOURCE_MANAGER`` (default
+``http://localhost:8088``, the master's), ``SQL_RUNNER`` (default
+``/usr/local/bin/sql-runner``) and ``SPARK_SUBMIT`` (default ``/usr/bin/spark-submit``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.parse
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from runner import layout
+from runner.errors import Problem, UserError
+from runner.manifest import BUILT_IN_DEFAULTS, parse_manifest, parse_template
+
+PREFIX = "manifests/"
+TEMPLATE_KEY = "manifests/job-template.yaml"
+
+
+@dataclass(frozen=True)
+class Settings:
+    cluster_id: str
+    team: str
+    manifests_bucket: str
+    checkpoints_bucket: str
+    savepoints_bucket: str
+    resource_manager: str = "http://localhost:8088"
+    sql_runner: str = "/usr/local/bin/sql-runner"
+    spark_submit: str = "/usr/bin/spark-submit"
+
+    @staticmethod
+    def from_env(env: dict[str, str]) -> Settings:
+        missing = [k for k in ("CLUSTER_ID", "TEAM", "MANIFESTS_BUCKET", "CHECKPOINTS_BUCKET", "SAVEPOINTS_BUCKET")
+                   if not env.get(k)]
+        if missing:
+            raise RuntimeError(f"the deploy Lambda is missing configuration: {', '.join(missing)}")
+        return Settings(env["CLUSTER_ID"], env["TEAM"], env["MANIFESTS_BUCKET"], env["CHECKPOINTS_BUCKET"],
+                        env["SAVEPOINTS_BUCKET"], env.get("RESOURCE_MANAGER", "http://localhost:8088"),
+                        env.get("SQL_RUNNER", "/usr/local/bin/sql-runner"),
+                        env.get("SPARK_SUBMIT", "/usr/bin/spark-submit"))
+
+    def runner_args(self, command: str) -> list[str]:
+        return [self.sql_runner, command, "--from-store", "--manifests-bucket", self.manifests_bucket,
+                "--checkpoints-bucket", self.checkpoints_bucket, "--savepoints-bucket", self.savepoints_bucket,
+                "--target", "yarn", "--resource-manager", self.resource_manager, "--team", self.team]
+
+
+@dataclass(frozen=True)
+class S3Event:
+    bucket: str
+    key: str
+    created: bool
+    version_id: str | None
+    sequencer: str
+
+    @staticmethod
+    def parse(record: dict[str, Any]) -> S3Event:
+        s3 = record["s3"]
+        obj = s3["object"]
+        return S3Event(bucket=s3["bucket"]["name"], key=urllib.parse.unquote_plus(obj["key"]),
+                       created=record["eventName"].startswith("ObjectCreated:"),
+                       version_id=obj.get("versionId") or None, sequencer=obj.get("sequencer", ""))
+
+    @property
+    def event_id(self) -> str:
+        """What identifies this change of the object: its version, else S3's sequencer."""
+        return self.version_id or f"seq-{self.sequencer}"
+
+
+def manifest_name(key: str) -> str | None:
+    """``manifests/<name>.yaml`` -> name; None for the template, tables and other files."""
+    rest = key[len(PREFIX):]
+    if "/" in rest or rest == "job-template.yaml":
+        return None
+    for suffix in (".yaml", ".yml"):
+        if rest.endswith(suffix):
+            return rest[: -len(suffix)]
+    return None
+
+
+class Handler:
+    def __init__(self, settings: Settings, s3: Any, emr: Any, now: Any = None):
+        self.settings = settings
+        self.s3 = s3
+        self.emr = emr
+        self.now = now or (lambda: datetime.now(UTC))
+
+    def handle(self, event: dict[str, Any]) -> list[dict[str, Any]]:
+        return [self.one(S3Event.parse(record)) for record in event.get("Records", [])]
+
+    def one(self, event: S3Event) -> dict[str, Any]:
+        result = {"key": event.key, "version-id": event.version_id}
+        if event.bucket != self.settings.manifests_bucket or not event.key.startswith(PREFIX):
+            return {**result, "result": "ignored", "why": "not a manifest of this team"}
+        name = manifest_name(event.key)
+        if name is None:
+            if not event.key.endswith((".yaml", ".yml", ".sql")):
+                return {**result, "result": "ignored", "why": "not a manifest, template or table DDL"}
+            if not self._claim("_all", event):
+                return {**result, "result": "duplicate", "why": "this change was already handled"}
+            step = self._add_step(f"sql-runner deploy --all ({event.key} changed, {event.event_id})",
+                                  [*self.settings.runner_args("deploy"), "--all"])
+            return {**result, "result": "step", "step": step}
+        if not event.created:
+            if not self._claim(name, event):
+                return {**result, "result": "duplicate", "why": "this deletion was already handled"}
+            step = self._add_step(f"sql-runner undeploy {name} ({event.event_id})",
+                                  [*self.settings.runner_args("undeploy"), name])
+            return {**result, "result": "step", "step": step}
+        problems = self._problems(event, name)
+        if problems is None:
+            return {**result, "result": "ignored", "why": "that object version no longer exists"}
+        if problems:
+            self._report(name, event, problems)
+            return {**result, "result": "invalid", "problems": problems}
+        if not self._claim(name, event):
+            return {**result, "result": "duplicate", "why": "this object version was already handled"}
+        self.s3.delete_object(Bucket=self.settings.manifests_bucket, Key=layout.deploy_error(name))
+        args = [*self.settings.runner_args("deploy"), "--spark-submit", self.settings.spark_submit]
+        if event.version_id:
+            args += ["--object-version", event.version_id]
+        step = self._add_step(f"sql-runner deploy {name} ({event.event_id})", [*args, event.key])
+        return {**result, "result": "step", "step": step}
+
+    def _get(self, key: str, version_id: str | None = None) -> bytes | None:
+        extra = {"VersionId": version_id} if version_id else {}
+        try:
+            return self.s3.get_object(Bucket=self.settings.manifests_bucket, Key=key, **extra)["Body"].read()
+        except self.s3.exceptions.NoSuchKey:
+            return None
+        except self.s3.exceptions.ClientError as error:
+            if error.response["Error"]["Code"] in ("NoSuchVersion", "404"):
+                return None
+            raise
+
+    def _problems(self, event: S3Event, name: str) -> list[str] | None:
+        """Validation messages (empty: valid); None if the object version is gone."""
+        data = self._get(event.key, event.version_id)
+        if data is None:
+            return None
+        try:
+            template = self._template()
+            manifest = parse_manifest(data.decode("utf-8"), template, file=event.key)
+        except UserError as error:
+            return [p.render() for p in error.problems]
+        except UnicodeDecodeError:
+            return [Problem("MANIFEST_NOT_UTF8", "the manifest is not UTF-8 text", file=event.key).render()]
+        if manifest.name != name:
+            return [Problem("MANIFEST_NAME_MISMATCH", f"name '{manifest.name}' does not match the file name "
+                            f"'{name}.yaml'", file=event.key, field="name").render()]
+        return []
+
+    def _template(self) -> dict[str, Any]:
+        data = self._get(TEMPLATE_KEY)
+        return BUILT_IN_DEFAULTS if data is None else parse_template(data.decode("utf-8"), file=TEMPLATE_KEY)
+
+    def _report(self, name: str, event: S3Event, problems: list[str]) -> None:
+        report = {"name": name, "key": event.key, "version-id": event.version_id, "at": self.now().isoformat(),
+                  "problems": problems, "result": "not deployed"}
+        self.s3.put_object(Bucket=self.settings.manifests_bucket, Key=layout.deploy_error(name),
+                           Body=json.dumps(report, indent=2).encode(), ContentType="application/json")
+
+    def _claim(self, name: str, event: S3Event) -> bool:
+        """Create-if-absent: True for the first delivery of this change, False for repeats."""
+        body = json.dumps({"key": event.key, "version-id": event.version_id, "created": event.created,
+                           "at": self.now().isoformat()}).encode()
+        try:
+            self.s3.put_object(Bucket=self.settings.manifests_bucket, Key=layout.deploy_request(name, event.event_id),
+                               Body=body, IfNoneMatch="*")
+        except self.s3.exceptions.ClientError as error:
+            if error.response["Error"]["Code"] in ("PreconditionFailed", "ConditionalRequestConflict"):
+                return False
+            raise
+        return True
+
+    def _add_step(self, name: str, args: list[str]) -> str:
+        response = self.emr.add_job_flow_steps(JobFlowId=self.settings.cluster_id, Steps=[{
+            "Name": name[:256], "ActionOnFailure": "CONTINUE",
+            "HadoopJarStep": {"Jar": "command-runner.jar", "Args": args}}])
+        return response["StepIds"][0]
+
+
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """The Lambda entry point."""
+    import boto3
+
+    settings = Settings.from_env(dict(os.environ))
+    results = Handler(settings, boto3.client("s3"), boto3.client("emr")).handle(event)
+    for result in results:
+        print(json.dumps(result))
+    return {"results": results}

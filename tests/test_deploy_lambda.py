@@ -1,0 +1,183 @@
+"""The deploy Lambda's handler, called directly with S3 event shapes, S3 and EMR under moto.
+
+Bad inputs tried: an invalid manifest, a manifest whose name does not match its file,
+an invalid template, a repeated delivery of one event, events for the runner's own
+writes and for another bucket, a missing configuration variable.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from runner import deploy_lambda
+
+BUCKET = "team-a-manifests"
+TEAM = "team-a"
+MANIFEST = """\
+name: high-value
+description: "Card transactions above 500"
+target-table: "`demo`.`high-value-tx`"
+sql: SELECT * FROM `demo`.`card-transactions` WHERE amount > 500
+"""
+
+
+def s3_event(key: str, version_id: str | None, *, created: bool = True, bucket: str = BUCKET,
+             name: str | None = None) -> dict:
+    """One record as S3 sends it to Lambda (keys URL-encoded, spaces as '+')."""
+    obj = {"key": urllib.parse.quote_plus(key, safe="/"), "size": 120, "eTag": "0123456789abcdef",
+           "sequencer": "0065A1B2C3D4E5F601"}
+    if version_id:
+        obj["versionId"] = version_id
+    return {"Records": [{
+        "eventVersion": "2.1", "eventSource": "aws:s3", "awsRegion": "eu-west-1",
+        "eventTime": "2026-11-21T07:00:00.000Z",
+        "eventName": name or ("ObjectCreated:Put" if created else "ObjectRemoved:DeleteMarkerCreated"),
+        "userIdentity": {"principalId": "AWS:AIDAEXAMPLE"}, "requestParameters": {"sourceIPAddress": "10.0.0.1"},
+        "responseElements": {"x-amz-request-id": "C3D13FE58DE4C810", "x-amz-id-2": "FMyUVURIY8/IgAtTv8xRjskZQpcIZ9"},
+        "s3": {"s3SchemaVersion": "1.0", "configurationId": "deploy-on-manifest",
+               "bucket": {"name": bucket, "ownerIdentity": {"principalId": "A3NL1KOZZKExample"},
+                          "arn": f"arn:aws:s3:::{bucket}"},
+               "object": obj}}]}
+
+
+@pytest.fixture
+def aws(monkeypatch):
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
+    for key in ("AWS_ENDPOINT_URL",):
+        monkeypatch.delenv(key, raising=False)
+    with mock_aws():
+        s3 = boto3.client("s3")
+        s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
+        s3.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
+        emr = boto3.client("emr")
+        cluster = emr.run_job_flow(Name="team-a-streaming", ReleaseLabel="emr-7.9.0",
+                                   Instances={"MasterInstanceType": "m6g.xlarge", "InstanceCount": 1,
+                                              "KeepJobFlowAliveWhenNoSteps": True},
+                                   JobFlowRole="EMR_EC2_DefaultRole", ServiceRole="EMR_DefaultRole")["JobFlowId"]
+        config = {"CLUSTER_ID": cluster, "TEAM": TEAM, "MANIFESTS_BUCKET": BUCKET,
+                  "CHECKPOINTS_BUCKET": "team-a-checkpoints", "SAVEPOINTS_BUCKET": "team-a-savepoints"}
+        for key, value in config.items():
+            monkeypatch.setenv(key, value)
+        yield s3, emr, cluster
+
+
+def push(s3, key: str, body: str) -> str:
+    return s3.put_object(Bucket=BUCKET, Key=key, Body=body.encode())["VersionId"]
+
+
+def steps(emr, cluster: str) -> list[dict]:
+    return list(reversed(emr.list_steps(ClusterId=cluster)["Steps"]))  # oldest first
+
+
+def test_a_pushed_manifest_adds_one_step_for_exactly_that_object_version(aws):
+    s3, emr, cluster = aws
+    version = push(s3, "manifests/high-value.yaml", MANIFEST)
+    result = deploy_lambda.handler(s3_event("manifests/high-value.yaml", version), None)
+    assert result["results"][0]["result"] == "step"
+    [step] = steps(emr, cluster)
+    assert step["Name"] == f"sql-runner deploy high-value ({version})"
+    assert step["ActionOnFailure"] == "CONTINUE" and step["Config"]["Jar"] == "command-runner.jar"
+    args = step["Config"]["Args"]
+    assert args[:3] == ["/usr/local/bin/sql-runner", "deploy", "--from-store"]
+    assert args[args.index("--object-version") + 1] == version and args[-1] == "manifests/high-value.yaml"
+    assert args[args.index("--team") + 1] == TEAM and args[args.index("--target") + 1] == "yarn"
+    assert args[args.index("--checkpoints-bucket") + 1] == "team-a-checkpoints"
+
+    # S3 delivers at least once: the same event again adds nothing
+    again = deploy_lambda.handler(s3_event("manifests/high-value.yaml", version), None)
+    assert again["results"][0]["result"] == "duplicate"
+    assert len(steps(emr, cluster)) == 1
+
+    # a new version of the manifest is a new deployment
+    newer = push(s3, "manifests/high-value.yaml", MANIFEST.replace("500", "1000"))
+    deploy_lambda.handler(s3_event("manifests/high-value.yaml", newer), None)
+    assert [s["Name"] for s in steps(emr, cluster)][-1] == f"sql-runner deploy high-value ({newer})"
+
+
+@pytest.mark.parametrize(("text", "code"), [
+    (MANIFEST.replace("target-table", "tagret-table"), "MANIFEST_UNKNOWN_FIELD"),
+    (MANIFEST.replace("name: high-value", "name: other-name"), "MANIFEST_NAME_MISMATCH"),
+    ("name: high-value\nsql: [oops\n", "MANIFEST_INVALID_YAML"),
+])
+def test_an_invalid_manifest_adds_no_step_and_says_why_in_errors(aws, text, code):
+    s3, emr, cluster = aws
+    version = push(s3, "manifests/high-value.yaml", text)
+    result = deploy_lambda.handler(s3_event("manifests/high-value.yaml", version), None)["results"][0]
+    assert result["result"] == "invalid"
+    assert steps(emr, cluster) == []
+    report = json.loads(s3.get_object(Bucket=BUCKET, Key="errors/high-value.json")["Body"].read())
+    assert report["version-id"] == version and any(code in p for p in report["problems"]), report
+
+    # fixed: deployed, and the error report is gone
+    fixed = push(s3, "manifests/high-value.yaml", MANIFEST)
+    deploy_lambda.handler(s3_event("manifests/high-value.yaml", fixed), None)
+    assert len(steps(emr, cluster)) == 1
+    assert "Contents" not in s3.list_objects_v2(Bucket=BUCKET, Prefix="errors/")
+
+
+def test_an_invalid_template_blocks_manifests_with_a_report(aws):
+    s3, emr, cluster = aws
+    push(s3, "manifests/job-template.yaml", "name: not-allowed-here\n")
+    version = push(s3, "manifests/high-value.yaml", MANIFEST)
+    result = deploy_lambda.handler(s3_event("manifests/high-value.yaml", version), None)["results"][0]
+    assert result["result"] == "invalid" and "TEMPLATE_PER_QUERY_FIELD" in result["problems"][0]
+    assert steps(emr, cluster) == []
+
+
+def test_a_deleted_manifest_adds_an_undeploy_step(aws):
+    s3, emr, cluster = aws
+    push(s3, "manifests/high-value.yaml", MANIFEST)
+    marker = s3.delete_object(Bucket=BUCKET, Key="manifests/high-value.yaml")["VersionId"]
+    deploy_lambda.handler(s3_event("manifests/high-value.yaml", marker, created=False), None)
+    deploy_lambda.handler(s3_event("manifests/high-value.yaml", marker, created=False), None)
+    [step] = steps(emr, cluster)
+    assert step["Name"] == f"sql-runner undeploy high-value ({marker})"
+    assert step["Config"]["Args"][1] == "undeploy" and step["Config"]["Args"][-1] == "high-value"
+
+
+def test_a_table_or_template_change_redeploys_everything(aws):
+    s3, emr, cluster = aws
+    version = push(s3, "manifests/tables/demo tables.sql", "CREATE TABLE t (a INT) WITH ('connector' = 'print');")
+    deploy_lambda.handler(s3_event("manifests/tables/demo tables.sql", version), None)
+    [step] = steps(emr, cluster)
+    assert step["Config"]["Args"][1:3] == ["deploy", "--from-store"] and step["Config"]["Args"][-1] == "--all"
+    assert "manifests/tables/demo tables.sql" in step["Name"]
+
+
+@pytest.mark.parametrize("key", ["deployed/high-value.yaml", "history/high-value/20261121T070000Z.json",
+                                 "errors/high-value.json", "deploy-requests/high-value/abc.json",
+                                 "status/high-value.json", "manifests/README.md"])
+def test_the_runners_own_writes_and_other_files_never_add_a_step(aws, key):
+    s3, emr, cluster = aws
+    version = push(s3, key, "{}")
+    result = deploy_lambda.handler(s3_event(key, version), None)["results"][0]
+    assert result["result"] == "ignored"
+    assert steps(emr, cluster) == []
+    assert "Contents" not in s3.list_objects_v2(Bucket=BUCKET, Prefix="deploy-requests/high-value/") or \
+        key.startswith("deploy-requests/")
+
+
+def test_another_bucket_is_ignored_and_missing_configuration_is_named(aws, monkeypatch):
+    s3, emr, cluster = aws
+    result = deploy_lambda.handler(s3_event("manifests/high-value.yaml", "v1", bucket="team-b-manifests"), None)
+    assert result["results"][0]["result"] == "ignored" and steps(emr, cluster) == []
+    monkeypatch.delenv("CLUSTER_ID")
+    with pytest.raises(RuntimeError, match="missing configuration: CLUSTER_ID"):
+        deploy_lambda.handler(s3_event("manifests/high-value.yaml", "v1"), None)
+
+
+def test_the_step_commands_refuse_bad_input_and_change_nothing(demo_project):
+    from tests.clihelpers import cli
+
+    pinned = cli(demo_project, "deploy", "--object-version", "abc", check=False)
+    assert pinned.returncode == 2 and "OBJECT_VERSION_NEEDS_ONE_MANIFEST" in pinned.stderr
+    present = cli(demo_project, "undeploy", "high-value", check=False)
+    assert present.returncode == 2 and "MANIFEST_STILL_PRESENT" in present.stderr
+    (demo_project.root / "manifests" / "high-value.yaml").unlink()
+    assert "high-value: no change -> ok" in cli(demo_project, "undeploy", "high-value").stdout
+    assert not (demo_project.root / ".sql-runner" / "manifests" / "deployed").exists()
