@@ -5,8 +5,11 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# checkov lives in its own environment: it pins an older boto3 than the runner's.
+CHECKOV_VENV := .venv-checkov
+CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 
-.PHONY: run test lint venv clean
+.PHONY: run test lint venv clean synth deploy-infra destroy-infra package package-lambda push-artifacts
 
 venv: $(STAMP)
 
@@ -14,18 +17,49 @@ $(STAMP): pyproject.toml
 	@echo "==> preparing $(VENV) (first time: downloads pyspark, about 450 MB)"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 	@$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-	@$(BIN)/python -m pip install --quiet --disable-pip-version-check --progress-bar on -e ".[dev]"
+	@$(BIN)/python -m pip install --quiet --disable-pip-version-check --progress-bar on -e ".[dev,infra]"
 	@touch $(STAMP)
 	@echo "==> $(VENV) ready: $(BIN)/sql-runner"
+
+$(CHECKOV_STAMP):
+	@echo "==> preparing $(CHECKOV_VENV) (checkov, for the infrastructure tests)"
+	@test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV) || python3 -m venv $(CHECKOV_VENV)
+	@$(CHECKOV_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	@$(CHECKOV_VENV)/bin/python -m pip install --quiet --disable-pip-version-check checkov==3.3.30
+	@touch $(CHECKOV_STAMP)
 
 run: $(STAMP)
 	@$(BIN)/python -m runner.demo
 
-test: $(STAMP)
+test: $(STAMP) $(CHECKOV_STAMP)
 	@$(BIN)/python -m pytest -q
 
+# ---- AWS infrastructure per team (infra/teams.yaml) ----------------------------------------
+TEAM ?=
+
+synth: $(STAMP)
+	@$(BIN)/python -m infra.main
+
+deploy-infra: $(STAMP)
+	@test -n "$(TEAM)" || { echo "usage: make deploy-infra TEAM=<name from infra/teams.yaml>"; exit 2; }
+	@$(BIN)/python -m infra.terraform deploy --team "$(TEAM)"
+
+destroy-infra: $(STAMP)
+	@test -n "$(TEAM)" || { echo "usage: make destroy-infra TEAM=<name from infra/teams.yaml>"; exit 2; }
+	@$(BIN)/python -m infra.terraform destroy --team "$(TEAM)"
+
+package: $(STAMP)
+	@$(BIN)/python -m infra.package all
+
+package-lambda: $(STAMP)
+	@$(BIN)/python -m infra.package lambda
+
+push-artifacts: $(STAMP)
+	@test -n "$(TEAM)" || { echo "usage: make push-artifacts TEAM=<name from infra/teams.yaml>"; exit 2; }
+	@$(BIN)/python -m infra.package push --team "$(TEAM)"
+
 lint: $(STAMP)
-	@$(BIN)/ruff check runner jobs tests bench
+	@$(BIN)/ruff check runner jobs tests bench infra
 
 clean:
-	rm -rf demo-data .sql-runner .pytest_cache
+	rm -rf demo-data .sql-runner .pytest_cache cdktf.out dist

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# EMR bootstrap action: install sql-runner and the Kafka connector jars on every node.
+#   install-runner.sh s3://<artifacts>/runner/ s3://<artifacts>/jars/
+# The runner wheel is the newest sql_runner-*.whl under the first prefix; every jar under the
+# second goes to /usr/lib/sql-runner/jars/ (spark.jars points there).
+set -euo pipefail
+runner_prefix="${1:?usage: install-runner.sh s3://bucket/runner/ s3://bucket/jars/}"
+jars_prefix="${2:?usage: install-runner.sh s3://bucket/runner/ s3://bucket/jars/}"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+aws s3 cp --recursive --exclude '*' --include 'spark_sql_runner-*.whl' "$runner_prefix" "$work/"
+wheel="$(ls -t "$work"/spark_sql_runner-*.whl | head -n 1)"
+[ -n "$wheel" ] || { echo "no spark_sql_runner wheel under $runner_prefix" >&2; exit 1; }
+
+# The runner needs Python 3.11 (Amazon Linux 2023 ships it as a package next to its default 3.9).
+command -v python3.11 >/dev/null || sudo dnf install -y -q python3.11 python3.11-pip
+sudo python3.11 -m pip install --quiet "$wheel"
+# EMR steps call /usr/local/bin/sql-runner; link it if pip put the script elsewhere.
+if [ ! -x /usr/local/bin/sql-runner ]; then
+  sudo ln -sf "$(sudo find /usr -path '*/bin/sql-runner' -type f | head -n 1)" /usr/local/bin/sql-runner
+fi
+/usr/local/bin/sql-runner --help >/dev/null
+
+sudo mkdir -p /usr/lib/sql-runner/jars
+sudo aws s3 cp --recursive --exclude '*' --include '*.jar' "$jars_prefix" /usr/lib/sql-runner/jars/
+echo "sql-runner installed from $(basename "$wheel"); jars: $(ls /usr/lib/sql-runner/jars | wc -l)"

@@ -1,0 +1,118 @@
+"""``make package`` / ``make package-lambda`` / ``make push-artifacts TEAM=x``.
+
+    python -m infra.package all            # dist/: runner wheel, Lambda zip, bootstrap script
+    python -m infra.package lambda         # dist/deploy-lambda.zip only
+    python -m infra.package push --team x  # upload dist/ to the team's artifacts bucket
+
+The Lambda zip holds the ``runner`` package and the manifest validation's dependencies
+(pydantic, PyYAML) built for the Lambda runtime (Linux x86_64, CPython 3.11); boto3 comes
+with the runtime. Kafka connector jars for EMR are taken from ``dist/jars/`` if present
+(Maven Central is not reachable everywhere; put the spark-sql-kafka-0-10 jar and its
+dependencies there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DIST = ROOT / "dist"
+LAMBDA_ZIP = DIST / "deploy-lambda.zip"
+LAMBDA_REQUIREMENTS = ["pydantic==2.14.3", "pyyaml==6.0.3"]
+BOOTSTRAP = Path(__file__).parent / "bootstrap" / "install-runner.sh"
+
+
+def run(args: list[str]) -> None:
+    print("+ " + " ".join(args), flush=True)
+    subprocess.run(args, check=True)
+
+
+def wheel() -> Path:
+    DIST.mkdir(exist_ok=True)
+    for old in DIST.glob("spark_sql_runner-*.whl"):
+        old.unlink()
+    run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(DIST), str(ROOT)])
+    return next(DIST.glob("spark_sql_runner-*.whl"))
+
+
+def lambda_zip() -> Path:
+    DIST.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="deploy-lambda-") as tmp:
+        target = Path(tmp)
+        run([sys.executable, "-m", "pip", "install", "--quiet", "--target", str(target), "--platform",
+             "manylinux2014_x86_64", "--implementation", "cp", "--python-version", "3.11", "--only-binary=:all:",
+             *LAMBDA_REQUIREMENTS])
+        shutil.copytree(ROOT / "runner", target / "runner", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        with zipfile.ZipFile(LAMBDA_ZIP, "w", zipfile.ZIP_DEFLATED) as archive:
+            for path in sorted(target.rglob("*")):
+                if path.is_file() and "__pycache__" not in path.parts:
+                    archive.write(path, path.relative_to(target).as_posix())
+    return LAMBDA_ZIP
+
+
+def bootstrap() -> Path:
+    DIST.mkdir(exist_ok=True)
+    return Path(shutil.copy2(BOOTSTRAP, DIST / BOOTSTRAP.name))
+
+
+def missing() -> list[str]:
+    """What `make package` has not built yet."""
+    wheels = sorted(DIST.glob("spark_sql_runner-*.whl"))
+    return [str(p.relative_to(ROOT)) for p in (LAMBDA_ZIP, DIST / BOOTSTRAP.name) if not p.exists()] + (
+        [] if wheels else ["dist/spark_sql_runner-*.whl"])
+
+
+def push(team_name: str) -> None:
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+    from infra.stack import BOOTSTRAP_KEY, LAMBDA_ZIP_KEY
+    from infra.teams import load_teams
+
+    config = load_teams()
+    team = config.team(team_name)
+    bucket = team.bucket("artifacts", config.platform.environment)
+    wheels = sorted(DIST.glob("spark_sql_runner-*.whl"))
+    absent = missing()
+    if absent:
+        raise SystemExit(f"nothing pushed: {', '.join(absent)} missing; run `make package` first")
+    uploads = [(wheels[-1], f"runner/{wheels[-1].name}"), (LAMBDA_ZIP, LAMBDA_ZIP_KEY),
+               (DIST / BOOTSTRAP.name, BOOTSTRAP_KEY)]
+    uploads += [(jar, f"jars/{jar.name}") for jar in sorted((DIST / "jars").glob("*.jar"))]
+    try:
+        s3 = boto3.client("s3", region_name=team.region)
+        for path, key in uploads:
+            s3.upload_file(str(path), bucket, key)
+            print(f"uploaded {path.relative_to(ROOT)} -> s3://{bucket}/{key}")
+    except NoCredentialsError:
+        raise SystemExit("nothing pushed: no AWS credentials (set AWS_PROFILE or AWS_ACCESS_KEY_ID)") from None
+    except (BotoCoreError, ClientError) as error:
+        raise SystemExit(f"push to s3://{bucket} failed: {error}") from None
+    if not (DIST / "jars").is_dir():
+        print("note: no dist/jars/; the Kafka connector jars were not pushed (jobs reading Kafka need them)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m infra.package", description=__doc__.splitlines()[0])
+    parser.add_argument("what", choices=["all", "lambda", "push"])
+    parser.add_argument("--team")
+    args = parser.parse_args(argv)
+    if args.what == "push":
+        if not args.team:
+            parser.error("push needs --team")
+        push(args.team)
+        return 0
+    built = [lambda_zip()] if args.what == "lambda" else [wheel(), lambda_zip(), bootstrap()]
+    for path in built:
+        print(f"built {path.relative_to(ROOT)} ({path.stat().st_size // 1024} KiB)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

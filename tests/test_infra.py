@@ -1,0 +1,289 @@
+"""The per-team AWS stacks: synthesised once per session, then asserted resource by resource."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from infra.teams import TEAMS_FILE, TeamsError, load_teams
+
+ROOT = Path(__file__).resolve().parents[1]
+PLUGINS = Path("/opt/tf-plugins")
+CONFIG = load_teams()
+TEAMS = [t.name for t in CONFIG.teams]
+
+
+@pytest.fixture(scope="session")
+def stacks(tmp_path_factory) -> dict[str, dict]:
+    from infra.main import synth
+
+    out = tmp_path_factory.mktemp("cdktf.out")
+    names = synth(TEAMS_FILE, out)
+    return {name: json.loads((out / "stacks" / name / "cdk.tf.json").read_text()) for name in names} | {
+        "_dir": {"path": str(out)}}
+
+
+def resources(stack: dict, kind: str) -> dict[str, dict]:
+    return stack["resource"].get(kind, {})
+
+
+def one(stack: dict, kind: str, name: str) -> dict:
+    return stack["resource"][kind][name]
+
+
+def test_one_stack_and_one_topics_stack_per_team(stacks):
+    assert len(TEAMS) >= 2
+    assert set(stacks) - {"_dir"} == {f"team-{t}" for t in TEAMS} | {f"team-{t}-topics" for t in TEAMS}
+
+
+@pytest.mark.parametrize("team", TEAMS)
+def test_tags_state_and_budget_are_per_team(stacks, team):
+    stack, spec = stacks[f"team-{team}"], CONFIG.team(team)
+    tags = stack["provider"]["aws"][0]["default_tags"][0]["tags"]
+    assert tags == {"team": team, "cost-centre": spec.cost_centre, "environment": CONFIG.platform.environment,
+                    "managed-by": "sql-runner-infra"}
+    backend = stack["terraform"]["backend"]["s3"]
+    assert backend == {"bucket": CONFIG.platform.state_bucket, "key": f"teams/{team}/terraform.tfstate",
+                       "region": CONFIG.platform.state_region, "encrypt": True, "use_lockfile": True}
+    assert stack["terraform"]["required_providers"]["aws"]["version"] == "5.100.0"
+    budget = one(stack, "aws_budgets_budget", "budget")
+    assert budget["limit_amount"] == str(spec.budget_usd_per_month) and budget["time_unit"] == "MONTHLY"
+    assert budget["cost_filter"] == [{"name": "TagKeyValue", "values": [f"user:team${team}"]}]
+
+
+@pytest.mark.parametrize("team", TEAMS)
+def test_buckets_are_encrypted_versioned_private_tls_only_logged_and_expire_old_versions(stacks, team):
+    stack = stacks[f"team-{team}"]
+    buckets = resources(stack, "aws_s3_bucket")
+    roles = ("manifests", "checkpoints", "savepoints", "artifacts", "logs")
+    assert {b["bucket"] for b in buckets.values()} == {f"sql-runner-prod-{team}-{r}" for r in roles}
+    for role in roles:
+        ref = f"${{aws_s3_bucket.{role}-bucket.id}}"
+        assert one(stack, "aws_s3_bucket_versioning", f"{role}-versioning")["versioning_configuration"] == {
+            "status": "Enabled"}
+        [rule] = one(stack, "aws_s3_bucket_server_side_encryption_configuration", f"{role}-encryption")["rule"]
+        assert rule["apply_server_side_encryption_by_default"] == {"sse_algorithm": "aws:kms",
+                                                                   "kms_master_key_id": "${aws_kms_key.key.arn}"}
+        block = one(stack, "aws_s3_bucket_public_access_block", f"{role}-public-access")
+        assert block["bucket"] == ref and all(block[k] is True for k in (
+            "block_public_acls", "block_public_policy", "ignore_public_acls", "restrict_public_buckets"))
+        policy = json.loads(one(stack, "aws_s3_bucket_policy", f"{role}-tls-only")["policy"])
+        deny = policy["Statement"][0]
+        assert deny["Effect"] == "Deny" and deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+        lifecycle = one(stack, "aws_s3_bucket_lifecycle_configuration", f"{role}-lifecycle")["rule"]
+        assert lifecycle[0]["noncurrent_version_expiration"][0]["noncurrent_days"] > 0
+        if role != "logs":
+            logging = one(stack, "aws_s3_bucket_logging", f"{role}-access-logs")
+            assert logging["target_bucket"] == "${aws_s3_bucket.logs-bucket.id}"
+    assert one(stack, "aws_kms_key", "key")["enable_key_rotation"] is True
+
+
+@pytest.mark.parametrize("team", TEAMS)
+def test_emr_runs_the_teams_sizing_installs_the_runner_and_redeploys_everything_first(stacks, team):
+    stack, spec = stacks[f"team-{team}"], CONFIG.team(team)
+    emr = one(stack, "aws_emr_cluster", "emr")
+    assert emr["release_label"] == spec.emr.release_label and emr["applications"] == ["Spark"]
+    assert emr["master_instance_group"]["instance_type"] == spec.emr.master.instance_type
+    assert emr["core_instance_group"]["instance_count"] == spec.emr.core.count
+    assert emr["step_concurrency_level"] == spec.emr.step_concurrency
+    assert emr["security_configuration"] == "${aws_emr_security_configuration.emr-security.name}"
+    assert emr["log_uri"] == "s3://${aws_s3_bucket.logs-bucket.bucket}/emr/"
+    [bootstrap] = emr["bootstrap_action"]
+    assert bootstrap["path"] == "s3://${aws_s3_bucket.artifacts-bucket.bucket}/bootstrap/install-runner.sh"
+    [step] = emr["step"]
+    args = step["hadoop_jar_step"][0]["args"]
+    assert args[:3] == ["/usr/local/bin/sql-runner", "deploy", "--from-store"] and "--all" in args
+    assert args[args.index("--team") + 1] == team
+    assert emr["lifecycle"]["ignore_changes"] == ["step"]
+    security = json.loads(one(stack, "aws_emr_security_configuration", "emr-security")["configuration"])
+    assert security["EncryptionConfiguration"]["EnableAtRestEncryption"] is True
+    limits = one(stack, "aws_emr_managed_scaling_policy", "emr-scaling")["compute_limits"][0]
+    assert limits["maximum_core_capacity_units"] == spec.emr.max_core_instances
+
+
+@pytest.mark.parametrize("team", TEAMS)
+def test_msk_is_private_encrypted_and_iam_authenticated(stacks, team):
+    stack, spec = stacks[f"team-{team}"], CONFIG.team(team)
+    msk = one(stack, "aws_msk_cluster", "msk")
+    assert msk["number_of_broker_nodes"] == spec.msk.brokers and msk["kafka_version"] == spec.msk.kafka_version
+    assert msk["encryption_info"]["encryption_at_rest_kms_key_arn"] == "${aws_kms_key.key.arn}"
+    assert msk["encryption_info"]["encryption_in_transit"] == {"client_broker": "TLS", "in_cluster": True}
+    assert msk["client_authentication"]["sasl"] == {"iam": True}
+    assert msk["broker_node_group_info"]["connectivity_info"]["public_access"] == {"type": "DISABLED"}
+    assert msk["broker_node_group_info"]["client_subnets"] == spec.network.subnet_ids
+
+
+@pytest.mark.parametrize("team", TEAMS)
+def test_topics_stack_creates_the_teams_topics_on_its_cluster(stacks, team):
+    stack, spec = stacks[f"team-{team}-topics"], CONFIG.team(team)
+    assert stack["terraform"]["required_providers"]["kafka"]["source"] == "Mongey/kafka"
+    topics = resources(stack, "kafka_topic")
+    assert {t["name"]: (t["partitions"], t["replication_factor"], t["config"]["retention.ms"])
+            for t in topics.values()} == {t.name: (t.partitions, t.replication, str(t.retention_hours * 3_600_000))
+                                          for t in spec.topics}
+    assert stack["data"]["aws_msk_cluster"]["cluster"]["cluster_name"] == f"sql-runner-prod-{team}"
+    assert stack["provider"]["kafka"][0]["sasl_mechanism"] == "aws-iam"
+
+
+@pytest.mark.parametrize("team", TEAMS)
+def test_the_deploy_lambda_fires_on_manifests_only_with_a_dead_letter_queue_and_tracing(stacks, team):
+    stack = stacks[f"team-{team}"]
+    [notification] = resources(stack, "aws_s3_bucket_notification").values()
+    assert notification["bucket"] == "${aws_s3_bucket.manifests-bucket.id}"
+    [trigger] = notification["lambda_function"]
+    assert trigger["filter_prefix"] == "manifests/"
+    assert trigger["events"] == ["s3:ObjectCreated:*", "s3:ObjectRemoved:*"]
+    function = one(stack, "aws_lambda_function", "deploy")
+    assert function["handler"] == "runner.deploy_lambda.handler" and function["runtime"] == "python3.11"
+    assert function["dead_letter_config"]["target_arn"] == "${aws_sqs_queue.deploy-dlq.arn}"
+    assert function["tracing_config"]["mode"] == "Active" and function["reserved_concurrent_executions"] > 0
+    assert function["environment"]["variables"]["TEAM"] == team
+    assert one(stack, "aws_cloudwatch_log_group", "deploy-logs")["retention_in_days"] >= 365
+    # the runner writes deployed/, history/, errors/, status/ ...: none of them is under manifests/
+    from runner import layout
+
+    for key in (layout.deployed("x"), layout.history("x"), layout.deploy_error("x"), layout.status("x"),
+                layout.lock("x"), layout.deploy_request("x", "v"), layout.job_record("x"), layout.stop_request("x")):
+        assert not key.startswith(trigger["filter_prefix"]), key
+
+
+def _policies(stack: dict) -> list[str]:
+    texts = [r["policy"] for r in resources(stack, "aws_iam_role_policy").values()]
+    texts += [r["assume_role_policy"] for r in resources(stack, "aws_iam_role").values()]
+    return texts
+
+
+@pytest.mark.parametrize("team", TEAMS)
+def test_iam_policies_reach_only_the_teams_own_resources(stacks, team):
+    stack = stacks[f"team-{team}"]
+    others = [t for t in TEAMS if t != team]
+    own_resources = {f"{kind}.{name}" for kind, items in stack["resource"].items() for name in items}
+    for text in _policies(stack):
+        for other in others:
+            assert other not in text, f"team {team}'s policy mentions team {other}"
+        for statement in json.loads(text)["Statement"]:
+            resources_ = statement.get("Resource", [])
+            for resource in [resources_] if isinstance(resources_, str) else resources_:
+                refs = re.findall(r"\$\{(aws_[a-z0-9_]+\.[A-Za-z0-9_-]+)\.", resource)
+                if resource == "*":
+                    assert set(statement["Action"]) <= {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
+                elif refs:
+                    assert all(ref in own_resources for ref in refs), resource
+                else:
+                    assert f"sql-runner-prod-{team}" in resource, resource
+    attachments = [a["policy_arn"] for a in resources(stack, "aws_iam_role_policy_attachment").values()]
+    assert attachments == ["arn:aws:iam::aws:policy/service-role/AmazonEMRServicePolicy_v2"]
+
+
+def test_a_mistake_in_teams_yaml_names_the_team_and_field(tmp_path):
+    text = TEAMS_FILE.read_text().replace("master: {instance-type: m6g.xlarge, count: 1}",
+                                          "master: {instance-type: m6g.xlarge, count: 2}", 1)
+    text = text.replace("brokers: 2\n", "brokers: 3\n")
+    bad = tmp_path / "teams.yaml"
+    bad.write_text(text)
+    with pytest.raises(TeamsError) as caught:
+        load_teams(bad)
+    message = str(caught.value)
+    assert "teams[payments].emr: Value error, master.count must be 1 or 3" in message
+    assert "teams[risk]: Value error, msk.brokers (3) must be a multiple of the number of subnets (2)" in message
+
+
+def _terraform_validate(stack_dir: Path) -> subprocess.CompletedProcess:
+    subprocess.run(["terraform", f"-chdir={stack_dir}", "init", "-backend=false", "-input=false", "-no-color",
+                    f"-plugin-dir={PLUGINS}"], check=True, capture_output=True, text=True, timeout=300)
+    return subprocess.run(["terraform", f"-chdir={stack_dir}", "validate", "-json", "-no-color"],
+                          capture_output=True, text=True, timeout=300, check=False)
+
+
+@pytest.mark.parametrize("team", TEAMS)
+def test_terraform_validates_each_team_stack_offline(stacks, team, tmp_path):
+    if shutil.which("terraform") is None or not (PLUGINS / "registry.terraform.io" / "hashicorp" / "aws").is_dir():
+        pytest.skip(f"terraform or the AWS provider mirror at {PLUGINS} is missing on this machine")
+    stack_dir = tmp_path / f"team-{team}"
+    stack_dir.mkdir()
+    (stack_dir / "cdk.tf.json").write_text(json.dumps(stacks[f"team-{team}"]))
+    result = _terraform_validate(stack_dir)
+    assert json.loads(result.stdout)["valid"] is True, result.stdout
+
+
+@pytest.mark.parametrize("team", TEAMS)
+def test_terraform_validates_each_topics_stack_when_the_kafka_provider_is_mirrored(stacks, team, tmp_path):
+    if shutil.which("terraform") is None or not (PLUGINS / "registry.terraform.io" / "mongey" / "kafka").is_dir():
+        pytest.skip(f"the Kafka provider (Mongey/kafka) is not in the mirror at {PLUGINS}; topics stacks are "
+                    "validated where it is")
+    stack_dir = tmp_path / f"team-{team}-topics"
+    stack_dir.mkdir()
+    (stack_dir / "cdk.tf.json").write_text(json.dumps(stacks[f"team-{team}-topics"]))
+    assert json.loads(_terraform_validate(stack_dir).stdout)["valid"] is True
+
+
+def test_the_lambda_zip_validates_manifests_without_spark(tmp_path):
+    from infra.package import lambda_zip
+
+    with zipfile.ZipFile(lambda_zip()) as archive:
+        archive.extractall(tmp_path)
+    probe = ("import sys; sys.path.insert(0, sys.argv[1]); import runner.deploy_lambda as d; "
+             "from runner.manifest import parse_manifest; "
+             "m = parse_manifest('name: a\\ntarget-table: t\\nsql: SELECT 1\\n'); "
+             "assert 'pyspark' not in sys.modules and 'typer' not in sys.modules; print(m.name, d.PREFIX)")
+    result = subprocess.run([sys.executable, "-S", "-c", probe, str(tmp_path)], capture_output=True, text=True,
+                            check=False, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["a", "manifests/"]
+
+
+SKIPS = ROOT / "infra" / "checkov-skips.yaml"
+CHECKOV = ROOT / ".venv-checkov" / "bin" / "checkov"
+
+
+def test_checkov_passes_every_stack_outside_the_justified_skip_list(stacks):
+    import yaml
+
+    if not CHECKOV.exists():
+        pytest.skip(f"checkov is not installed at {CHECKOV} (make test installs it)")
+    skips = yaml.safe_load(SKIPS.read_text())
+    assert all(len(entry["reason"].split()) >= 10 for entry in skips), "every skip says why"
+    ids = [entry["id"] for entry in skips]
+    result = subprocess.run([str(CHECKOV), "--skip-download", "--framework", "terraform_json", "--quiet",
+                             "--compact", "-o", "json", "-d", str(Path(stacks["_dir"]["path"]) / "stacks")],
+                            capture_output=True, text=True, timeout=600, check=False)
+    reports = json.loads(result.stdout)
+    reports = reports if isinstance(reports, list) else [reports]
+    failed = {(f["check_id"], f["resource"]) for r in reports for f in r.get("results", {}).get("failed_checks", [])}
+    assert sum(r["summary"]["passed"] for r in reports) > 100
+    assert sorted(f for f in failed if f[0] not in ids) == [], "failed checks outside the skip list"
+    stale = set(ids) - {check for check, _ in failed}
+    assert not stale, f"skip entries that no longer match a failing check: {stale}"
+
+
+def test_deploy_infra_without_credentials_stops_before_doing_anything(tmp_path):
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env |= {"AWS_CONFIG_FILE": str(tmp_path / "none"), "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
+            "AWS_EC2_METADATA_DISABLED": "true"}
+    out = tmp_path / "cdktf.out"
+    result = subprocess.run([sys.executable, "-m", "infra.terraform", "deploy", "--team", TEAMS[0], "--out",
+                             str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 2
+    assert "no AWS credentials found" in result.stderr and "Nothing was changed." in result.stderr
+    assert not out.exists(), "nothing synthesised, no terraform run"
+    unknown = subprocess.run([sys.executable, "-m", "infra.terraform", "deploy", "--team", "nobody"], cwd=ROOT,
+                             env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert unknown.returncode == 2 and "no team 'nobody' in teams.yaml" in unknown.stderr
+    usage = subprocess.run(["make", "--no-print-directory", "deploy-infra"], cwd=ROOT, env=env, capture_output=True,
+                           text=True, timeout=120, check=False)
+    assert usage.returncode == 2 and "usage: make deploy-infra TEAM=" in usage.stdout
+
+
+def test_the_readme_shows_what_teams_yaml_runs():
+    from infra.main import summary
+
+    assert summary() in (ROOT / "README.md").read_text(), "README team table is stale: python -m infra.main --summary"
