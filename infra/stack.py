@@ -342,6 +342,7 @@ class TeamStack(TerraformStack):
                     args=[*self.runner_args("deploy"), "--all", "--spark-submit", "/usr/bin/spark-submit"])])],
             configurations_json=json.dumps([{"Classification": "spark-defaults", "Properties": {
                 "spark.jars": "/usr/lib/sql-runner/jars/*",
+                "spark.pyspark.python": "/usr/bin/python3.11",  # where the bootstrap installed the runner
                 "spark.sql.streaming.stateStore.providerClass":
                     "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"}}]),
             tags={"for-use-with-amazon-emr-managed-policies": "true"},

@@ -47,7 +47,8 @@ class Instances(_Strict):
 
 
 class Emr(_Strict):
-    release_label: str = Field(alias="release-label", pattern=r"^emr-\d+\.\d+\.\d+$")
+    # emr-spark-8.0.0 runs Spark 4.0.x (the line the runner is built and tested on) with Python 3.11
+    release_label: str = Field(alias="release-label", pattern=r"^emr-(spark-)?\d+\.\d+\.\d+$")
     master: Instances
     core: Instances
     max_core_instances: int = Field(alias="max-core-instances", ge=1, le=200)

@@ -55,7 +55,7 @@ def aws(monkeypatch):
         s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
         s3.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
         emr = boto3.client("emr")
-        cluster = emr.run_job_flow(Name="team-a-streaming", ReleaseLabel="emr-7.9.0",
+        cluster = emr.run_job_flow(Name="team-a-streaming", ReleaseLabel="emr-spark-8.0.0",
                                    Instances={"MasterInstanceType": "m6g.xlarge", "InstanceCount": 1,
                                               "KeepJobFlowAliveWhenNoSteps": True},
                                    JobFlowRole="EMR_EC2_DefaultRole", ServiceRole="EMR_DefaultRole")["JobFlowId"]

@@ -13,7 +13,7 @@ aws s3 cp --recursive --exclude '*' --include 'spark_sql_runner-*.whl' "$runner_
 wheel="$(ls -t "$work"/spark_sql_runner-*.whl | head -n 1)"
 [ -n "$wheel" ] || { echo "no spark_sql_runner wheel under $runner_prefix" >&2; exit 1; }
 
-# The runner needs Python 3.11 (Amazon Linux 2023 ships it as a package next to its default 3.9).
+# The runner needs Python 3.11 (emr-spark-8.0.0 has it; older images get the Amazon Linux 2023 package).
 command -v python3.11 >/dev/null || sudo dnf install -y -q python3.11 python3.11-pip
 sudo python3.11 -m pip install --quiet "$wheel"
 # EMR steps call /usr/local/bin/sql-runner; link it if pip put the script elsewhere.
