@@ -121,7 +121,8 @@ class Handler:
             if not self._claim("_all", event):
                 return {**result, "result": "duplicate", "why": "this change was already handled"}
             step = self._add_step(f"sql-runner deploy --all ({event.key} changed, {event.event_id})",
-                                  [*self.settings.runner_args("deploy"), "--all"])
+                                  [*self.settings.runner_args("deploy"), "--spark-submit", self.settings.spark_submit,
+                                   "--all"])
             return {**result, "result": "step", "step": step}
         if not event.created:
             if not self._claim(name, event):

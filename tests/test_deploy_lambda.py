@@ -145,7 +145,9 @@ def test_a_table_or_template_change_redeploys_everything(aws):
     version = push(s3, "manifests/tables/demo tables.sql", "CREATE TABLE t (a INT) WITH ('connector' = 'print');")
     deploy_lambda.handler(s3_event("manifests/tables/demo tables.sql", version), None)
     [step] = steps(emr, cluster)
-    assert step["Config"]["Args"][1:3] == ["deploy", "--from-store"] and step["Config"]["Args"][-1] == "--all"
+    args = step["Config"]["Args"]
+    assert args[1:3] == ["deploy", "--from-store"] and args[-1] == "--all"
+    assert args[args.index("--spark-submit") + 1] == "/usr/bin/spark-submit"
     assert "manifests/tables/demo tables.sql" in step["Name"]
 
 
