@@ -101,9 +101,9 @@ from constructs import Construct
 
 from infra.kafka import KafkaProvider, KafkaTopic
 from infra.teams import Platform, Team
+from runner.deploy_lambda import StepCommand
 
 BUCKET_ROLES = ("logs", "manifests", "checkpoints", "savepoints", "artifacts")  # logs first: the others log to it
-RUNNER = "/usr/local/bin/sql-runner"
 LAMBDA_ZIP_KEY = "lambda/deploy-lambda.zip"
 BOOTSTRAP_KEY = "bootstrap/install-runner.sh"
 NONCURRENT_DAYS = {"manifests": 90, "checkpoints": 7, "savepoints": 30, "artifacts": 30, "logs": 30}
@@ -295,11 +295,11 @@ class TeamStack(TerraformStack):
                                       "Resource": [self.key.arn]}))
         return instance, service
 
-    def runner_args(self, command: str) -> list[str]:
-        b = self.buckets
-        return [RUNNER, command, "--from-store", "--manifests-bucket", b["manifests"].bucket,
-                "--checkpoints-bucket", b["checkpoints"].bucket, "--savepoints-bucket", b["savepoints"].bucket,
-                "--target", "yarn", "--resource-manager", "http://localhost:8088", "--team", self.team.name]
+    @property
+    def step_command(self) -> StepCommand:
+        """How EMR steps run the runner: the cluster's first step here, the Lambda's steps later."""
+        return StepCommand(self.team.name, self.buckets["manifests"].bucket, self.buckets["checkpoints"].bucket,
+                           self.buckets["savepoints"].bucket)
 
     def _emr(self) -> EmrCluster:
         emr = self.team.emr
@@ -339,7 +339,7 @@ class TeamStack(TerraformStack):
                 name="sql-runner deploy --all (resume every job from its saved state)", action_on_failure="CONTINUE",
                 hadoop_jar_step=[EmrClusterStepHadoopJarStep(
                     jar="command-runner.jar",
-                    args=[*self.runner_args("deploy"), "--all", "--spark-submit", "/usr/bin/spark-submit"])])],
+                    args=self.step_command.args("deploy", "--all"))])],
             configurations_json=json.dumps([{"Classification": "spark-defaults", "Properties": {
                 "spark.jars": "/usr/lib/sql-runner/jars/*",
                 "spark.pyspark.python": "/usr/bin/python3.11",  # where the bootstrap installed the runner
@@ -388,8 +388,8 @@ class TeamStack(TerraformStack):
             environment=LambdaFunctionEnvironment(variables={
                 "CLUSTER_ID": self.emr.id, "TEAM": self.team.name, "MANIFESTS_BUCKET": manifests.bucket,
                 "CHECKPOINTS_BUCKET": self.buckets["checkpoints"].bucket,
-                "SAVEPOINTS_BUCKET": self.buckets["savepoints"].bucket, "SQL_RUNNER": RUNNER,
-                "SPARK_SUBMIT": "/usr/bin/spark-submit"}),
+                "SAVEPOINTS_BUCKET": self.buckets["savepoints"].bucket,
+                "SQL_RUNNER": self.step_command.sql_runner, "SPARK_SUBMIT": self.step_command.spark_submit}),
             depends_on=[logs])
         permission = LambdaPermission(self, "deploy-from-s3", statement_id="deploy-on-manifest-change",
                                       action="lambda:InvokeFunction", function_name=function.function_name,

@@ -229,8 +229,8 @@ def run_demo() -> None:
     summary.add_row("written after the change", str(len(third)), "0", str(v2),
                     f"{len(third) - v2} (v2's open window)")
     console.print(summary)
-    console.print(f"   v2 read only batch-003 (it skipped the {len(['batch-001', 'batch-002'])} files v1 had read); "
-                  f"history says so:", markup=False)
+    console.print("   v2 read only batch-003 (it skipped batch-001 and batch-002, which v1 had read); history says so:",
+                  markup=False)
     history = json.loads(cli("history", "spend-per-account", "--json").stdout)
     for note in history[-1]["outcome"].get("continuation", []):
         console.print(f"   - {note}", markup=False)

@@ -40,8 +40,9 @@ TEMPLATE_KEY = "manifests/job-template.yaml"
 
 
 @dataclass(frozen=True)
-class Settings:
-    cluster_id: str
+class StepCommand:
+    """The runner command an EMR step runs on the primary node; the EMR cluster's own first step uses it too."""
+
     team: str
     manifests_bucket: str
     checkpoints_bucket: str
@@ -50,21 +51,34 @@ class Settings:
     sql_runner: str = "/usr/local/bin/sql-runner"
     spark_submit: str = "/usr/bin/spark-submit"
 
+    def args(self, command: str, *extra: str, submits: bool = True) -> list[str]:
+        """``sql-runner <command> --from-store ...``; ``submits``: the command may start jobs."""
+        return [self.sql_runner, command, "--from-store", "--manifests-bucket", self.manifests_bucket,
+                "--checkpoints-bucket", self.checkpoints_bucket, "--savepoints-bucket", self.savepoints_bucket,
+                "--target", "yarn", "--resource-manager", self.resource_manager, "--team", self.team,
+                *(["--spark-submit", self.spark_submit] if submits else []), *extra]
+
+
+@dataclass(frozen=True)
+class Settings:
+    cluster_id: str
+    step: StepCommand
+
     @staticmethod
     def from_env(env: dict[str, str]) -> Settings:
         missing = [k for k in ("CLUSTER_ID", "TEAM", "MANIFESTS_BUCKET", "CHECKPOINTS_BUCKET", "SAVEPOINTS_BUCKET")
                    if not env.get(k)]
         if missing:
             raise RuntimeError(f"the deploy Lambda is missing configuration: {', '.join(missing)}")
-        return Settings(env["CLUSTER_ID"], env["TEAM"], env["MANIFESTS_BUCKET"], env["CHECKPOINTS_BUCKET"],
-                        env["SAVEPOINTS_BUCKET"], env.get("RESOURCE_MANAGER", "http://localhost:8088"),
-                        env.get("SQL_RUNNER", "/usr/local/bin/sql-runner"),
-                        env.get("SPARK_SUBMIT", "/usr/bin/spark-submit"))
+        optional = {field: env[name] for name, field in (("RESOURCE_MANAGER", "resource_manager"),
+                                                         ("SQL_RUNNER", "sql_runner"),
+                                                         ("SPARK_SUBMIT", "spark_submit")) if env.get(name)}
+        return Settings(env["CLUSTER_ID"], StepCommand(env["TEAM"], env["MANIFESTS_BUCKET"], env["CHECKPOINTS_BUCKET"],
+                                                       env["SAVEPOINTS_BUCKET"], **optional))
 
-    def runner_args(self, command: str) -> list[str]:
-        return [self.sql_runner, command, "--from-store", "--manifests-bucket", self.manifests_bucket,
-                "--checkpoints-bucket", self.checkpoints_bucket, "--savepoints-bucket", self.savepoints_bucket,
-                "--target", "yarn", "--resource-manager", self.resource_manager, "--team", self.team]
+    @property
+    def manifests_bucket(self) -> str:
+        return self.step.manifests_bucket
 
 
 @dataclass(frozen=True)
@@ -121,14 +135,13 @@ class Handler:
             if not self._claim("_all", event):
                 return {**result, "result": "duplicate", "why": "this change was already handled"}
             step = self._add_step(f"sql-runner deploy --all ({event.key} changed, {event.event_id})",
-                                  [*self.settings.runner_args("deploy"), "--spark-submit", self.settings.spark_submit,
-                                   "--all"])
+                                  self.settings.step.args("deploy", "--all"))
             return {**result, "result": "step", "step": step}
         if not event.created:
             if not self._claim(name, event):
                 return {**result, "result": "duplicate", "why": "this deletion was already handled"}
             step = self._add_step(f"sql-runner undeploy {name} ({event.event_id})",
-                                  [*self.settings.runner_args("undeploy"), name])
+                                  self.settings.step.args("undeploy", name, submits=False))
             return {**result, "result": "step", "step": step}
         problems = self._problems(event, name)
         if problems is None:
@@ -139,10 +152,9 @@ class Handler:
         if not self._claim(name, event):
             return {**result, "result": "duplicate", "why": "this object version was already handled"}
         self.s3.delete_object(Bucket=self.settings.manifests_bucket, Key=layout.deploy_error(name))
-        args = [*self.settings.runner_args("deploy"), "--spark-submit", self.settings.spark_submit]
-        if event.version_id:
-            args += ["--object-version", event.version_id]
-        step = self._add_step(f"sql-runner deploy {name} ({event.event_id})", [*args, event.key])
+        pinned = ["--object-version", event.version_id] if event.version_id else []
+        step = self._add_step(f"sql-runner deploy {name} ({event.event_id})",
+                              self.settings.step.args("deploy", *pinned, event.key))
         return {**result, "result": "step", "step": step}
 
     def _get(self, key: str, version_id: str | None = None) -> bytes | None:
