@@ -29,7 +29,7 @@ $(CHECKOV_STAMP):
 	@touch $(CHECKOV_STAMP)
 
 run: $(STAMP)
-	@$(BIN)/python -m runner.demo
+	@$(BIN)/python -m demo
 
 test: $(STAMP) $(CHECKOV_STAMP)
 	@$(BIN)/python -m pytest -q
@@ -59,7 +59,7 @@ push-artifacts: $(STAMP)
 	@$(BIN)/python -m infra.package push --team "$(TEAM)"
 
 lint: $(STAMP)
-	@$(BIN)/ruff check runner jobs tests bench infra
+	@$(BIN)/ruff check runner jobs demo tests bench infra
 
 clean:
 	rm -rf demo-data .sql-runner .pytest_cache cdktf.out dist

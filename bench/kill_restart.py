@@ -29,8 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from runner.events import transactions, write_batch  # noqa: E402
-from runner.sinkfiles import committed_json_rows  # noqa: E402
+from demo.committed_rows import committed_json_rows  # noqa: E402
+from demo.transactions import transactions, write_batch  # noqa: E402
 from runner.targets.local import process_start_ticks  # noqa: E402
 
 SQL_RUNNER = str(Path(sys.executable).parent / "sql-runner")

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from demo.committed_rows import committed_json_rows
+from demo.transactions import MALFORMED_LINES, transactions, write_batch
 from runner.cli import app
-from runner.events import MALFORMED_LINES, transactions, write_batch
-from runner.sinkfiles import committed_json_rows
 from tests.conftest import ProjectDir
 
 START = datetime(2026, 1, 1, tzinfo=UTC)

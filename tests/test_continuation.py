@@ -6,9 +6,9 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+from demo.transactions import transactions, write_batch
 from jobs import sources
 from runner.continuation import committed, kafka_offsets, plan_starts
-from runner.events import transactions, write_batch
 from runner.project import load_project
 from runner.store import LocalBucket
 from tests.conftest import ProjectDir

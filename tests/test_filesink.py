@@ -7,8 +7,8 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
+from demo.committed_rows import committed_json_rows
 from jobs.filesink import BASE_FILE, batch_base, file_sink_writer, latest_batch
-from runner.sinkfiles import committed_json_rows
 
 
 def write_input(folder: Path, name: str, ids: range) -> None:

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from pyspark.errors import AnalysisException
 
+from demo.transactions import MALFORMED_LINES, transactions, write_batch
 from jobs import runtime
 from jobs.build import build_job
 from jobs.spec import JobSpec
-from runner.events import MALFORMED_LINES, transactions, write_batch
 from runner.manifest import Manifest, Meta
 from runner.project import load_project
 from tests.conftest import ProjectDir

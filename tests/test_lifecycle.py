@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from runner.events import transactions, write_batch
+from demo.committed_rows import committed_json_rows
+from demo.transactions import transactions, write_batch
 from runner.records import read_deployed
-from runner.sinkfiles import committed_json_rows
 from runner.store import LocalBucket
 from tests.clihelpers import START, cli, edit, history, status, wait_for
 from tests.conftest import METADATA_DDL, TRANSACTIONS_DDL, ProjectDir

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from runner.events import transactions, write_batch
-from runner.sinkfiles import committed_json_rows
-from runner.standalone_cluster import StandaloneCluster
+from demo.committed_rows import committed_json_rows
+from demo.transactions import transactions, write_batch
 from tests.clihelpers import START, cli, status, wait_for
 from tests.conftest import ProjectDir
+from tests.standalone_cluster import StandaloneCluster
 
 
 @pytest.fixture

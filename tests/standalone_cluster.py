@@ -1,4 +1,4 @@
-"""A real Spark standalone cluster (one master, one worker) on 127.0.0.1, for tests and demos.
+"""A real Spark standalone cluster (one master, one worker) on 127.0.0.1, for the tests.
 
 Started from the installed pyspark's own ``spark-class``; the master's JSON endpoint
 tells when the worker has registered.

@@ -1,4 +1,4 @@
-"""Card-transaction events for the demo and the tests, as JSON lines files.
+"""Card transactions for the demo and the tests, as JSON-lines files.
 
 Deterministic for a given seed and start time, so a test knows exactly which rows a
 query must produce. Malformed lines can be mixed in to exercise the dead-letter path.

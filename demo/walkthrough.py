@@ -32,8 +32,8 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 
-from runner.events import MALFORMED_LINES, Transaction, transactions, write_batch
-from runner.sinkfiles import committed_json_rows
+from demo.committed_rows import committed_json_rows
+from demo.transactions import MALFORMED_LINES, Transaction, transactions, write_batch
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "demo-data"
@@ -270,6 +270,3 @@ def stop_everything() -> None:
     show_status()
     say("done. The project copy is yours to try: cd demo-data/project && ../../.venv/bin/sql-runner --help")
 
-
-if __name__ == "__main__":
-    main()

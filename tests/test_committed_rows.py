@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from runner.sinkfiles import committed_files, committed_json_rows
+from demo.committed_rows import committed_files, committed_json_rows
 
 
 def _log(folder: Path, name: str, files: list[Path]) -> None:
