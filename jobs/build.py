@@ -20,10 +20,11 @@ from jobs.metadata import with_metadata
 from jobs.query import BoundSql, Location, analysed, bind, view_name
 from jobs.sinks import check_sink
 from jobs.target_schema import conform
-from runner.errors import Problem, UserError
-from runner.manifest import Manifest
-from runner.project import Catalog
-from runner.tables import TableDef
+from runner.core.catalog import Catalog
+from runner.core.errors import Problem, UserError
+from runner.core.manifest import Manifest
+from runner.core.starts import MAIN, Starts, dead_letter_role
+from runner.core.tables import TableDef
 
 
 @dataclass
@@ -45,7 +46,7 @@ class _Sources:
     """Registers each declared table once per build, as a view over its valid rows."""
 
     def __init__(self, spark: SparkSession, catalog: Catalog, env: Mapping[str, str], streaming: bool,
-                 reuse: BuiltQuery | None = None, starts: Mapping[str, Mapping[str, dict]] | None = None):
+                 reuse: BuiltQuery | None = None, starts: Starts | None = None):
         self.spark = spark
         self.reuse = reuse
         self.starts = starts or {}
@@ -68,13 +69,12 @@ class _Sources:
             sources.require_source(table)
             frame = sources.empty_table(self.spark, table)
         else:
-            raw = sources.read_table(self.spark, table, self.env, self.starts.get("main", {}).get(table.name))
+            raw = sources.read_table(self.spark, table, self.env, self.starts.get(MAIN, {}).get(table.name))
             frame = sources.valid_rows(raw, table)
-            if sources.can_dead_letter(table):
+            if table.can_dead_letter:
                 # A second read of the same source feeds the dead-letter query (Spark gives
                 # one sink per query); both are exactly-once through their own checkpoints.
-                role = f"dead-letter/{table.slug}"
-                start = self.starts.get(role, {}).get(table.name)
+                start = self.starts.get(dead_letter_role(table), {}).get(table.name)
                 self.dead_letters.append((table, sources.read_table(self.spark, table, self.env, start)))
         frame.createOrReplaceTempView(view)
         self.frames[view] = frame
@@ -109,7 +109,7 @@ class _LazyTables(Mapping[str, DataFrame]):
 
 def build_query(spark: SparkSession, manifest: Manifest, catalog: Catalog, env: Mapping[str, str], *,
                 streaming: bool, file: str | None = None, line: int | None = None,
-                reuse: BuiltQuery | None = None, starts: Mapping[str, Mapping[str, dict]] | None = None) -> BuiltQuery:
+                reuse: BuiltQuery | None = None, starts: Starts | None = None) -> BuiltQuery:
     """The query's result over the declared tables (SQL or a code snippet).
 
     ``reuse``: an earlier build whose frames serve every table declared the same way,
@@ -178,7 +178,7 @@ def _run_code(spark: SparkSession, manifest: Manifest, registry: _Sources, strea
 
 def build_job(spark: SparkSession, manifest: Manifest, catalog: Catalog, env: Mapping[str, str], *,
               streaming: bool, file: str | None = None, lines: Mapping[str, int] | None = None,
-              starts: Mapping[str, Mapping[str, dict]] | None = None) -> BuiltJob:
+              starts: Starts | None = None) -> BuiltJob:
     """The full output of a job: query result checked against the target, plus metadata."""
     lines = lines or {}
     target = catalog.lookup_name(manifest.target_table)

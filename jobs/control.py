@@ -18,9 +18,9 @@ from typing import Any
 from pyspark.sql.streaming import StreamingQuery
 
 from jobs.runtime import ProgressListener
-from jobs.spec import JobSpec
-from runner import layout
-from runner.store import Bucket, bucket_from
+from runner.core import layout
+from runner.core.bucket import Bucket, bucket_from
+from runner.core.jobspec import JobSpec
 
 POLL_SECONDS = 0.5
 

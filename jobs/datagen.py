@@ -19,7 +19,8 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from runner.tables import TableDef
+from jobs.schema import spark_schema
+from runner.core.tables import TableDef
 
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 _FRACTIONAL = (T.FloatType, T.DoubleType, T.DecimalType)
@@ -42,7 +43,7 @@ def generate(rows: DataFrame, table: TableDef, options: dict[str, str]) -> DataF
     """Columns generated from ``rows`` (needs ``value`` BIGINT and ``timestamp`` TIMESTAMP)."""
     seed = int(options.get("seed", "0"))
     columns = []
-    for index, field in enumerate(table.physical_schema.fields):
+    for index, field in enumerate(spark_schema(table).fields):
         field_options = _field_options(options, field.name)
         expr = _generator(field.name, field.dataType, field_options, seed, index)
         null_rate = float(field_options.get("null-rate", "0"))

@@ -25,8 +25,8 @@ from pyspark.sql import SparkSession  # noqa: E402
 from jobs import runtime  # noqa: E402
 from jobs.build import build_job  # noqa: E402
 from jobs.control import JobControl, StatusPublisher  # noqa: E402
-from jobs.spec import JobSpec  # noqa: E402
-from runner.errors import UserError  # noqa: E402
+from runner.core.errors import UserError  # noqa: E402
+from runner.core.jobspec import JobSpec  # noqa: E402
 from runner.session import quiet_python_logs  # noqa: E402
 
 
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         built = build_job(spark, spec.manifest, spec.catalog, os.environ, streaming=True, starts=spec.starts)
         for role, tables in spec.starts.items():
             for table, start in tables.items():
-                log(spec, f"{table} ({role}) continues the previous version: {start['kind']}")
+                log(spec, f"{table} ({role}) continues the previous version: {start.kind}")
         counts = runtime.Counts()
         spark.streams.addListener(StatusPublisher(control, runtime.query_name(spec)))
         queries.extend(runtime.start(spark, built, spec, os.environ, counts))

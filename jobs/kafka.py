@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 
-from runner.errors import Problem, UserError
-from runner.tables import TableDef
+from runner.core.errors import Problem, UserError
+from runner.core.tables import TableDef
 
 CONNECTOR_CLASS = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
 SPARK_KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.5"

@@ -9,8 +9,9 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from runner.manifest import Manifest
-from runner.tables import METADATA_COLUMNS
+from jobs.schema import spark_type
+from runner.core.manifest import Manifest
+from runner.core.tables import METADATA_COLUMNS
 
 METADATA_NAMES = tuple(name for name, _ in METADATA_COLUMNS)
 
@@ -29,4 +30,4 @@ def with_metadata(frame: DataFrame, manifest: Manifest) -> DataFrame:
         "__query_version": F.lit(meta.query_version),
         "__query_create_timestamp": F.lit(meta.query_create_timestamp),
     }
-    return frame.select("*", *[values[name].cast(types[name]).alias(name) for name in METADATA_NAMES])
+    return frame.select("*", *[values[name].cast(spark_type(types[name])).alias(name) for name in METADATA_NAMES])

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import DataFrame, SparkSession
 
-from runner.errors import Problem, UserError
-from runner.project import Catalog
-from runner.tables import TableDef
+from runner.core.catalog import Catalog
+from runner.core.errors import Problem, UserError
+from runner.core.tables import TableDef
 
 
 @dataclass(frozen=True)

@@ -24,10 +24,10 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from jobs.build import BuiltQuery, build_query
-from runner.manifest import Manifest
-from runner.plan import QueryDiff
-from runner.project import Catalog
-from runner.tables import TableDef
+from runner.core.catalog import Catalog
+from runner.core.manifest import Manifest
+from runner.core.querydiff import QueryDiff
+from runner.core.tables import TableDef
 
 _KEYED = {"Deduplicate", "DeduplicateWithinWatermark"}
 _OPAQUE = {"FlatMapGroupsWithState", "FlatMapGroupsInPandasWithState", "TransformWithState",

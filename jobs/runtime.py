@@ -20,7 +20,8 @@ from jobs import sources
 from jobs.build import BuiltJob
 from jobs.filesink import file_sink_writer
 from jobs.sinks import Trigger, start_sink
-from jobs.spec import JobSpec
+from runner.core.jobspec import JobSpec
+from runner.core.starts import dead_letter_role
 
 OUTPUT_METRIC = "sql_runner_output"
 DEAD_LETTER_METRIC = "sql_runner_dead_letter"
@@ -102,7 +103,7 @@ def start(spark: SparkSession, built: BuiltJob, spec: JobSpec, env: Mapping[str,
         rejected = sources.invalid_rows(frame, table).select(
             "*", F.lit(manifest.name).alias("query_name"), F.lit(version).alias("query_version")
         ).observe(DEAD_LETTER_METRIC, F.count(F.lit(1)).alias("rows"))
-        checkpoint = f"{spec.checkpoint.rstrip('/')}/dead-letter/{slug}"
+        checkpoint = f"{spec.checkpoint.rstrip('/')}/{dead_letter_role(table)}"
         writer = (
             rejected.writeStream.queryName(f"{name}-dead-letter-{slug}")
             .foreachBatch(file_sink_writer(spark, checkpoint=checkpoint, fmt="json",

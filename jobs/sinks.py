@@ -21,8 +21,8 @@ from pyspark.sql.streaming import DataStreamWriter
 from jobs import kafka
 from jobs.filesink import file_sink_writer
 from jobs.sources import require_connector, resolved_options
-from runner.errors import Problem, UserError
-from runner.tables import TableDef
+from runner.core.errors import Problem, UserError
+from runner.core.tables import TableDef
 
 
 @dataclass(frozen=True)

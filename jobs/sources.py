@@ -18,24 +18,15 @@ from pyspark.sql import types as T
 
 from jobs import kafka
 from jobs.datagen import datagen_frame
-from runner import placeholders
-from runner.errors import Problem, UserError
-from runner.sqltypes import type_sql
-from runner.tables import TableDef
+from jobs.schema import spark_schema, type_sql
+from runner.core.errors import Problem, UserError
+from runner.core.placeholders import resolved_options
+from runner.core.starts import FILE_URI_PREFIX, FILE_URI_SPELLING, KafkaOffsets, SkipFiles, Start
+from runner.core.tables import TableDef
 
 RAW = "__sql_runner_raw"
 SKIP_PATH = "__sql_runner_file"
 ERROR = "__sql_runner_error"
-DEAD_LETTER_SCHEMA = "source_table STRING, raw STRING, reason STRING, error_time TIMESTAMP"
-
-
-def resolved_options(table: TableDef, env: Mapping[str, str]) -> dict[str, str]:
-    """Table options with ``${NAME}`` placeholders resolved (never logged or stored)."""
-    return {
-        key: placeholders.resolve(value, env, file=table.file, field=f"{table.name} option '{key}'",
-                                  line=table.options_lines.get(key, table.line))
-        for key, value in table.options.items()
-    }
 
 
 def require_connector(spark: SparkSession, table: TableDef) -> None:
@@ -69,42 +60,45 @@ def require_source(table: TableDef) -> None:
             file=table.file, line=table.line, hint="read from a filesystem, kafka or datagen table"))
 
 
-def read_table(spark: SparkSession, table: TableDef, env: Mapping[str, str], start: dict | None = None) -> DataFrame:
+def read_table(spark: SparkSession, table: TableDef, env: Mapping[str, str], start: Start | None = None) -> DataFrame:
     """Streaming frame: physical columns + RAW + ERROR, before watermark and computed columns.
 
-    ``start`` continues a previous version (runner.continuation): Kafka offsets to start
-    from, or the files to skip because the previous version read them.
+    ``start`` continues a previous version: Kafka offsets to start from, or the files to
+    skip because the previous version read them.
     """
     require_source(table)
     options = resolved_options(table, env)
     require_connector(spark, table)
     connector = table.connector
-    schema = table.physical_schema
+    schema = spark_schema(table)
     if connector == "filesystem":
         return _filesystem(spark, table, options, schema, start)
     if connector == "datagen":
         frame = datagen_frame(spark, table, options)
         return frame.withColumn(RAW, F.lit(None).cast("string")).withColumn(ERROR, F.lit(None).cast("string"))
     reader_options = kafka.source_options(table, options)
-    if start and start.get("kind") == "kafka-offsets":
-        reader_options["startingOffsets"] = json.dumps(start["offsets"])
+    if isinstance(start, KafkaOffsets):
+        reader_options["startingOffsets"] = json.dumps(start.offsets)
     frame = spark.readStream.format("kafka").options(**reader_options).load()
     return decode_json_values(frame, table)
 
 
-def _skip_files(spark: SparkSession, frame: DataFrame, start: dict | None) -> DataFrame:
-    """Drop the rows of files a previous version already read (an anti-join on the file path)."""
-    if not start or start.get("kind") != "skip-files":
+def _skip_files(spark: SparkSession, frame: DataFrame, start: Start | None) -> DataFrame:
+    """Drop the rows of files a previous version already read (an anti-join on the file path).
+
+    The list holds paths in the core's one spelling; the file each row came from is put in
+    the same spelling by the same rule (``runner/core/starts.py``).
+    """
+    if not isinstance(start, SkipFiles):
         return frame
-    normalise = F.regexp_replace(F.col("_metadata.file_path"), "^file:/+", "file:/")
-    read = spark.read.schema("path STRING").json(start["uri"]).select(
-        F.regexp_replace("path", "^file:/+", "file:/").alias(SKIP_PATH))
+    normalise = F.regexp_replace(F.col("_metadata.file_path"), FILE_URI_PREFIX, FILE_URI_SPELLING)
+    read = spark.read.schema("path STRING").json(start.uri).select(F.col("path").alias(SKIP_PATH))
     tagged = frame.select("*", normalise.alias(SKIP_PATH))
     return tagged.join(F.broadcast(read), on=SKIP_PATH, how="left_anti").drop(SKIP_PATH)
 
 
 def _filesystem(spark: SparkSession, table: TableDef, options: dict[str, str], schema: T.StructType,
-                start: dict | None = None) -> DataFrame:
+                start: Start | None = None) -> DataFrame:
     path = options["path"]
     fmt = options["format"]
     if "://" not in path or path.startswith("file://"):
@@ -134,7 +128,7 @@ def _filesystem(spark: SparkSession, table: TableDef, options: dict[str, str], s
 
 def decode_json_values(frame: DataFrame, table: TableDef) -> DataFrame:
     """Kafka records (binary ``value``) decoded as JSON against the declared schema."""
-    schema = table.physical_schema
+    schema = spark_schema(table)
     parse_schema = T.StructType([*schema.fields, T.StructField(RAW, T.StringType())])
     text = F.col("value").cast("string")
     record = F.from_json(text, parse_schema, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": RAW})
@@ -158,7 +152,7 @@ def _json_reason(table: TableDef) -> Column:
             F.concat(F.lit(f"field '{f.name}': "), as_map.getItem(f.name),
                      F.lit(f" is not a valid {type_sql(f.dataType)}")),
         )
-        for f in table.physical_schema.fields
+        for f in spark_schema(table).fields
     ]
     detail = F.concat_ws("; ", *field_errors)
     return (
@@ -175,7 +169,7 @@ def _with_error(frame: DataFrame, table: TableDef, parse_error: Column) -> DataF
                    for c in required]
     null_error = F.nullif(F.concat_ws("; ", *null_errors), F.lit("")) if null_errors else F.lit(None)
     error = F.coalesce(parse_error, null_error).cast("string")
-    physical = [F.col(f.name) for f in table.physical_schema.fields]
+    physical = [F.col(f.name) for f in spark_schema(table).fields]
     raw = F.when(error.isNotNull(), F.coalesce(F.col(RAW), F.to_json(F.struct(*physical))))
     return frame.withColumn(ERROR, error).withColumn(RAW, raw)
 
@@ -207,15 +201,6 @@ def invalid_rows(frame: DataFrame, table: TableDef) -> DataFrame:
     )
 
 
-def can_dead_letter(table: TableDef) -> bool:
-    """Sources whose records can be malformed (datagen rows never are)."""
-    if table.connector == "kafka":
-        return True
-    return table.connector == "filesystem" and (
-        table.options.get("format") in ("json", "csv") or any(not c.nullable for c in table.columns)
-    )
-
-
 def empty_table(spark: SparkSession, table: TableDef) -> DataFrame:
     """An empty frame with the table's shape, for analysing queries without reading data."""
-    return finish(spark.createDataFrame([], table.physical_schema), table)
+    return finish(spark.createDataFrame([], spark_schema(table)), table)

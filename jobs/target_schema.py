@@ -12,13 +12,13 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from runner.errors import Problem, UserError
-from runner.sqltypes import type_sql
-from runner.tables import METADATA_COLUMNS, TableDef
+from jobs.schema import spark_type, type_sql
+from runner.core.errors import Problem, UserError
+from runner.core.tables import METADATA_COLUMNS, TableDef
 
 _INTEGRAL_RANK = {T.ByteType: 1, T.ShortType: 2, T.IntegerType: 3, T.LongType: 4}
 METADATA_HINT = "end the target's column list with: " + ", ".join(
-    f"{name} {type_sql(dtype)}" for name, dtype in METADATA_COLUMNS
+    f"{name} {dtype.sql()}" for name, dtype in METADATA_COLUMNS
 )
 
 
@@ -69,12 +69,12 @@ def conform(result: DataFrame, target: TableDef, *, file: str | None, field: str
         column = declared_by_name.get(name)
         if column is None:
             problems.append(Problem("TARGET_SCHEMA_MISMATCH",
-                                    f"target {target.name} does not declare metadata column {name} {type_sql(dtype)}",
+                                    f"target {target.name} does not declare metadata column {name} {dtype.sql()}",
                                     hint=METADATA_HINT, **where))
-        elif not _same(column.type, dtype):
+        elif not _same(spark_type(column.type), spark_type(dtype)):
             problems.append(Problem("TARGET_SCHEMA_MISMATCH",
-                                    f"target {target.name} declares {name} as {type_sql(column.type)}, "
-                                    f"expected {type_sql(dtype)}", **where))
+                                    f"target {target.name} declares {name} as {column.type.sql()}, "
+                                    f"expected {dtype.sql()}", **where))
     wanted = [c for c in declared if c.name.lower() not in meta_names]
     produced = {f.name.lower(): f for f in result.schema.fields}
     for field_ in result.schema.fields:
@@ -94,21 +94,22 @@ def conform(result: DataFrame, target: TableDef, *, file: str | None, field: str
     selected = []
     for column in wanted:
         got = produced.get(column.name.lower())
+        declared_type = spark_type(column.type)
         if got is None:
             problems.append(Problem("TARGET_SCHEMA_MISMATCH",
-                                    f"target column '{column.name}' ({type_sql(column.type)}) is not produced by "
+                                    f"target column '{column.name}' ({column.type.sql()}) is not produced by "
                                     "the query", hint=f"add it to the SELECT list, e.g. ... AS {column.name}",
                                     **where))
-        elif not widens(got.dataType, column.type):
+        elif not widens(got.dataType, declared_type):
             problems.append(Problem("TARGET_SCHEMA_MISMATCH",
                                     f"column '{column.name}': the query produces {type_sql(got.dataType)}, target "
-                                    f"{target.name} declares {type_sql(column.type)}",
-                                    hint=f"CAST(... AS {type_sql(column.type)}) in the query, or change the DDL",
+                                    f"{target.name} declares {column.type.sql()}",
+                                    hint=f"CAST(... AS {column.type.sql()}) in the query, or change the DDL",
                                     **where))
         else:
             expr = F.col(f"`{got.name}`")
-            if not _same(got.dataType, column.type):
-                expr = expr.cast(column.type)
+            if not _same(got.dataType, declared_type):
+                expr = expr.cast(declared_type)
             selected.append(expr.alias(column.name))
     if problems:
         raise UserError(problems)

@@ -18,11 +18,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from runner import lifecycle_cli, placeholders, yamlfile
-from runner.errors import Problem, ProblemCollector, UserError
-from runner.manifest import Manifest, json_schema
-from runner.project import Project, load_project
-from runner.tables import TableDef
+from runner import lifecycle_cli
+from runner.authoring import yamlfile
+from runner.authoring.project import Project, load_project
+from runner.core import placeholders
+from runner.core.errors import Problem, ProblemCollector, UserError
+from runner.core.manifest import Manifest, json_schema
+from runner.core.tables import TableDef
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__, pretty_exceptions_enable=False)
 out = Console(highlight=False)

@@ -19,22 +19,12 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from jobs.sources import can_dead_letter, resolved_options
-from runner import layout
+from runner.core import layout
+from runner.core.bucket import Bucket
+from runner.core.placeholders import resolved_options
+from runner.core.starts import MAIN, KafkaOffsets, SkipFiles, Starts, dead_letter_role, normalise_file_path
+from runner.core.tables import TableDef
 from runner.savepoints import last_committed_batch
-from runner.store import Bucket
-from runner.tables import TableDef
-
-MAIN = "main"
-
-
-def normalise_path(path: str) -> str:
-    """``file:///x`` and ``file:/x`` (Spark writes both) as one spelling."""
-    if path.startswith("file:"):
-        return "file:/" + path[len("file:"):].lstrip("/")
-    if path.startswith("/"):
-        return "file:" + path
-    return path
 
 
 @dataclass(frozen=True)
@@ -67,12 +57,12 @@ def kafka_offsets(found: Committed, topic: str) -> dict | None:
 
 def files_read(bucket: Bucket, query_key: str, found: Committed, table_path: str) -> list[str] | None:
     """Files under ``table_path`` the committed batches read, or None if no file source matches."""
-    base = normalise_path(table_path).rstrip("/") + "/"
+    base = normalise_file_path(table_path).rstrip("/") + "/"
     for index, offset in enumerate(found.sources):
         if not (isinstance(offset, dict) and "logOffset" in offset):
             continue
         entries = _file_log(bucket, f"{query_key}sources/{index}/")
-        paths = [normalise_path(e["path"]) for e in entries if e.get("batchId", 0) <= offset["logOffset"]]
+        paths = [normalise_file_path(e["path"]) for e in entries if e.get("batchId", 0) <= offset["logOffset"]]
         if entries and all(p.startswith(base) for p in paths):
             return sorted(set(paths))
     return None
@@ -97,7 +87,7 @@ def _file_log(bucket: Bucket, prefix: str) -> list[dict]:
 class Continuation:
     """Starts for one new version, per query role ("main" or "dead-letter/<slug>") and table name."""
 
-    starts: dict[str, dict[str, dict]]
+    starts: Starts
     notes: list[str]
 
 
@@ -109,14 +99,15 @@ def plan_starts(checkpoints: Bucket, state_bucket: Bucket, state_key: str, table
     ``continue/<name>/<version>/`` in the checkpoints bucket, where the job reads them.
     Paths and topics are compared with their ``${NAME}`` placeholders resolved from ``env``.
     """
-    starts: dict[str, dict[str, dict]] = {}
+    starts: Starts = {}
     notes: list[str] = []
-    roles = {MAIN: state_key, **{f"dead-letter/{t.slug}": f"{state_key}dead-letter/{t.slug}/" for t in tables
-                                 if can_dead_letter(t)}}
+    # A dead-letter query's checkpoint is the folder of its role inside the job's checkpoint.
+    roles = {MAIN: state_key, **{dead_letter_role(t): f"{state_key}{dead_letter_role(t)}/" for t in tables
+                                 if t.can_dead_letter}}
     for role, query_key in roles.items():
         found = committed(state_bucket, query_key)
         for table in tables:
-            if role not in (MAIN, f"dead-letter/{table.slug}"):
+            if role not in (MAIN, dead_letter_role(table)):
                 continue
             if found is None:
                 notes.append(f"{table.name} ({role}): the previous version committed no batch; startup position")
@@ -127,7 +118,7 @@ def plan_starts(checkpoints: Bucket, state_bucket: Bucket, state_key: str, table
                 if offsets is None:
                     notes.append(f"{table.name} ({role}): no committed offsets for its topic; startup position")
                     continue
-                starts.setdefault(role, {})[table.name] = {"kind": "kafka-offsets", "offsets": offsets}
+                starts.setdefault(role, {})[table.name] = KafkaOffsets(offsets)
                 notes.append(f"{table.name} ({role}): Kafka offsets of batch {found.batch}: {json.dumps(offsets)}")
             elif table.connector == "filesystem":
                 paths = files_read(state_bucket, query_key, found, connector_options.get("path", ""))
@@ -136,7 +127,6 @@ def plan_starts(checkpoints: Bucket, state_bucket: Bucket, state_key: str, table
                     continue
                 key = f"{layout.continuation(name, version)}{role.replace('/', '-')}-{table.slug}.json"
                 checkpoints.write(key, "".join(json.dumps({"path": p}) + "\n" for p in paths).encode())
-                starts.setdefault(role, {})[table.name] = {"kind": "skip-files", "uri": checkpoints.uri(key),
-                                                           "count": len(paths)}
+                starts.setdefault(role, {})[table.name] = SkipFiles(checkpoints.uri(key), len(paths))
                 notes.append(f"{table.name} ({role}): skips the {len(paths)} files read up to batch {found.batch}")
     return Continuation(starts, notes)

@@ -25,16 +25,22 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from jobs.spec import JobSpec
-from runner import continuation, layout, placeholders, records, savepoints, submit
-from runner.errors import Problem, UserError
+from runner import continuation, records, savepoints, submit
+from runner.authoring.project import Project
+from runner.core import layout, placeholders
+from runner.core.bucket import PreconditionFailed
+from runner.core.catalog import Catalog
+from runner.core.errors import Problem, UserError
+from runner.core.jobspec import JobSpec
+from runner.core.manifest import Manifest, Meta
+from runner.core.querydiff import QueryDiff
+from runner.core.starts import Source
+from runner.core.stateref import StateRef
+from runner.core.tables import TableDef
 from runner.lease import lease
-from runner.manifest import Manifest, Meta
-from runner.plan import Action, Deployed, Desired, Observed, QueryDiff, Source, StateRef, plan_one
-from runner.project import Catalog, Project
+from runner.plan import Action, Deployed, Desired, Observed, plan_one
 from runner.records import DeploymentRecord
-from runner.store import PreconditionFailed, Store
-from runner.tables import TableDef
+from runner.state.store import Store
 from runner.targets.base import JobIdentity, RunningJob, Target
 
 Log = Callable[[str], None]

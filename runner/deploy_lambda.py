@@ -31,9 +31,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from runner import layout
-from runner.errors import Problem, UserError
-from runner.manifest import BUILT_IN_DEFAULTS, parse_manifest, parse_template
+from runner.authoring.manifest_file import parse_manifest, parse_template
+from runner.core import layout
+from runner.core.errors import Problem, UserError
+from runner.core.manifest import BUILT_IN_DEFAULTS
 
 PREFIX = "manifests/"
 TEMPLATE_KEY = "manifests/job-template.yaml"

@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
-from runner import layout
-from runner.errors import Problem, UserError
-from runner.store import Bucket, PreconditionFailed
+from runner.core import layout
+from runner.core.bucket import Bucket, PreconditionFailed
+from runner.core.errors import Problem, UserError
 
 
 class LeaseHeld(UserError):

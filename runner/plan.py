@@ -28,30 +28,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-from runner.manifest import Manifest
+from runner.core.manifest import Manifest
+from runner.core.querydiff import QueryDiff
+from runner.core.starts import Source
+from runner.core.stateref import StateRef
 
 QUERY_FIELDS = ("sql", "code", "target-table")
 RUNNER_FIELDS = ("meta",)
 
 ActionKind = Literal["nothing", "start", "restore", "remove", "error"]
-
-
-@dataclass(frozen=True)
-class QueryDiff:
-    """How the desired query differs from the deployed one (decided by Spark)."""
-
-    changed: bool  # meaning, output columns, tables read or target
-    state_compatible: bool  # the deployed version's state can carry over
-    reasons: tuple[str, ...] = ()
-    held_state: bool = False  # the deployed query keeps rows in state between batches (windows, joins, dedup)
-
-
-@dataclass(frozen=True)
-class Source:
-    """A table a query reads."""
-
-    table: str  # `demo`.`card-transactions`
-    connector: str  # kafka, filesystem, datagen
 
 
 @dataclass(frozen=True)
@@ -72,21 +57,6 @@ class Deployed:
     def version(self) -> int:
         assert self.manifest.meta is not None
         return self.manifest.meta.query_version
-
-
-@dataclass(frozen=True)
-class StateRef:
-    """A restorable state: a savepoint, or a checkpoint run folder, of one version."""
-
-    kind: Literal["savepoint", "checkpoint", "stop-savepoint"]
-    version: int
-    key: str = ""  # in the savepoints or checkpoints bucket; empty for the savepoint a stop will take
-    created: datetime | None = None
-
-    def describe(self) -> str:
-        if self.kind == "stop-savepoint":
-            return f"the savepoint taken when v{self.version} stops"
-        return f"{self.kind} {self.key.rstrip('/').rsplit('/', 1)[-1]} of v{self.version}"
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,13 @@ from typing import Any
 
 import yaml
 
-from runner import layout
-from runner.manifest import Manifest
-from runner.plan import Deployed, Source, StateRef
-from runner.store import Blob, Bucket, PreconditionFailed
-from runner.tables import TableDef
+from runner.core import layout
+from runner.core.bucket import Blob, Bucket, PreconditionFailed
+from runner.core.manifest import Manifest
+from runner.core.starts import Source
+from runner.core.stateref import StateRef
+from runner.core.tables import TableDef
+from runner.plan import Deployed
 
 
 @dataclass(frozen=True)

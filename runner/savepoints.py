@@ -16,9 +16,10 @@ import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from runner import layout
-from runner.plan import StateRef
-from runner.store import Bucket, Store
+from runner.core import layout
+from runner.core.bucket import Bucket
+from runner.core.stateref import StateRef
+from runner.state.store import Store
 
 MARKER = "_SAVEPOINT.json"
 _STAMP = "%Y%m%dT%H%M%SZ"

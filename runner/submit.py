@@ -10,8 +10,8 @@ from pathlib import Path
 import pyspark
 
 import jobs
-from jobs.spec import JobSpec
-from runner import placeholders
+from runner.core import placeholders
+from runner.core.jobspec import JobSpec
 
 # Quiet, predictable defaults for a job; any of them can be overridden in sparkProperties.
 DEFAULT_PROPERTIES = {

@@ -10,8 +10,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from runner.core.bucket import LocalBucket
 from runner.records import read_history
-from runner.store import LocalBucket
 from tests.conftest import ProjectDir
 
 START = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)

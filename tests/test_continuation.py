@@ -8,9 +8,10 @@ from pathlib import Path
 
 from demo.transactions import transactions, write_batch
 from jobs import sources
+from runner.authoring.project import load_project
 from runner.continuation import committed, kafka_offsets, plan_starts
-from runner.project import load_project
-from runner.store import LocalBucket
+from runner.core.bucket import LocalBucket
+from runner.core.starts import SkipFiles
 from tests.conftest import ProjectDir
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -54,7 +55,7 @@ def test_a_file_source_continues_after_the_files_the_previous_version_read(spark
     table = catalog.lookup_name("`demo`.`card-transactions`")
     bucket = LocalBucket(tmp_path / "checkpoints")
 
-    def run(checkpoint: str, out: str, start: dict | None = None) -> list[str]:
+    def run(checkpoint: str, out: str, start: SkipFiles | None = None) -> list[str]:
         frame = sources.valid_rows(sources.read_table(spark, table, {}, start), table)
         query = (frame.select("transaction_id").writeStream.format("json").option("path", str(tmp_path / out))
                  .option("checkpointLocation", bucket.uri(checkpoint)).trigger(availableNow=True).start())
@@ -67,10 +68,10 @@ def test_a_file_source_continues_after_the_files_the_previous_version_read(spark
     write_batch(events, "b3", later)
     plan = plan_starts(bucket, bucket, "checkpoints/job/1/run-a/", [table], "job", 2, {})
     start = plan.starts["main"][table.name]
-    assert start["kind"] == "skip-files" and start["count"] == 2
+    assert isinstance(start, SkipFiles) and start.count == 2
     assert "skips the 2 files read up to batch 0" in plan.notes[0]
     new = run("checkpoints/job/2/run-b/", "v2", start)
     assert new == sorted(t.transaction_id for t in later), "v2 reads exactly the file v1 did not"
-    listed = [json.loads(line)["path"] for line in Path(start["uri"]).read_text().splitlines()]
+    listed = [json.loads(line)["path"] for line in Path(start.uri).read_text().splitlines()]
     assert sorted(Path(p.removeprefix("file:")).name for p in listed) == ["b1.json", "b2.json"]
     assert not set(old) & set(new)

@@ -147,7 +147,7 @@ def test_the_deploy_lambda_fires_on_manifests_only_with_a_dead_letter_queue_and_
     assert function["environment"]["variables"]["TEAM"] == team
     assert one(stack, "aws_cloudwatch_log_group", "deploy-logs")["retention_in_days"] >= 365
     # the runner writes deployed/, history/, errors/, status/ ...: none of them is under manifests/
-    from runner import layout
+    from runner.core import layout
 
     for key in (layout.deployed("x"), layout.history("x"), layout.deploy_error("x"), layout.status("x"),
                 layout.lock("x"), layout.deploy_request("x", "v"), layout.job_record("x"), layout.stop_request("x")):
@@ -230,7 +230,7 @@ def test_the_lambda_zip_validates_manifests_without_spark(tmp_path):
     with zipfile.ZipFile(lambda_zip()) as archive:
         archive.extractall(tmp_path)
     probe = ("import sys; sys.path.insert(0, sys.argv[1]); import runner.deploy_lambda as d; "
-             "from runner.manifest import parse_manifest; "
+             "from runner.authoring.manifest_file import parse_manifest; "
              "m = parse_manifest('name: a\\ntarget-table: t\\nsql: SELECT 1\\n'); "
              "assert 'pyspark' not in sys.modules and 'typer' not in sys.modules; print(m.name, d.PREFIX)")
     result = subprocess.run([sys.executable, "-S", "-c", probe, str(tmp_path)], capture_output=True, text=True,

@@ -15,9 +15,9 @@ from pyspark.errors import AnalysisException
 from demo.transactions import MALFORMED_LINES, transactions, write_batch
 from jobs import runtime
 from jobs.build import build_job
-from jobs.spec import JobSpec
-from runner.manifest import Manifest, Meta
-from runner.project import load_project
+from runner.authoring.project import load_project
+from runner.core.jobspec import JobSpec
+from runner.core.manifest import Manifest, Meta
 from tests.conftest import ProjectDir
 
 START = datetime(2026, 1, 1, tzinfo=UTC)

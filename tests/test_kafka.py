@@ -10,9 +10,10 @@ from pyspark.sql import functions as F
 
 from jobs import kafka
 from jobs.sinks import kafka_records
-from jobs.sources import RAW, decode_json_values, read_table, resolved_options
-from runner.errors import UserError
-from runner.tables import parse_ddl
+from jobs.sources import RAW, decode_json_values, read_table
+from runner.authoring.ddl import parse_ddl
+from runner.core.errors import UserError
+from runner.core.placeholders import resolved_options
 
 SOURCE = """
 CREATE TABLE `kafka`.`transactions` (account_id STRING, amount DOUBLE NOT NULL, ts TIMESTAMP(3))

@@ -7,9 +7,10 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from runner.authoring.manifest_file import load_template, parse_manifest
 from runner.cli import app
-from runner.errors import UserError
-from runner.manifest import deep_merge, load_template, parse_manifest
+from runner.core.errors import UserError
+from runner.core.manifest import deep_merge
 
 VALID = """
 name: high-value

@@ -10,8 +10,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from runner.core.bucket import LocalBucket, PreconditionFailed, S3Bucket
 from runner.lease import LeaseHeld, lease
-from runner.store import LocalBucket, PreconditionFailed, S3Bucket
 
 
 @pytest.fixture(params=["local", "s3"])

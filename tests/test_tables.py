@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import types as T
 
-from runner.errors import UserError
-from runner.sqltypes import parse_type_string
-from runner.tables import parse_ddl
+from jobs.schema import spark_type
+from runner.authoring.ddl import parse_ddl
+from runner.authoring.ddl_types import parse_type_string
+from runner.core.errors import UserError
 
 KAFKA = """
 CREATE TABLE `kafka`.`transactions` (
@@ -37,7 +38,7 @@ def test_parses_the_product_example():
     assert table.watermark and (table.watermark.column, table.watermark.delay) == ("ts", "5 seconds")
     assert table.primary_key == ("account_id",)
     assert table.options["properties.bootstrap.servers"] == "${MSK_BOOTSTRAP_SERVERS}"
-    assert table.physical_schema.simpleString() == "struct<account_id:string,amount:double,ts:timestamp>"
+    assert table.physical_schema.simple_string() == "struct<account_id:string,amount:double,ts:timestamp>"
 
 
 @pytest.mark.parametrize(
@@ -61,7 +62,7 @@ def test_parses_the_product_example():
     ],
 )
 def test_flink_and_spark_types(flink: str, spark: T.DataType):
-    assert parse_type_string(flink) == spark
+    assert spark_type(parse_type_string(flink)) == spark
 
 
 @pytest.mark.parametrize("bad", ["TIME", "MULTISET<INT>", "NUMBER", "DECIMAL(40, 2)", "ARRAY<INT", "ROW<a>"])

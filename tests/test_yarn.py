@@ -11,8 +11,8 @@ import json
 import socket
 from pathlib import Path
 
+from runner.core.bucket import LocalBucket
 from runner.records import read_deployed
-from runner.store import LocalBucket
 from tests.clihelpers import cli, status
 from tests.conftest import ProjectDir
 from tests.fake_yarn import FakeResourceManager, fake_spark_submit

@@ -16,8 +16,8 @@ import socket
 import subprocess
 from pathlib import Path
 
-from runner import layout
-from runner.store import Bucket
+from runner.core import layout
+from runner.core.bucket import Bucket
 from runner.targets.base import JobIdentity, RunningJob
 
 

@@ -12,7 +12,7 @@ import json
 import urllib.request
 from pathlib import Path
 
-from runner.store import Bucket
+from runner.core.bucket import Bucket
 from runner.targets.base import RunningJob
 from runner.targets.local import LocalTarget
 

@@ -13,7 +13,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from runner.errors import Problem, UserError
+from runner.core.errors import Problem, UserError
 from runner.targets.base import JobIdentity, RunningJob
 
 ACTIVE_STATES = "NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING"

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from runner import placeholders
-from runner.errors import Problem
+from runner.core import placeholders
+from runner.core.errors import Problem
 
 
 @dataclass(frozen=True)

@@ -15,47 +15,14 @@ import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from runner.errors import Problem, ProblemCollector, UserError
-from runner.manifest import Manifest, load_manifest, load_template
-from runner.sqltokens import Kind, tokenize
-from runner.tables import TableDef, parse_ddl_file
+from runner.authoring.ddl import parse_ddl_file
+from runner.authoring.manifest_file import load_manifest, load_template
+from runner.core.catalog import Catalog
+from runner.core.errors import Problem, ProblemCollector, UserError
+from runner.core.manifest import Manifest
+from runner.core.tables import TableDef
 
 TEMPLATE_FILE = "job-template.yaml"
-
-
-@dataclass(frozen=True)
-class Catalog:
-    """Declared tables by case-insensitive multipart name."""
-
-    tables: tuple[TableDef, ...] = ()
-
-    def lookup(self, parts: tuple[str, ...] | list[str]) -> TableDef | None:
-        """Exact multipart match, else an unqualified name that matches exactly one table's last part."""
-        key = tuple(p.lower() for p in parts)
-        for table in self.tables:
-            if table.key == key:
-                return table
-        if len(key) == 1:
-            candidates = [t for t in self.tables if t.key[-1] == key[0]]
-            if len(candidates) == 1:
-                return candidates[0]
-        return None
-
-    def lookup_name(self, name: str) -> TableDef | None:
-        """Look up a name written as in SQL: `kafka`.`x`, kafka.x or x."""
-        try:
-            tokens = [t for t in tokenize(name) if t.kind is not Kind.EOF]
-        except UserError:
-            return None
-        parts = [t.text for t in tokens if t.is_identifier]
-        dots = [t for t in tokens if t.is_punct(".")]
-        if not parts or len(dots) != len(parts) - 1 or len(tokens) != len(parts) + len(dots):
-            return None
-        return self.lookup(parts)
-
-    @property
-    def names(self) -> list[str]:
-        return [t.name for t in self.tables]
 
 
 @dataclass(frozen=True)

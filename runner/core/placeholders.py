@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
 
-from runner.errors import Problem, UserError
-
-if TYPE_CHECKING:
-    from runner.tables import TableDef
+from runner.core.errors import Problem, UserError
+from runner.core.tables import TableDef
 
 _PLACEHOLDER = re.compile(r"\$(\$?)\{([^}]*)\}")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -88,3 +85,12 @@ def job_problems(spark_properties: Mapping[str, str], file: str | None, tables: 
     for table in tables:
         problems.extend(table_problems(table, env))
     return problems
+
+
+def resolved_options(table: TableDef, env: Mapping[str, str]) -> dict[str, str]:
+    """Table options with ``${NAME}`` placeholders resolved (never logged or stored)."""
+    return {
+        key: resolve(value, env, file=table.file, field=f"{table.name} option '{key}'",
+                                  line=table.options_lines.get(key, table.line))
+        for key, value in table.options.items()
+    }

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from runner.errors import Problem, UserError
+from runner.core.errors import Problem, UserError
 
 
 class Kind(Enum):

@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from runner.errors import Problem, UserError
+from runner.core.errors import Problem, UserError
 
 
 @dataclass(frozen=True)

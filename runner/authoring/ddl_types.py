@@ -1,7 +1,6 @@
-"""Column types in Flink style or Spark style, parsed into pyspark DataTypes.
+"""Column types in Flink style or Spark style, parsed into the core's type model.
 
-pyspark's type classes are plain Python, so this runs without a JVM (the deploy Lambda
-validates manifests and DDL with no Spark). Flink spellings map onto Spark's:
+No Spark is needed to read DDL. Flink spellings map onto Spark's:
 
     VARCHAR(n), CHAR(n), STRING          -> STRING
     TIMESTAMP(p), TIMESTAMP_LTZ(p)       -> TIMESTAMP (Spark's session-time-zone timestamp)
@@ -12,34 +11,33 @@ validates manifests and DDL with no Spark). Flink spellings map onto Spark's:
 
 from __future__ import annotations
 
-from pyspark.sql import types as T
-
-from runner.sqltokens import Kind, TokenStream, tokenize
+from runner.core import datatypes as T
+from runner.core.sqltokens import Kind, TokenStream, tokenize
 
 _SIMPLE: dict[str, T.DataType] = {
-    "STRING": T.StringType(),
-    "VARCHAR": T.StringType(),
-    "CHAR": T.StringType(),
-    "BOOLEAN": T.BooleanType(),
-    "BOOL": T.BooleanType(),
-    "TINYINT": T.ByteType(),
-    "BYTE": T.ByteType(),
-    "SMALLINT": T.ShortType(),
-    "SHORT": T.ShortType(),
-    "INT": T.IntegerType(),
-    "INTEGER": T.IntegerType(),
-    "BIGINT": T.LongType(),
-    "LONG": T.LongType(),
-    "FLOAT": T.FloatType(),
-    "REAL": T.FloatType(),
-    "DOUBLE": T.DoubleType(),
-    "DATE": T.DateType(),
-    "TIMESTAMP": T.TimestampType(),
-    "TIMESTAMP_LTZ": T.TimestampType(),
-    "TIMESTAMP_NTZ": T.TimestampNTZType(),
-    "BINARY": T.BinaryType(),
-    "VARBINARY": T.BinaryType(),
-    "BYTES": T.BinaryType(),
+    "STRING": T.STRING,
+    "VARCHAR": T.STRING,
+    "CHAR": T.STRING,
+    "BOOLEAN": T.BOOLEAN,
+    "BOOL": T.BOOLEAN,
+    "TINYINT": T.TINYINT,
+    "BYTE": T.TINYINT,
+    "SMALLINT": T.SMALLINT,
+    "SHORT": T.SMALLINT,
+    "INT": T.INT,
+    "INTEGER": T.INT,
+    "BIGINT": T.BIGINT,
+    "LONG": T.BIGINT,
+    "FLOAT": T.FLOAT,
+    "REAL": T.FLOAT,
+    "DOUBLE": T.DOUBLE,
+    "DATE": T.DATE,
+    "TIMESTAMP": T.TIMESTAMP,
+    "TIMESTAMP_LTZ": T.TIMESTAMP,
+    "TIMESTAMP_NTZ": T.TIMESTAMP_NTZ,
+    "BINARY": T.BINARY,
+    "VARBINARY": T.BINARY,
+    "BYTES": T.BINARY,
 }
 
 _UNSUPPORTED = {
@@ -73,16 +71,16 @@ def parse_type(stream: TokenStream) -> T.DataType:
             stream.expect_punct(")")
         if not 1 <= precision <= 38 or not 0 <= scale <= precision:
             raise stream.error(f"DECIMAL({precision},{scale}) is out of range", tok, hint="1 <= p <= 38, 0 <= s <= p")
-        return T.DecimalType(precision, scale)
+        return T.Decimal(precision, scale)
     if name == "DOUBLE":
         stream.accept_word("PRECISION")
-        return T.DoubleType()
+        return T.DOUBLE
     if name in ("ARRAY",):
         stream.expect_punct("<")
         element = parse_type(stream)
         _skip_not_null(stream)
         stream.expect_punct(">")
-        return T.ArrayType(element, True)
+        return T.Array(element)
     if name == "MAP":
         stream.expect_punct("<")
         key = parse_type(stream)
@@ -91,12 +89,12 @@ def parse_type(stream: TokenStream) -> T.DataType:
         value = parse_type(stream)
         _skip_not_null(stream)
         stream.expect_punct(">")
-        return T.MapType(key, value, True)
+        return T.Map(key, value)
     if name in ("ROW", "STRUCT"):
         closing = ">" if stream.peek.is_punct("<") else ")"
         if not stream.accept_punct("<") and not stream.accept_punct("("):
             raise stream.error(f"expected '<' after {name}")
-        fields: list[T.StructField] = []
+        fields: list[T.Field] = []
         seen: set[str] = set()
         while not stream.peek.is_punct(closing):
             field_tok = stream.expect_identifier("a field name")
@@ -108,11 +106,11 @@ def parse_type(stream: TokenStream) -> T.DataType:
             _skip_not_null(stream)
             if stream.accept_word("COMMENT"):
                 stream.expect_string("a field comment")
-            fields.append(T.StructField(field_tok.text, ftype, True))
+            fields.append(T.Field(field_tok.text, ftype))
             if not stream.accept_punct(","):
                 break
         stream.expect_punct(closing)
-        return T.StructType(fields)
+        return T.Struct(tuple(fields))
     if name == "TIMESTAMP":
         _optional_length(stream)
         if stream.accept_word("WITH"):
@@ -122,7 +120,7 @@ def parse_type(stream: TokenStream) -> T.DataType:
         elif stream.accept_word("WITHOUT"):
             stream.expect_word("TIME")
             stream.expect_word("ZONE")
-        return T.TimestampType()
+        return T.TIMESTAMP
     if name in _SIMPLE:
         _optional_length(stream)
         return _SIMPLE[name]
@@ -156,14 +154,3 @@ def parse_type_string(text: str) -> T.DataType:
     if stream.peek.kind is not Kind.EOF:
         raise stream.error(f"unexpected {stream.peek.describe()} after type")
     return result
-
-
-def type_sql(dtype: T.DataType) -> str:
-    """Spark SQL spelling of a type, as used in messages: ``BIGINT``, ``STRUCT<id: STRING>``."""
-    if isinstance(dtype, T.ArrayType):
-        return f"ARRAY<{type_sql(dtype.elementType)}>"
-    if isinstance(dtype, T.MapType):
-        return f"MAP<{type_sql(dtype.keyType)}, {type_sql(dtype.valueType)}>"
-    if isinstance(dtype, T.StructType):
-        return "STRUCT<" + ", ".join(f"{f.name}: {type_sql(f.dataType)}" for f in dtype.fields) + ">"
-    return dtype.simpleString().upper()

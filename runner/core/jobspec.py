@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from runner.manifest import Manifest
-from runner.project import Catalog
-from runner.tables import TableDef
+from runner.core.catalog import Catalog
+from runner.core.manifest import Manifest
+from runner.core.starts import Starts, starts_from_dict, starts_to_dict
+from runner.core.tables import TableDef
 
 MAX_SPEC_BYTES = 100_000  # well under Linux's 128 KiB limit for one argument
 
@@ -27,7 +28,7 @@ class JobSpec:
     store: dict | None = None  # Store.describe(): where to watch for stop requests and publish progress
     run_id: str = ""
     # where sources start when continuing a previous version: role -> table name -> start
-    starts: dict[str, dict[str, dict]] = field(default_factory=dict)
+    starts: Starts = field(default_factory=dict)
 
     def to_json(self) -> str:
         text = json.dumps(
@@ -39,7 +40,7 @@ class JobSpec:
                 "once": self.once,
                 "store": self.store,
                 "run_id": self.run_id,
-                "starts": self.starts,
+                "starts": starts_to_dict(self.starts),
             },
             separators=(",", ":"),
         )
@@ -58,7 +59,7 @@ class JobSpec:
             once=bool(data.get("once", False)),
             store=data.get("store"),
             run_id=data.get("run_id", ""),
-            starts=data.get("starts") or {},
+            starts=starts_from_dict(data.get("starts") or {}),
         )
 
     @property

@@ -13,24 +13,14 @@ and after them ``PARTITIONED BY (a, b)`` and ``WITH ('key' = 'value', ...)``.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from pyspark.sql import types as T
-
-from runner import connectors
-from runner.errors import Problem, ProblemCollector, UserError
-from runner.sqltokens import Kind, Token, TokenStream, split_statements, tokenize
-from runner.sqltypes import parse_type
-
-METADATA_COLUMNS: tuple[tuple[str, T.DataType], ...] = (
-    ("__create_timestamp", T.TimestampType()),
-    ("__query_name", T.StringType()),
-    ("__query_description", T.StringType()),
-    ("__query_id", T.StringType()),
-    ("__query_version", T.IntegerType()),
-    ("__query_create_timestamp", T.TimestampType()),
-)
+from runner.authoring import connectors
+from runner.authoring.ddl_types import parse_type
+from runner.core import datatypes as T
+from runner.core.errors import Problem, ProblemCollector, UserError
+from runner.core.sqltokens import Kind, Token, TokenStream, split_statements, tokenize
+from runner.core.tables import Column, TableDef, Watermark
 
 _UNITS = {
     "MILLISECOND": "milliseconds",
@@ -39,121 +29,6 @@ _UNITS = {
     "HOUR": "hours",
     "DAY": "days",
 }
-
-
-@dataclass(frozen=True)
-class Column:
-    name: str
-    type: T.DataType | None  # None for computed columns until Spark analyses the expression
-    nullable: bool = True
-    expression: str | None = None  # computed column: Spark SQL over the physical columns
-    comment: str | None = None
-
-    @property
-    def computed(self) -> bool:
-        return self.expression is not None
-
-
-@dataclass(frozen=True)
-class Watermark:
-    column: str
-    delay: str  # Spark interval text, e.g. "5 seconds"
-
-
-@dataclass(frozen=True)
-class TableDef:
-    """One declared table, with options kept unresolved (placeholders intact)."""
-
-    parts: tuple[str, ...]  # ("kafka", "transactions")
-    columns: tuple[Column, ...]
-    options: dict[str, str]
-    watermark: Watermark | None = None
-    primary_key: tuple[str, ...] = ()
-    partitioned_by: tuple[str, ...] = ()
-    file: str | None = None
-    line: int | None = None
-    options_lines: dict[str, int] = field(default_factory=dict, compare=False)
-
-    @property
-    def name(self) -> str:
-        """The name as users write it: `kafka`.`transactions`."""
-        return ".".join(f"`{p}`" for p in self.parts)
-
-    @property
-    def key(self) -> tuple[str, ...]:
-        """Case-insensitive identity, as Spark resolves identifiers."""
-        return tuple(p.lower() for p in self.parts)
-
-    @property
-    def slug(self) -> str:
-        """The name as one path segment: demo-card-transactions."""
-        return re.sub(r"[^a-z0-9-]+", "-", "-".join(self.key)).strip("-")
-
-    @property
-    def connector(self) -> str:
-        return self.options["connector"]
-
-    @property
-    def physical_schema(self) -> T.StructType:
-        """Columns stored in the source or sink (computed columns excluded)."""
-        return T.StructType(
-            [T.StructField(c.name, c.type, c.nullable) for c in self.columns if not c.computed and c.type]
-        )
-
-    def column(self, name: str) -> Column | None:
-        return next((c for c in self.columns if c.name.lower() == name.lower()), None)
-
-    def to_dict(self) -> dict:
-        """Plain data for the job spec (types as Spark JSON)."""
-        return {
-            "parts": list(self.parts),
-            "columns": [
-                {
-                    "name": c.name,
-                    "type": c.type.jsonValue() if c.type else None,
-                    "nullable": c.nullable,
-                    "expression": c.expression,
-                    "comment": c.comment,
-                }
-                for c in self.columns
-            ],
-            "options": dict(self.options),
-            "watermark": {"column": self.watermark.column, "delay": self.watermark.delay} if self.watermark else None,
-            "primary_key": list(self.primary_key),
-            "partitioned_by": list(self.partitioned_by),
-            "file": self.file,
-            "line": self.line,
-        }
-
-    def definition(self) -> dict:
-        """What the table is, without where it was written: two equal definitions read the same data."""
-        data = self.to_dict()
-        del data["file"], data["line"]
-        for column in data["columns"]:
-            del column["comment"]
-        return data
-
-    @staticmethod
-    def from_dict(data: dict) -> TableDef:
-        return TableDef(
-            parts=tuple(data["parts"]),
-            columns=tuple(
-                Column(
-                    name=c["name"],
-                    type=T._parse_datatype_json_value(c["type"]) if c["type"] is not None else None,
-                    nullable=c["nullable"],
-                    expression=c["expression"],
-                    comment=c["comment"],
-                )
-                for c in data["columns"]
-            ),
-            options=dict(data["options"]),
-            watermark=Watermark(**data["watermark"]) if data["watermark"] else None,
-            primary_key=tuple(data["primary_key"]),
-            partitioned_by=tuple(data["partitioned_by"]),
-            file=data.get("file"),
-            line=data.get("line"),
-        )
 
 
 def parse_ddl(source: str, *, file: str | None = None) -> list[TableDef]:
@@ -377,7 +252,7 @@ def check_table(table: TableDef) -> list[Problem]:
             problems.append(Problem("DDL_UNKNOWN_COLUMN",
                                     f"table {table.name}: watermark column '{table.watermark.column}' is not declared",
                                     **where))
-        elif column.type is not None and not isinstance(column.type, T.TimestampType | T.TimestampNTZType):
+        elif column.type is not None and column.type not in T.TIMESTAMPS:
             problems.append(Problem("DDL_INVALID_WATERMARK",
                                     f"table {table.name}: watermark column '{column.name}' must be a TIMESTAMP",
                                     **where))

@@ -1,7 +1,7 @@
-"""The state store: three buckets (manifests, checkpoints, savepoints), local or on S3.
+"""A bucket of the state store: a flat key space, a local folder or S3.
 
-Each bucket is a flat key space with the operations deployments need, and the same
-behaviour on both backends:
+The runner and the running jobs both read and write state through it. Every bucket has
+the operations deployments need, and the same behaviour on both backends:
 
 - ``read``/``write``/``delete``/``keys``/``copy_prefix``;
 - conditional writes: ``write(..., if_absent=True)`` fails when the key exists, and
@@ -283,34 +283,3 @@ def bucket_from(description: dict[str, str]) -> Bucket:
     if description["kind"] == "local":
         return LocalBucket(Path(description["path"]))
     return S3Bucket(description["bucket"], description.get("prefix", ""))
-
-
-@dataclass(frozen=True)
-class Store:
-    """One team's state: the three buckets of PRODUCT.md §3."""
-
-    manifests: Bucket
-    checkpoints: Bucket
-    savepoints: Bucket
-
-    def describe(self) -> dict[str, dict[str, str]]:
-        return {"manifests": self.manifests.describe(), "checkpoints": self.checkpoints.describe(),
-                "savepoints": self.savepoints.describe()}
-
-    @staticmethod
-    def from_description(data: dict[str, dict[str, str]]) -> Store:
-        return Store(bucket_from(data["manifests"]), bucket_from(data["checkpoints"]),
-                     bucket_from(data["savepoints"]))
-
-
-def open_store(state: Path, *, manifests_bucket: str | None = None, checkpoints_bucket: str | None = None,
-               savepoints_bucket: str | None = None) -> Store:
-    """Local folders under ``state`` for every bucket not given as an S3 bucket name."""
-
-    def pick(name: str, bucket: str | None) -> Bucket:
-        if bucket:
-            return S3Bucket(bucket)
-        return LocalBucket(state / name)
-
-    return Store(pick("manifests", manifests_bucket), pick("checkpoints", checkpoints_bucket),
-                 pick("savepoints", savepoints_bucket))

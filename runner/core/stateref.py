@@ -1,0 +1,22 @@
+"""A reference to restorable state: a savepoint or a checkpoint run folder of one version."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+
+@dataclass(frozen=True)
+class StateRef:
+    """A restorable state: a savepoint, or a checkpoint run folder, of one version."""
+
+    kind: Literal["savepoint", "checkpoint", "stop-savepoint"]
+    version: int
+    key: str = ""  # in the savepoints or checkpoints bucket; empty for the savepoint a stop will take
+    created: datetime | None = None
+
+    def describe(self) -> str:
+        if self.kind == "stop-savepoint":
+            return f"the savepoint taken when v{self.version} stops"
+        return f"{self.kind} {self.key.rstrip('/').rsplit('/', 1)[-1]} of v{self.version}"

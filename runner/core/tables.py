@@ -1,0 +1,144 @@
+"""Declared tables: columns, watermark, keys and connector options, as plain data.
+
+What a ``CREATE TABLE`` in DDL declares (``runner/authoring/ddl.py`` reads it), what the
+deployed record keeps and what a job spec hands a job.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from runner.core import datatypes as T
+
+# Every output row carries these, after the query's own columns.
+METADATA_COLUMNS: tuple[tuple[str, T.DataType], ...] = (
+    ("__create_timestamp", T.TIMESTAMP),
+    ("__query_name", T.STRING),
+    ("__query_description", T.STRING),
+    ("__query_id", T.STRING),
+    ("__query_version", T.INT),
+    ("__query_create_timestamp", T.TIMESTAMP),
+)
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: T.DataType | None  # None for computed columns until Spark analyses the expression
+    nullable: bool = True
+    expression: str | None = None  # computed column: Spark SQL over the physical columns
+    comment: str | None = None
+
+    @property
+    def computed(self) -> bool:
+        return self.expression is not None
+
+
+@dataclass(frozen=True)
+class Watermark:
+    column: str
+    delay: str  # Spark interval text, e.g. "5 seconds"
+
+
+@dataclass(frozen=True)
+class TableDef:
+    """One declared table, with options kept unresolved (placeholders intact)."""
+
+    parts: tuple[str, ...]  # ("kafka", "transactions")
+    columns: tuple[Column, ...]
+    options: dict[str, str]
+    watermark: Watermark | None = None
+    primary_key: tuple[str, ...] = ()
+    partitioned_by: tuple[str, ...] = ()
+    file: str | None = None
+    line: int | None = None
+    options_lines: dict[str, int] = field(default_factory=dict, compare=False)
+
+    @property
+    def name(self) -> str:
+        """The name as users write it: `kafka`.`transactions`."""
+        return ".".join(f"`{p}`" for p in self.parts)
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        """Case-insensitive identity, as Spark resolves identifiers."""
+        return tuple(p.lower() for p in self.parts)
+
+    @property
+    def slug(self) -> str:
+        """The name as one path segment: demo-card-transactions."""
+        return re.sub(r"[^a-z0-9-]+", "-", "-".join(self.key)).strip("-")
+
+    @property
+    def connector(self) -> str:
+        return self.options["connector"]
+
+    @property
+    def physical_schema(self) -> T.Struct:
+        """Columns stored in the source or sink (computed columns excluded)."""
+        return T.Struct(tuple(T.Field(c.name, c.type, c.nullable) for c in self.columns if not c.computed and c.type))
+
+    @property
+    def can_dead_letter(self) -> bool:
+        """A source whose records can be malformed (datagen rows never are)."""
+        if self.connector == "kafka":
+            return True
+        return self.connector == "filesystem" and (
+            self.options.get("format") in ("json", "csv") or any(not c.nullable for c in self.columns)
+        )
+
+    def column(self, name: str) -> Column | None:
+        return next((c for c in self.columns if c.name.lower() == name.lower()), None)
+
+    def to_dict(self) -> dict:
+        """Plain data for the job spec (types as Spark JSON)."""
+        return {
+            "parts": list(self.parts),
+            "columns": [
+                {
+                    "name": c.name,
+                    "type": c.type.json_value() if c.type else None,
+                    "nullable": c.nullable,
+                    "expression": c.expression,
+                    "comment": c.comment,
+                }
+                for c in self.columns
+            ],
+            "options": dict(self.options),
+            "watermark": {"column": self.watermark.column, "delay": self.watermark.delay} if self.watermark else None,
+            "primary_key": list(self.primary_key),
+            "partitioned_by": list(self.partitioned_by),
+            "file": self.file,
+            "line": self.line,
+        }
+
+    def definition(self) -> dict:
+        """What the table is, without where it was written: two equal definitions read the same data."""
+        data = self.to_dict()
+        del data["file"], data["line"]
+        for column in data["columns"]:
+            del column["comment"]
+        return data
+
+    @staticmethod
+    def from_dict(data: dict) -> TableDef:
+        return TableDef(
+            parts=tuple(data["parts"]),
+            columns=tuple(
+                Column(
+                    name=c["name"],
+                    type=T.from_json_value(c["type"]) if c["type"] is not None else None,
+                    nullable=c["nullable"],
+                    expression=c["expression"],
+                    comment=c["comment"],
+                )
+                for c in data["columns"]
+            ),
+            options=dict(data["options"]),
+            watermark=Watermark(**data["watermark"]) if data["watermark"] else None,
+            primary_key=tuple(data["primary_key"]),
+            partitioned_by=tuple(data["partitioned_by"]),
+            file=data.get("file"),
+            line=data.get("line"),
+        )

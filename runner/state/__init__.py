@@ -1,0 +1,1 @@
+"""Deployment state in the store: deployed records and history, leases, savepoints, continuation."""
