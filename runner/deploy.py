@@ -1,6 +1,6 @@
 """Carrying deploy decisions out: gather inputs, ``plan``, then act on the store and the target.
 
-For each manifest, under its lease (``runner.lease``):
+For each manifest, under its lease (``runner/state/lease.py``):
 
 1. read the deployed record, find the running job on the target, list savepoints and
    checkpoints, and let Spark compare the deployed and desired queries;
@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from runner import continuation, records, savepoints, submit
+from runner import submit
 from runner.authoring.project import Project
 from runner.core import layout, placeholders
 from runner.core.bucket import PreconditionFailed
@@ -37,9 +37,10 @@ from runner.core.querydiff import QueryDiff
 from runner.core.starts import Source
 from runner.core.stateref import StateRef
 from runner.core.tables import TableDef
-from runner.lease import lease
 from runner.plan import Action, Deployed, Desired, Observed, plan_one
-from runner.records import DeploymentRecord
+from runner.state import continuation, records, savepoints
+from runner.state.lease import lease
+from runner.state.records import DeploymentRecord
 from runner.state.store import Store
 from runner.targets.base import JobIdentity, RunningJob, Target
 
@@ -153,7 +154,7 @@ class Deployer:
         record, blob = records.read_deployed(self.store.manifests, name)
         observed, running = self.observe(name, record)
         desired = Desired(prepared.manifest, prepared.sources, prepared.diff) if prepared else None
-        deployed: Deployed | None = record.as_deployed() if record else None
+        deployed = Deployed(record.manifest, record.sources, record.removed, record.continued_from) if record else None
         action = plan_one(name, desired, deployed, observed)
         return Decision(name, action, prepared, record, blob.etag if blob else None, running, observed)
 

@@ -17,13 +17,13 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from runner import records, savepoints
 from runner.authoring.project import Project, find_root, load_project
 from runner.core import layout
 from runner.core.bucket import S3Bucket
 from runner.core.errors import Problem, ProblemCollector, UserError
 from runner.deploy import Decision, Deployer, Prepared, Settings
 from runner.plan import Action
+from runner.state import records, savepoints
 from runner.state.store import Store, open_store
 from runner.targets import LocalTarget, StandaloneTarget, YarnTarget
 from runner.targets.base import Target

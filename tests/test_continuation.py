@@ -9,9 +9,9 @@ from pathlib import Path
 from demo.transactions import transactions, write_batch
 from jobs import sources
 from runner.authoring.project import load_project
-from runner.continuation import committed, kafka_offsets, plan_starts
 from runner.core.bucket import LocalBucket
 from runner.core.starts import SkipFiles
+from runner.state.continuation import committed, kafka_offsets, plan_starts
 from tests.conftest import ProjectDir
 
 START = datetime(2026, 1, 1, tzinfo=UTC)

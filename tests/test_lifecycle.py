@@ -16,7 +16,7 @@ import pytest
 from demo.committed_rows import committed_json_rows
 from demo.transactions import transactions, write_batch
 from runner.core.bucket import LocalBucket
-from runner.records import read_deployed
+from runner.state.records import read_deployed
 from tests.clihelpers import START, cli, edit, history, status, wait_for
 from tests.conftest import METADATA_DDL, TRANSACTIONS_DDL, ProjectDir
 

@@ -11,7 +11,7 @@ import pytest
 from moto import mock_aws
 
 from runner.core.bucket import LocalBucket, PreconditionFailed, S3Bucket
-from runner.lease import LeaseHeld, lease
+from runner.state.lease import LeaseHeld, lease
 
 
 @pytest.fixture(params=["local", "s3"])

@@ -12,7 +12,7 @@ import socket
 from pathlib import Path
 
 from runner.core.bucket import LocalBucket
-from runner.records import read_deployed
+from runner.state.records import read_deployed
 from tests.clihelpers import cli, status
 from tests.conftest import ProjectDir
 from tests.fake_yarn import FakeResourceManager, fake_spark_submit

@@ -24,7 +24,7 @@ from runner.core.bucket import Bucket
 from runner.core.placeholders import resolved_options
 from runner.core.starts import MAIN, KafkaOffsets, SkipFiles, Starts, dead_letter_role, normalise_file_path
 from runner.core.tables import TableDef
-from runner.savepoints import last_committed_batch
+from runner.state.savepoints import last_committed_batch
 
 
 @dataclass(frozen=True)

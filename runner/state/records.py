@@ -21,7 +21,6 @@ from runner.core.manifest import Manifest
 from runner.core.starts import Source
 from runner.core.stateref import StateRef
 from runner.core.tables import TableDef
-from runner.plan import Deployed
 
 
 @dataclass(frozen=True)
@@ -43,9 +42,6 @@ class DeploymentRecord:
     def version(self) -> int:
         assert self.manifest.meta is not None
         return self.manifest.meta.query_version
-
-    def as_deployed(self) -> Deployed:
-        return Deployed(self.manifest, self.sources, self.removed, self.continued_from)
 
     def to_yaml(self) -> str:
         data = self.manifest.to_dict()
