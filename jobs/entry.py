@@ -25,9 +25,9 @@ from pyspark.sql import SparkSession  # noqa: E402
 from jobs import runtime  # noqa: E402
 from jobs.build import build_job  # noqa: E402
 from jobs.control import JobControl, StatusPublisher  # noqa: E402
+from jobs.logs import quiet_python_logs  # noqa: E402
 from runner.core.errors import UserError  # noqa: E402
 from runner.core.jobspec import JobSpec  # noqa: E402
-from runner.session import quiet_python_logs  # noqa: E402
 
 
 def log(spec: JobSpec, message: str) -> None:

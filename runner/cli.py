@@ -10,7 +10,6 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -19,12 +18,9 @@ from rich.console import Console
 from rich.table import Table
 
 from runner import lifecycle_cli
-from runner.authoring import yamlfile
-from runner.authoring.project import Project, load_project
-from runner.core import placeholders
-from runner.core.errors import Problem, ProblemCollector, UserError
-from runner.core.manifest import Manifest, json_schema
-from runner.core.tables import TableDef
+from runner.authoring.project import load_project
+from runner.core.errors import Problem, UserError
+from runner.core.manifest import json_schema
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__, pretty_exceptions_enable=False)
 out = Console(highlight=False)
@@ -38,87 +34,6 @@ ProjectOption = Annotated[
 def step(message: str) -> None:
     """One timestamped progress line on stderr."""
     err.print(f"{time.strftime('%H:%M:%S')} {message}", markup=False, highlight=False, soft_wrap=True)
-
-
-@dataclass
-class Checked:
-    path: Path
-    manifest: Manifest
-    reads: list[TableDef]
-    target: TableDef
-
-
-def _field_lines(path: Path) -> dict[str, int]:
-    try:
-        return yamlfile.load(path.read_text(encoding="utf-8"), file=str(path)).lines
-    except UserError:
-        return {}
-
-
-def validate_paths(paths: list[Path], project_dir: Path | None) -> list[Checked]:
-    """Validate manifests and DDL files; raises UserError with every problem found."""
-    manifest_paths = [p for p in paths if p.suffix in (".yaml", ".yml")]
-    ddl_paths = [p for p in paths if p.suffix == ".sql"]
-    other = [p for p in paths if p not in manifest_paths and p not in ddl_paths]
-    collector = ProblemCollector()
-    for path in other:
-        collector.add(Problem("UNSUPPORTED_FILE", "not a manifest (.yaml) or table DDL (.sql)", file=str(path)))
-    for path in paths:
-        if not path.exists():
-            collector.add(Problem("FILE_NOT_FOUND", "no such file", file=str(path)))
-    collector.raise_if_any()
-    project = load_project(project_dir, extra_ddl=[p.resolve() for p in ddl_paths])
-    if not paths:
-        manifest_paths = project.manifest_paths()
-    env = dict(os.environ)
-    if ddl_paths and not manifest_paths:
-        given = {project.display(p) for p in ddl_paths}
-        for table in project.catalog.tables:
-            if table.file in given:
-                collector.extend(placeholders.table_problems(table, env))
-        collector.raise_if_any()
-        return []
-    loaded: list[tuple[Path, Manifest]] = []
-    for path in manifest_paths:
-        try:
-            loaded.append((path, project.load_manifest(path)))
-        except UserError as error:
-            collector.capture(error)
-    names: dict[str, Path] = {}
-    for path, manifest in loaded:
-        if manifest.name in names:
-            collector.add(Problem("MANIFEST_DUPLICATE_NAME", f"name '{manifest.name}' is also used by "
-                                  f"{project.display(names[manifest.name])}", file=project.display(path), field="name"))
-        names[manifest.name] = path
-    if not loaded:
-        collector.raise_if_any()
-        return []
-    step(f"analysing {len(loaded)} quer{'y' if len(loaded) == 1 else 'ies'} on local Spark (no data is read)")
-    checked = _analyse(project, loaded, collector)
-    collector.raise_if_any()
-    return checked
-
-
-def _analyse(project: Project, loaded: list[tuple[Path, Manifest]], collector: ProblemCollector) -> list[Checked]:
-    from jobs.build import build_job
-    from runner.session import local_session
-
-    spark = local_session("sql-runner-validate")
-    checked: list[Checked] = []
-    for path, manifest in loaded:
-        file = project.display(path)
-        try:
-            built = build_job(spark, manifest, project.catalog, os.environ, streaming=False, file=file,
-                              lines=_field_lines(path))
-        except UserError as error:
-            collector.capture(error)
-            continue
-        reads = list(built.query.sources.values())
-        problems = placeholders.job_problems(manifest.spark_properties, file, [*reads, built.target], os.environ)
-        collector.extend(problems)
-        if not problems:
-            checked.append(Checked(path, manifest, reads, built.target))
-    return checked
 
 
 def _report(error: UserError) -> None:
@@ -143,10 +58,12 @@ def validate(
     """Check manifests and table DDL, and analyse each query against the declared tables."""
 
     def body() -> None:
-        checked = validate_paths(list(paths or []), project)
+        from runner.analysis.validate import validate_paths
+
+        checked = validate_paths(list(paths or []), project, step)
         for item in checked:
-            reads = ", ".join(t.name for t in item.reads) or "no tables"
-            out.print(f"ok  {item.manifest.name}: reads {reads}; writes {item.target.name}", markup=False,
+            reads = ", ".join(t.name for t in item.analysed.reads) or "no tables"
+            out.print(f"ok  {item.manifest.name}: reads {reads}; writes {item.analysed.target.name}", markup=False,
                       soft_wrap=True)
         if not checked:
             out.print("ok")
@@ -172,8 +89,8 @@ def preview(
 ) -> None:
     """Print the first rows a query produces from the live sources; changes no state."""
     from jobs.build import build_query, sql_preview_query
-    from runner.preview import preview as run_preview
-    from runner.session import local_session
+    from runner.analysis.preview import preview as run_preview
+    from runner.analysis.session import local_session
 
     def body() -> None:
         if (manifest is None) == (sql is None):

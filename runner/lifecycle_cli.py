@@ -21,8 +21,8 @@ from runner.authoring.project import Project, find_root, load_project
 from runner.core import layout
 from runner.core.bucket import S3Bucket
 from runner.core.errors import Problem, ProblemCollector, UserError
-from runner.deploy import Decision, Deployer, Prepared, Settings
-from runner.plan import Action
+from runner.deploy.deployer import Decision, Deployer, Prepared, Settings
+from runner.deploy.plan import Action
 from runner.state import records, savepoints
 from runner.state.store import Store, open_store
 from runner.targets import LocalTarget, StandaloneTarget, YarnTarget

@@ -22,7 +22,7 @@ METADATA_DDL = """,
 
 @pytest.fixture(scope="session")
 def spark():
-    from runner.session import local_session
+    from runner.analysis.session import local_session
 
     session = local_session("sql-runner-tests")
     yield session

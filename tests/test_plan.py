@@ -8,7 +8,7 @@ from runner.core.manifest import Manifest, Meta
 from runner.core.querydiff import QueryDiff
 from runner.core.starts import Source
 from runner.core.stateref import StateRef
-from runner.plan import Deployed, Desired, Observed, plan, plan_one
+from runner.deploy.plan import Deployed, Desired, Observed, plan, plan_one
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 KAFKA = Source("`kafka`.`tx`", "kafka")

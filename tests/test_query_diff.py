@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.query_diff import diff_queries
+from runner.analysis.query_diff import diff_queries
 from runner.authoring.project import load_project
 from runner.core.manifest import Manifest
 from tests.conftest import METADATA_DDL, TRANSACTIONS_DDL, ProjectDir

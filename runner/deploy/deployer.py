@@ -25,9 +25,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from runner import submit
 from runner.authoring.project import Project
-from runner.core import layout, placeholders
+from runner.core import layout
 from runner.core.bucket import PreconditionFailed
 from runner.core.catalog import Catalog
 from runner.core.errors import Problem, UserError
@@ -37,7 +36,8 @@ from runner.core.querydiff import QueryDiff
 from runner.core.starts import Source
 from runner.core.stateref import StateRef
 from runner.core.tables import TableDef
-from runner.plan import Action, Deployed, Desired, Observed, plan_one
+from runner.deploy import submit
+from runner.deploy.plan import Action, Deployed, Desired, Observed, plan_one
 from runner.state import continuation, records, savepoints
 from runner.state.lease import lease
 from runner.state.records import DeploymentRecord
@@ -95,7 +95,7 @@ class Deployer:
 
     def spark(self):  # noqa: ANN201 - a SparkSession, created on first use
         if self._spark is None:
-            from runner.session import local_session
+            from runner.analysis.session import local_session
 
             self.log("starting local Spark to analyse the queries (no data is read)")
             self._spark = local_session("sql-runner-plan")
@@ -103,20 +103,16 @@ class Deployer:
 
     def prepare(self, path: Path) -> Prepared:
         """Load and analyse one desired manifest; UserError if it is not deployable."""
-        from jobs.build import build_job
-        from jobs.query_diff import diff_queries
+        from runner.analysis.query_diff import diff_queries
+        from runner.analysis.validate import analyse
 
         project = self.project
         assert project is not None, "preparing manifests needs the project"
         file = project.display(path)
         manifest = project.load_manifest(path)
-        built = build_job(self.spark(), manifest, project.catalog, self.settings.env, streaming=False, file=file)
-        reads = list(built.query.sources.values())
-        tables = tuple([*reads, built.target])
-        problems = placeholders.job_problems(manifest.spark_properties, file, tables, self.settings.env)
-        if problems:
-            raise UserError(problems)
-        sources = tuple(Source(t.name, t.connector) for t in reads)
+        analysed = analyse(self.spark(), manifest, project.catalog, self.settings.env, file=file)
+        tables = analysed.tables
+        sources = tuple(Source(t.name, t.connector) for t in analysed.reads)
         record, _ = records.read_deployed(self.store.manifests, manifest.name)
         diff = None
         if record is not None:

@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 
 from pyspark.sql import SparkSession
 
-from runner.submit import java_options
-
-
-def quiet_python_logs() -> None:
-    """pyspark logs every analysis error as a JSON blob; we report them ourselves, one line each."""
-    for name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger"):
-        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+from jobs.logs import java_options, quiet_python_logs
 
 
 def local_session(app: str = "sql-runner") -> SparkSession:

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-import pyspark
-
 import jobs
+from jobs.logs import java_options
 from runner.core import placeholders
 from runner.core.jobspec import JobSpec
 
@@ -20,17 +20,11 @@ DEFAULT_PROPERTIES = {
 }
 
 
-LOG_CONFIG = Path(__file__).parent / "log4j2.properties"
-
-
-def java_options() -> str:
-    """Driver JVM options: the project's quiet log configuration."""
-    return f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}"
-
-
 def spark_submit_path() -> Path:
-    """The spark-submit shipped with the installed pyspark."""
-    return Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    """The spark-submit shipped with the installed pyspark (found without importing pyspark)."""
+    spec = importlib.util.find_spec("pyspark")
+    assert spec is not None and spec.submodule_search_locations, "pyspark is a dependency of the runner"
+    return Path(spec.submodule_search_locations[0]) / "bin" / "spark-submit"
 
 
 def entry_point() -> Path:

@@ -1,0 +1,129 @@
+"""``sql-runner validate``: manifests and DDL checked, then each query analysed on local Spark.
+
+No data is read: every declared table is an empty frame of its declared shape, so Spark
+resolves the query, its columns and types, and the target's schema is checked against
+the query's result.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from jobs.build import build_job
+from runner.analysis.session import local_session
+from runner.authoring import yamlfile
+from runner.authoring.project import Project, load_project
+from runner.core import placeholders
+from runner.core.catalog import Catalog
+from runner.core.errors import Problem, ProblemCollector, UserError
+from runner.core.manifest import Manifest
+from runner.core.tables import TableDef
+
+
+@dataclass(frozen=True)
+class Analysed:
+    """A manifest's query resolved against the declared tables."""
+
+    reads: tuple[TableDef, ...]
+    target: TableDef
+
+    @property
+    def tables(self) -> tuple[TableDef, ...]:
+        """Every table the job reads or writes."""
+        return (*self.reads, self.target)
+
+
+@dataclass(frozen=True)
+class Checked:
+    path: Path
+    manifest: Manifest
+    analysed: Analysed
+
+
+def analyse(spark: SparkSession, manifest: Manifest, catalog: Catalog, env: Mapping[str, str], *,
+            file: str | None, lines: Mapping[str, int] | None = None) -> Analysed:
+    """Resolve the query over empty frames of the declared tables and check what it needs to run.
+
+    Raises UserError for anything that would stop the job: the query, the target's schema,
+    a source or sink that cannot play its part, placeholders not set in ``env``.
+    """
+    built = build_job(spark, manifest, catalog, env, streaming=False, file=file, lines=lines)
+    analysed = Analysed(tuple(built.query.sources.values()), built.target)
+    problems = placeholders.job_problems(manifest.spark_properties, file, analysed.tables, env)
+    if problems:
+        raise UserError(problems)
+    return analysed
+
+
+def _field_lines(path: Path) -> dict[str, int]:
+    try:
+        return yamlfile.load(path.read_text(encoding="utf-8"), file=str(path)).lines
+    except UserError:
+        return {}
+
+
+def validate_paths(paths: list[Path], project_dir: Path | None, log: Callable[[str], None]) -> list[Checked]:
+    """Validate manifests and DDL files; raises UserError with every problem found.
+
+    With no paths, the whole project; a manifest given alone is checked against the
+    project's tables, a DDL file given alone for its own problems.
+    """
+    manifest_paths = [p for p in paths if p.suffix in (".yaml", ".yml")]
+    ddl_paths = [p for p in paths if p.suffix == ".sql"]
+    other = [p for p in paths if p not in manifest_paths and p not in ddl_paths]
+    collector = ProblemCollector()
+    for path in other:
+        collector.add(Problem("UNSUPPORTED_FILE", "not a manifest (.yaml) or table DDL (.sql)", file=str(path)))
+    for path in paths:
+        if not path.exists():
+            collector.add(Problem("FILE_NOT_FOUND", "no such file", file=str(path)))
+    collector.raise_if_any()
+    project = load_project(project_dir, extra_ddl=[p.resolve() for p in ddl_paths])
+    if not paths:
+        manifest_paths = project.manifest_paths()
+    env = dict(os.environ)
+    if ddl_paths and not manifest_paths:
+        given = {project.display(p) for p in ddl_paths}
+        for table in project.catalog.tables:
+            if table.file in given:
+                collector.extend(placeholders.table_problems(table, env))
+        collector.raise_if_any()
+        return []
+    loaded: list[tuple[Path, Manifest]] = []
+    for path in manifest_paths:
+        try:
+            loaded.append((path, project.load_manifest(path)))
+        except UserError as error:
+            collector.capture(error)
+    names: dict[str, Path] = {}
+    for path, manifest in loaded:
+        if manifest.name in names:
+            collector.add(Problem("MANIFEST_DUPLICATE_NAME", f"name '{manifest.name}' is also used by "
+                                  f"{project.display(names[manifest.name])}", file=project.display(path), field="name"))
+        names[manifest.name] = path
+    if not loaded:
+        collector.raise_if_any()
+        return []
+    log(f"analysing {len(loaded)} quer{'y' if len(loaded) == 1 else 'ies'} on local Spark (no data is read)")
+    checked = _analyse(project, loaded, collector)
+    collector.raise_if_any()
+    return checked
+
+
+def _analyse(project: Project, loaded: list[tuple[Path, Manifest]], collector: ProblemCollector) -> list[Checked]:
+    spark = local_session("sql-runner-validate")
+    checked: list[Checked] = []
+    for path, manifest in loaded:
+        try:
+            analysed = analyse(spark, manifest, project.catalog, os.environ, file=project.display(path),
+                               lines=_field_lines(path))
+        except UserError as error:
+            collector.capture(error)
+            continue
+        checked.append(Checked(path, manifest, analysed))
+    return checked

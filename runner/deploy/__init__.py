@@ -1,0 +1,1 @@
+"""Deciding and deploying: the pure plan, the spark-submit command, and carrying decisions out."""
