@@ -4,7 +4,8 @@
     python -m infra.package lambda         # dist/deploy-lambda.zip only
     python -m infra.package push --team x  # upload dist/ to the team's artifacts bucket
 
-The Lambda zip holds the ``runner`` package and the manifest validation's dependencies
+The Lambda zip holds what the deploy Lambda imports (``runner/aws``, ``runner/authoring``
+and ``runner/core``: no Spark, no CLI) and the manifest validation's dependencies
 (pydantic, PyYAML) built for the Lambda runtime (Linux x86_64, CPython 3.11); boto3 comes
 with the runtime. Kafka connector jars for EMR are taken from ``dist/jars/`` if present
 (Maven Central is not reachable everywhere; put the spark-sql-kafka-0-10 jar and its
@@ -25,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DIST = ROOT / "dist"
 LAMBDA_ZIP = DIST / "deploy-lambda.zip"
 LAMBDA_REQUIREMENTS = ["pydantic==2.14.3", "pyyaml==6.0.3"]
+LAMBDA_PACKAGES = ("core", "authoring", "aws")  # runner/<package>: what the deploy Lambda imports
 BOOTSTRAP = Path(__file__).parent / "bootstrap" / "install-runner.sh"
 
 
@@ -48,7 +50,11 @@ def lambda_zip() -> Path:
         run([sys.executable, "-m", "pip", "install", "--quiet", "--target", str(target), "--platform",
              "manylinux2014_x86_64", "--implementation", "cp", "--python-version", "3.11", "--only-binary=:all:",
              *LAMBDA_REQUIREMENTS])
-        shutil.copytree(ROOT / "runner", target / "runner", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        (target / "runner").mkdir()
+        shutil.copy2(ROOT / "runner" / "__init__.py", target / "runner" / "__init__.py")
+        for package in LAMBDA_PACKAGES:
+            shutil.copytree(ROOT / "runner" / package, target / "runner" / package,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         with zipfile.ZipFile(LAMBDA_ZIP, "w", zipfile.ZIP_DEFLATED) as archive:
             for path in sorted(target.rglob("*")):
                 if path.is_file() and "__pycache__" not in path.parts:

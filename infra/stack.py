@@ -101,7 +101,8 @@ from constructs import Construct
 
 from infra.kafka import KafkaProvider, KafkaTopic
 from infra.teams import Platform, Team
-from runner.deploy_lambda import StepCommand
+from runner.aws import deploy_lambda
+from runner.aws.steps import StepCommand
 
 BUCKET_ROLES = ("logs", "manifests", "checkpoints", "savepoints", "artifacts")  # logs first: the others log to it
 LAMBDA_ZIP_KEY = "lambda/deploy-lambda.zip"
@@ -380,8 +381,9 @@ class TeamStack(TerraformStack):
             {"Effect": "Allow", "Action": ["xray:PutTraceSegments", "xray:PutTelemetryRecords"], "Resource": "*"}))
         function = LambdaFunction(
             self, "deploy", function_name=function_name, role=role.arn, runtime="python3.11",
-            handler="runner.deploy_lambda.handler", s3_bucket=self.buckets["artifacts"].bucket,
-            s3_key=LAMBDA_ZIP_KEY, timeout=60, memory_size=256, reserved_concurrent_executions=5,
+            handler=f"{deploy_lambda.__name__}.{deploy_lambda.handler.__name__}",
+            s3_bucket=self.buckets["artifacts"].bucket, s3_key=LAMBDA_ZIP_KEY, timeout=60, memory_size=256,
+            reserved_concurrent_executions=5,
             kms_key_arn=self.key.arn, dead_letter_config=LambdaFunctionDeadLetterConfig(target_arn=queue.arn),
             tracing_config=LambdaFunctionTracingConfig(mode="Active"),
             logging_config=LambdaFunctionLoggingConfig(log_format="JSON", log_group=logs.name),

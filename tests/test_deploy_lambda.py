@@ -14,7 +14,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from runner import deploy_lambda
+from runner.aws import deploy_lambda
 
 BUCKET = "team-a-manifests"
 TEAM = "team-a"

@@ -141,7 +141,7 @@ def test_the_deploy_lambda_fires_on_manifests_only_with_a_dead_letter_queue_and_
     assert trigger["filter_prefix"] == "manifests/"
     assert trigger["events"] == ["s3:ObjectCreated:*", "s3:ObjectRemoved:*"]
     function = one(stack, "aws_lambda_function", "deploy")
-    assert function["handler"] == "runner.deploy_lambda.handler" and function["runtime"] == "python3.11"
+    assert function["handler"] == "runner.aws.deploy_lambda.handler" and function["runtime"] == "python3.11"
     assert function["dead_letter_config"]["target_arn"] == "${aws_sqs_queue.deploy-dlq.arn}"
     assert function["tracing_config"]["mode"] == "Active" and function["reserved_concurrent_executions"] > 0
     assert function["environment"]["variables"]["TEAM"] == team
@@ -229,10 +229,12 @@ def test_the_lambda_zip_validates_manifests_without_spark(tmp_path):
 
     with zipfile.ZipFile(lambda_zip()) as archive:
         archive.extractall(tmp_path)
-    probe = ("import sys; sys.path.insert(0, sys.argv[1]); import runner.deploy_lambda as d; "
+    assert sorted(p.name for p in (tmp_path / "runner").iterdir()) == ["__init__.py", "authoring", "aws", "core"]
+    assert not (tmp_path / "jobs").exists(), "no Spark code in the Lambda"
+    probe = ("import sys; sys.path.insert(0, sys.argv[1]); import runner.aws.deploy_lambda as d; "
              "from runner.authoring.manifest_file import parse_manifest; "
              "m = parse_manifest('name: a\\ntarget-table: t\\nsql: SELECT 1\\n'); "
-             "assert 'pyspark' not in sys.modules and 'typer' not in sys.modules; print(m.name, d.PREFIX)")
+             "assert not {'pyspark', 'typer', 'click'} & set(sys.modules); print(m.name, d.PREFIX)")
     result = subprocess.run([sys.executable, "-S", "-c", probe, str(tmp_path)], capture_output=True, text=True,
                             check=False, timeout=60)
     assert result.returncode == 0, result.stderr
