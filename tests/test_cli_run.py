@@ -8,11 +8,11 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from demo.committed_rows import committed_json_rows
 from demo.transactions import MALFORMED_LINES, transactions, write_batch
-from runner.cli import app
+from runner.cli.main import cli
 from tests.conftest import ProjectDir
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -62,14 +62,14 @@ def test_preview_prints_rows_and_touches_no_state(spark, demo_project: ProjectDi
     rows = transactions(12, start=START, seed=13)
     write_batch(demo_project.root / "data" / "in", "b1", rows)
     runner = CliRunner()
-    result = runner.invoke(app, ["preview", "--project", str(demo_project.root), "-n", "50",
+    result = runner.invoke(cli, ["preview", "--project", str(demo_project.root), "-n", "50",
                                  str(demo_project.root / "manifests" / "high-value.yaml")])
     assert result.exit_code == 0, result.stderr
     high = [t for t in rows if t.amount > 500]
     for t in high:
         assert t.transaction_id in result.stdout
     assert f"{len(high)} row(s)" in result.stdout
-    result = runner.invoke(app, ["preview", "--project", str(demo_project.root), "--sql",
+    result = runner.invoke(cli, ["preview", "--project", str(demo_project.root), "--sql",
                                  "SELECT payee, COUNT(*) AS n FROM `demo`.`card-transactions` GROUP BY payee"])
     assert result.exit_code == 0, result.stderr
     assert f"{len({t.payee for t in rows})} row(s)" in result.stdout

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from runner.authoring.manifest_file import load_template, parse_manifest
-from runner.cli import app
+from runner.cli.main import cli
 from runner.core.errors import UserError
 from runner.core.manifest import deep_merge
 
@@ -106,7 +106,7 @@ def test_template_may_not_hold_per_query_fields(tmp_path):
 
 
 def test_schema_command_prints_a_json_schema_for_editors():
-    result = CliRunner().invoke(app, ["schema"])
+    result = CliRunner().invoke(cli, ["schema"])
     assert result.exit_code == 0
     schema = json.loads(result.stdout)
     assert schema["additionalProperties"] is False

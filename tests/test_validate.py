@@ -10,14 +10,14 @@ error, a query reading a sink-only table, and a code snippet that fails.
 from __future__ import annotations
 
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
-from runner.cli import app
+from runner.cli.main import cli
 from tests.conftest import HIGH_VALUE_MANIFEST, ProjectDir
 
 
 def invoke(project: ProjectDir, *args: str):
-    return CliRunner().invoke(app, ["validate", "--project", str(project.root), *args])
+    return CliRunner().invoke(cli, ["validate", "--project", str(project.root), *args])
 
 
 

@@ -7,16 +7,21 @@ now are processed; over unbounded sources (datagen, kafka) after N rows or a tim
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, Row
 
-from jobs.build import BuiltQuery
+from jobs.build import BuiltQuery, build_query, sql_preview_query
+from runner.analysis.session import local_session
+from runner.authoring.project import Project
 
 
 @dataclass
@@ -24,6 +29,20 @@ class PreviewResult:
     columns: list[str]
     rows: list[Row]
     timed_out: bool
+
+
+def preview_query(project: Project, *, manifest: Path | None, sql: str | None, limit: int, timeout: float,
+                  log: Callable[[str], None]) -> PreviewResult:
+    """The first rows of a manifest's query, or of ``sql``, over the project's live sources."""
+    log("starting local Spark for the preview")
+    spark = local_session("sql-runner-preview")
+    if manifest is not None:
+        loaded = project.load_manifest(manifest)
+        query = build_query(spark, loaded, project.catalog, os.environ, streaming=True, file=project.display(manifest))
+    else:
+        query = sql_preview_query(spark, sql or "", project.catalog, os.environ)
+    log(f"reading {', '.join(t.name for t in query.sources.values())} (up to {limit} rows, {timeout:.0f}s)")
+    return preview(query, limit=limit, timeout=timeout)
 
 
 def preview(query: BuiltQuery, *, limit: int, timeout: float) -> PreviewResult:

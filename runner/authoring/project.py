@@ -54,6 +54,14 @@ class Project:
         return load_manifest(path, self.template, display=self.display(path))
 
 
+def project_of(manifest: Path) -> Path | None:
+    """The project a manifest belongs to: the folder above its ``manifests/`` folder."""
+    for parent in manifest.resolve().parents:
+        if parent.name == "manifests":
+            return parent.parent
+    return None
+
+
 def find_root(start: Path | None = None) -> Path:
     """The nearest folder at or above ``start`` that holds ``manifests/``."""
     here = (start or Path.cwd()).resolve()

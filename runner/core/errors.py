@@ -61,6 +61,11 @@ class UserError(Exception):
     def codes(self) -> list[str]:
         return [p.code for p in self.problems]
 
+    @property
+    def exit_code(self) -> int:
+        """What the CLI and a job exit with: 2, a problem the user can fix."""
+        return 2
+
 
 def fail(code: str, message: str, **where: object) -> UserError:
     """Shorthand to build a single-problem UserError: ``raise fail(CODE, msg, file=...)``."""

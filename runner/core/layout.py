@@ -24,10 +24,9 @@ from __future__ import annotations
 from pathlib import Path
 
 DEFAULT_STATE_DIR = ".sql-runner"
-
-
-def desired_manifest(name: str) -> str:
-    return f"manifests/{name}.yaml"
+DESIRED_PREFIX = "manifests/"
+DEPLOY_ERRORS_PREFIX = "errors/"
+DEPLOY_REQUESTS_PREFIX = "deploy-requests/"
 
 
 def deployed(name: str) -> str:
@@ -60,12 +59,12 @@ def job_record(name: str) -> str:
 
 def deploy_error(name: str) -> str:
     """Why the deploy Lambda refused a pushed manifest."""
-    return f"errors/{name}.json"
+    return f"{DEPLOY_ERRORS_PREFIX}{name}.json"
 
 
 def deploy_request(name: str, event_id: str) -> str:
     """One S3 change the deploy Lambda turned into an EMR step (claimed once)."""
-    return f"deploy-requests/{name}/{event_id}.json"
+    return f"{DEPLOY_REQUESTS_PREFIX}{name}/{event_id}.json"
 
 
 def version_checkpoints(name: str, version: int) -> str:

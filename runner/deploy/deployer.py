@@ -29,7 +29,7 @@ from runner.authoring.project import Project
 from runner.core import layout
 from runner.core.bucket import PreconditionFailed
 from runner.core.catalog import Catalog
-from runner.core.errors import Problem, UserError
+from runner.core.errors import Problem, ProblemCollector, UserError
 from runner.core.jobspec import JobSpec
 from runner.core.manifest import Manifest, Meta
 from runner.core.querydiff import QueryDiff
@@ -37,7 +37,7 @@ from runner.core.starts import Source
 from runner.core.stateref import StateRef
 from runner.core.tables import TableDef
 from runner.deploy import submit
-from runner.deploy.plan import Action, Deployed, Desired, Observed, plan_one
+from runner.deploy.plan import Action, Deployed, Desired, Observed, plan, plan_one
 from runner.state import continuation, records, savepoints
 from runner.state.lease import lease
 from runner.state.records import DeploymentRecord
@@ -146,13 +146,51 @@ class Deployer:
                         savepoints=tuple(savepoints.savepoints(self.store, name, version)),
                         checkpoints=checkpoints, ever_ran=ever_ran), running
 
-    def decide(self, name: str, prepared: Prepared | None) -> Decision:
+    def prepare_all(self, paths: list[Path] | None) -> dict[str, Prepared]:
+        """The desired manifests (``paths``, or every manifest of the project), all checked before any is used."""
+        assert self.project is not None, "preparing manifests needs the project"
+        chosen = paths if paths is not None else self.project.manifest_paths()
+        collector = ProblemCollector()
+        for path in chosen:
+            if not path.exists():
+                collector.add(Problem("FILE_NOT_FOUND", "no such manifest", file=str(path)))
+        collector.raise_if_any()
+        prepared: dict[str, Prepared] = {}
+        for path in chosen:
+            try:
+                item = self.prepare(path)
+            except UserError as error:
+                collector.capture(error)
+                continue
+            if item.manifest.name in prepared:
+                collector.add(Problem("MANIFEST_DUPLICATE_NAME", f"name '{item.manifest.name}' is used twice",
+                                      file=item.file, field="name"))
+            prepared[item.manifest.name] = item
+        collector.raise_if_any()
+        return prepared
+
+    def _inputs(self, name: str, prepared: Prepared | None) -> Decision:
+        """What the plan decides on for ``name``, read from the store and the target (no action yet)."""
         record, blob = records.read_deployed(self.store.manifests, name)
         observed, running = self.observe(name, record)
-        desired = Desired(prepared.manifest, prepared.sources, prepared.diff) if prepared else None
-        deployed = Deployed(record.manifest, record.sources, record.removed, record.continued_from) if record else None
-        action = plan_one(name, desired, deployed, observed)
-        return Decision(name, action, prepared, record, blob.etag if blob else None, running, observed)
+        return Decision(name, Action(name, "nothing", ()), prepared, record, blob.etag if blob else None, running,
+                        observed)
+
+    def decide(self, name: str, prepared: Prepared | None) -> Decision:
+        """The decision for one manifest (``prepared`` None: its manifest is gone)."""
+        inputs = self._inputs(name, prepared)
+        action = plan_one(name, _desired(prepared), _deployed(inputs.record), inputs.observed)
+        return replace(inputs, action=action)
+
+    def decide_all(self, prepared: dict[str, Prepared], *, whole_project: bool) -> list[Decision]:
+        """Decisions for the prepared manifests, in name order; ``whole_project``: every deployed job too
+        (one whose manifest is gone is removed)."""
+        names = set(prepared) | (set(records.deployed_names(self.store.manifests)) if whole_project else set())
+        inputs = {name: self._inputs(name, prepared.get(name)) for name in names}
+        desired = {name: _desired(item) for name, item in prepared.items()}
+        deployed = {name: _deployed(item.record) for name, item in inputs.items() if item.record is not None}
+        actions = plan(desired, deployed, {name: item.observed for name, item in inputs.items()})
+        return [replace(inputs[action.name], action=action) for action in actions]
 
     # ---- acting -------------------------------------------------------------------------
 
@@ -382,3 +420,11 @@ class Deployer:
 def _taken(taken: savepoints.Taken) -> dict[str, Any]:
     return {"key": taken.ref.key, "graceful": taken.graceful, "files": taken.files,
             "last-committed-batch": taken.last_batch}
+
+
+def _desired(prepared: Prepared | None) -> Desired | None:
+    return Desired(prepared.manifest, prepared.sources, prepared.diff) if prepared else None
+
+
+def _deployed(record: DeploymentRecord | None) -> Deployed | None:
+    return Deployed(record.manifest, record.sources, record.removed, record.continued_from) if record else None

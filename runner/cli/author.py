@@ -1,0 +1,64 @@
+"""Commands for query authors: validate, preview, schema."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from runner.cli import options, requires
+from runner.cli.output import line, out, step
+from runner.core.errors import Problem, UserError
+
+
+@click.command()
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@options.project
+@requires.exit_codes
+def validate(paths: tuple[Path, ...], project: Path | None) -> None:
+    """Check manifests (.yaml) and table DDL (.sql), default the whole project, and analyse each query
+    against the declared tables."""
+    from runner.analysis.validate import validate_paths
+
+    checked = validate_paths(list(paths), project, step)
+    for item in checked:
+        reads = ", ".join(t.name for t in item.analysed.reads) or "no tables"
+        line(f"ok  {item.manifest.name}: reads {reads}; writes {item.analysed.target.name}")
+    if not checked:
+        line("ok")
+
+
+@click.command()
+@click.argument("manifest", required=False, type=click.Path(path_type=Path))
+@click.option("--sql", help="A SELECT over the declared tables instead of a manifest's query.")
+@click.option("--limit", "-n", type=click.IntRange(min=1), default=20, show_default=True, help="Rows to show.")
+@click.option("--timeout", type=click.FloatRange(min=1), default=30.0, show_default=True,
+              help="Seconds to wait for rows.")
+@options.project
+@requires.exit_codes
+def preview(manifest: Path | None, sql: str | None, limit: int, timeout: float, project: Path | None) -> None:
+    """Print the first rows a query produces from the live sources; changes no state."""
+    from runner.analysis.preview import preview_query
+    from runner.authoring.project import load_project, project_of
+
+    if (manifest is None) == (sql is None):
+        raise UserError(Problem("PREVIEW_NEEDS_ONE_QUERY", "give either a MANIFEST or --sql, not both or neither"))
+    found = load_project(project or (project_of(manifest) if manifest is not None else None))
+    result = preview_query(found, manifest=manifest, sql=sql, limit=limit, timeout=timeout, log=step)
+    table = Table(*result.columns, title=f"{len(result.rows)} row(s)")
+    for row in result.rows:
+        table.add_row(*["NULL" if v is None else str(v) for v in row])
+    out.print(table)
+    if result.timed_out and len(result.rows) < limit:
+        out.print(f"(stopped after {timeout:.0f}s)")
+
+
+@click.command()
+def schema() -> None:
+    """Print the JSON Schema of a manifest, for editors."""
+    from runner.core.manifest import json_schema
+
+    sys.stdout.write(json.dumps(json_schema(), indent=2) + "\n")

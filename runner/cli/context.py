@@ -1,0 +1,82 @@
+"""What a command works with: the project, the state store, the target, and a deployer over them."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from runner.authoring.project import Project, find_root, load_project
+from runner.cli.output import step
+from runner.core import layout
+from runner.core.errors import UserError
+from runner.deploy.deployer import Deployer, Settings
+from runner.state.desired import copy_desired
+from runner.state.store import Store, open_store
+from runner.targets import Target, open_target
+
+# The shared options (runner/cli/options.py) a Context is built from.
+OPTIONS = ("project", "state", "manifests_bucket", "checkpoints_bucket", "savepoints_bucket", "target", "master",
+           "master_web_ui", "resource_manager", "team", "stop_timeout", "spark_submit", "from_store")
+
+
+class Context:
+    """Everything one command needs: the project, the store and the target."""
+
+    def __init__(self, *, project: Path | None = None, state: Path | None = None, manifests_bucket: str | None = None,
+                 checkpoints_bucket: str | None = None, savepoints_bucket: str | None = None, target: str = "local",
+                 master: str | None = None, master_web_ui: str | None = None, resource_manager: str | None = None,
+                 team: str = "local", stop_timeout: float = 90.0, spark_submit: str | None = None,
+                 from_store: bool = False, need_project: bool = True):
+        self.log = step
+        self.state_root = _state_root(project, state, need_project=need_project)
+        self.store: Store = open_store(self.state_root, manifests_bucket=manifests_bucket,
+                                       checkpoints_bucket=checkpoints_bucket, savepoints_bucket=savepoints_bucket)
+        self.team = team
+        self.target: Target = open_target(target, records=self.store.manifests, log_dir=self.state_root / "logs",
+                                          master=master, master_web_ui=master_web_ui,
+                                          resource_manager=resource_manager)
+        self.stop_timeout = stop_timeout
+        self.spark_submit = spark_submit
+        self.project_dir = project
+        self.from_store = from_store
+        self.pinned: tuple[str, str] | None = None  # (key, S3 version id) of one manifest to deploy exactly
+        self._project: Project | None = None
+        self._tmp: tempfile.TemporaryDirectory | None = None
+
+    @property
+    def project(self) -> Project:
+        """The desired manifests and tables: the project folder, or with --from-store the bucket's copy."""
+        if self._project is None:
+            if self.from_store:
+                self._tmp = tempfile.TemporaryDirectory(prefix="sql-runner-manifests-")
+                root = Path(self._tmp.name)
+                copy_desired(self.store.manifests, root, self.pinned)
+                self._project = load_project(root)
+            else:
+                self._project = load_project(self.project_dir)
+        return self._project
+
+    @property
+    def desired_root(self) -> Path:
+        """Where paths given on the command line are resolved (the bucket's copy with --from-store)."""
+        return self.project.root if self.from_store else Path.cwd()
+
+    def deployer(self, target: Target | None = None, once: bool = False, *, with_project: bool = True) -> Deployer:
+        settings = Settings(self.store, target or self.target, self.team, dict(os.environ), self.stop_timeout,
+                            spark_submit=self.spark_submit, once=once)
+        return Deployer(self.project if with_project else None, settings, self.log)
+
+
+def _state_root(project: Path | None, state: Path | None, *, need_project: bool) -> Path:
+    """``--state``, else ``.sql-runner/`` in the project (without a project, here, where allowed)."""
+    if state is not None:
+        return state.resolve()
+    if project is not None:
+        return layout.state_dir(project.resolve(), None)
+    try:
+        return layout.state_dir(find_root(), None)
+    except UserError:
+        if need_project:
+            raise
+        return layout.state_dir(Path.cwd(), None)

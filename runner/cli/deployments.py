@@ -1,0 +1,122 @@
+"""Commands that decide and deploy: plan, deploy, undeploy, run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from runner.cli import options, render, requires
+from runner.cli.context import Context
+from runner.cli.output import line, out
+from runner.core.errors import Problem, ProblemCollector, UserError
+from runner.deploy.deployer import Decision, Deployer
+
+
+def decisions(ctx: Context, deployer: Deployer, paths: tuple[Path, ...]) -> list[Decision]:
+    """The plan for the given manifests, or for the whole project (removals included) when none are given."""
+    chosen = [(ctx.desired_root / p).resolve() for p in paths] if paths else None
+    return deployer.decide_all(deployer.prepare_all(chosen), whole_project=not paths)
+
+
+@click.command()
+@options.manifest_paths
+@options.project
+@options.store
+@options.where_jobs_run
+@options.from_store
+@options.as_json("One JSON object per manifest.")
+@requires.exit_codes
+@requires.context()
+def plan(ctx: Context, paths: tuple[Path, ...], as_json: bool) -> None:
+    """Show, per manifest (default: every manifest), what deploy would do and why. Changes nothing."""
+    planned = decisions(ctx, ctx.deployer(), paths)
+    if as_json:
+        for decision in planned:
+            line(render.plan_json(decision))
+        return
+    out.print(render.plan_table(planned))
+
+
+@click.command()
+@options.manifest_paths
+@click.option("--all", "all_", is_flag=True, help="Every manifest of the project; deployed jobs without one are "
+                                                    "removed.")
+@click.option("--object-version", help="With --from-store and one manifest: deploy exactly this S3 object version "
+                                       "of it.")
+@options.project
+@options.store
+@options.where_jobs_run
+@options.stop_timeout
+@options.from_store
+@options.spark_submit
+@requires.exit_codes
+@requires.context()
+def deploy(ctx: Context, paths: tuple[Path, ...], all_: bool, object_version: str | None) -> None:
+    """Carry the plan out: start, restore, stop with savepoint, remove. Prints the plan first."""
+    if all_ and paths:
+        raise UserError(Problem("DEPLOY_ALL_WITH_PATHS", "give manifests or --all, not both"))
+    if object_version is not None:
+        if not (ctx.from_store and len(paths) == 1):
+            raise UserError(Problem("OBJECT_VERSION_NEEDS_ONE_MANIFEST", "--object-version pins one manifest: "
+                                    "give --from-store and exactly one manifests/<name>.yaml"))
+        ctx.pinned = (paths[0].as_posix(), object_version)
+    deployer = ctx.deployer()
+    planned = decisions(ctx, deployer, paths)
+    out.print(render.plan_table(planned))
+    failures = ProblemCollector()
+    for decision in planned:
+        try:
+            result = deployer.carry_out(decision)
+        except UserError as error:
+            failures.capture(error)
+            continue
+        line(f"{decision.name}: {result['summary']} -> {render.outcome(result['outcome'])}")
+    failures.raise_if_any()
+
+
+@click.command()
+@click.argument("name")
+@options.project
+@options.store
+@options.where_jobs_run
+@options.stop_timeout
+@options.from_store
+@requires.exit_codes
+@requires.context()
+def undeploy(ctx: Context, name: str) -> None:
+    """Carry out the deletion of NAME's manifest: stop with a savepoint, mark removed (the state is kept)."""
+    present = [p for p in ctx.project.manifest_paths() if p.stem == name]
+    if present:
+        raise UserError(Problem("MANIFEST_STILL_PRESENT", f"'{name}' has a manifest again "
+                                f"({ctx.project.display(present[0])}); nothing undeployed",
+                                hint="deploy it instead, or delete the manifest first"))
+    deployer = ctx.deployer(with_project=False)
+    result = deployer.carry_out(deployer.decide(name, None), purpose="undeploy")
+    line(f"{name}: {result['summary']} -> {render.outcome(result['outcome'])}")
+
+
+@click.command()
+@click.argument("manifest", type=click.Path(path_type=Path))
+@click.option("--once", is_flag=True, help="Process the input available now, then exit.")
+@options.project
+@options.state
+@options.team
+@requires.exit_codes
+def run(manifest: Path, once: bool, project: Path | None, state: Path | None, team: str) -> int:
+    """Deploy one MANIFEST and run its job in the foreground (local Spark), then exit with the job's exit code."""
+    from runner.authoring.project import project_of
+    from runner.targets import LocalTarget
+    from runner.targets.foreground import ForegroundTarget
+
+    ctx = Context(project=project or project_of(manifest), state=state, team=team)
+    assert isinstance(ctx.target, LocalTarget)
+    foreground = ForegroundTarget(ctx.target)
+    deployer = ctx.deployer(foreground, once=once)
+    decision = decisions(ctx, deployer, (manifest,))[0]
+    ctx.log(f"[{decision.name}] {decision.action.summary}: {'; '.join(decision.action.reasons)}")
+    result = deployer.carry_out(decision, purpose="run")
+    if foreground.exit_code is None:
+        line(f"{decision.name}: {result['summary']}; nothing to run")
+        return 0
+    return foreground.exit_code

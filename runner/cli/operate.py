@@ -1,0 +1,84 @@
+"""Commands for operating deployed jobs: status, stop, savepoint, history."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from runner.cli import options, render, requires
+from runner.cli.context import Context
+from runner.cli.output import line, out
+from runner.core.errors import Problem, UserError
+
+
+@click.command()
+@options.project
+@options.store
+@options.where_jobs_run
+@options.as_json("One JSON object per job instead of a table.")
+@requires.exit_codes
+@requires.context(need_project=False)
+def status(ctx: Context, as_json: bool) -> None:
+    """One line per deployed job: version, target, state, progress, watermark, latest savepoint."""
+    from runner.deploy.status import job_status
+    from runner.state.records import deployed_names
+
+    rows = [job_status(ctx.store, ctx.target, ctx.team, name) for name in deployed_names(ctx.store.manifests)]
+    if as_json:
+        for row in rows:
+            line(json.dumps(row))
+        return
+    out.print(render.status_table(rows))
+
+
+@click.command()
+@click.argument("name")
+@click.option("--no-savepoint", is_flag=True, help="Stop without taking a savepoint.")
+@options.project
+@options.store
+@options.where_jobs_run
+@options.stop_timeout
+@requires.exit_codes
+@requires.context(need_project=False)
+def stop(ctx: Context, name: str, no_savepoint: bool) -> None:
+    """Stop the running job NAME at a micro-batch boundary, with a savepoint unless told otherwise."""
+    result = ctx.deployer(with_project=False).stop(name, savepoint=not no_savepoint)
+    line(f"{name}: stopped; {render.outcome(result['outcome'])}")
+
+
+@click.command()
+@click.argument("name")
+@options.project
+@options.store
+@options.where_jobs_run
+@options.stop_timeout
+@options.spark_submit
+@requires.exit_codes
+@requires.context(need_project=False)
+def savepoint(ctx: Context, name: str) -> None:
+    """Take a savepoint of the running job NAME: a short stop at a batch boundary, snapshot, restart from it."""
+    result = ctx.deployer(with_project=False).savepoint(name)
+    line(f"{name}: {render.outcome(result['outcome'])}")
+
+
+@click.command()
+@click.argument("name")
+@click.option("--limit", "-n", type=click.IntRange(min=1), default=20, show_default=True,
+              help="Newest records to show.")
+@options.project
+@options.store
+@options.as_json("The records as JSON.")
+@requires.exit_codes
+@requires.context(need_project=False)
+def history(ctx: Context, name: str, limit: int, as_json: bool) -> None:
+    """Every deploy decision about the job NAME: when, what, why, and how it went."""
+    from runner.state.records import read_history
+
+    entries = read_history(ctx.store.manifests, name)[-limit:]
+    if not entries:
+        raise UserError(Problem("NO_HISTORY", f"no decisions recorded for '{name}'"))
+    if as_json:
+        line(json.dumps(entries, indent=2))
+        return
+    out.print(render.history_table(name, entries))
