@@ -19,8 +19,9 @@ from runner.core.errors import Problem, UserError
 @options.project
 @requires.exit_codes
 def validate(paths: tuple[Path, ...], project: Path | None) -> None:
-    """Check manifests (.yaml) and table DDL (.sql), default the whole project, and analyse each query
-    against the declared tables."""
+    """Check manifests and table DDL, and analyse each query against the declared tables.
+
+    PATHS: manifests (.yaml) and DDL files (.sql); default: the whole project."""
     from runner.analysis.validate import validate_paths
 
     checked = validate_paths(list(paths), project, step)

@@ -1,4 +1,4 @@
-"""``sql-runner``: validate, preview, plan, deploy and operate streaming SQL manifests.
+"""sql-runner: validate, preview, plan, deploy and operate streaming SQL manifests.
 
 Exit codes: 0 success, 2 a problem the user can fix (in the manifests or tables, a
 refused or failed submission, a deploy standing down; one line each), 1 an internal
