@@ -21,7 +21,7 @@ from jobs.query import BoundSql, Location, analysed, bind, view_name
 from jobs.sinks import check_sink
 from jobs.target_schema import conform
 from runner.core.catalog import Catalog
-from runner.core.errors import Problem, UserError
+from runner.core.errors import UserError
 from runner.core.manifest import Manifest
 from runner.core.starts import MAIN, Starts, dead_letter_role
 from runner.core.tables import TableDef
@@ -142,8 +142,9 @@ def _run_code(spark: SparkSession, manifest: Manifest, registry: _Sources, strea
     def table(name: str) -> DataFrame:
         found = registry.catalog.lookup_name(name)
         if found is None:
-            raise UserError(Problem("UNKNOWN_TABLE", f"table {name} is not declared", file=file, field="code",
-                                    line=line, hint=f"declared tables: {', '.join(registry.catalog.names)}"))
+            raise UserError.of("UNKNOWN_TABLE", file=file, field="code", line=line,
+                               reason=f"table {name} is not declared",
+                               hint=f"declared tables: {', '.join(registry.catalog.names)}")
         return registry.register(found)
 
     def sql(text: str) -> DataFrame:
@@ -157,42 +158,42 @@ def _run_code(spark: SparkSession, manifest: Manifest, registry: _Sources, strea
     except (UserError, KeyboardInterrupt):
         raise
     except AnalysisException as error:
-        raise UserError(Problem("SQL_ANALYSIS_ERROR", f"{error.getMessage().splitlines()[0]}", file=file,
-                                field="code", line=line)) from None
+        raise UserError.of("SQL_ANALYSIS_ERROR", file=file, field="code", line=line,
+                           reason=error.getMessage().splitlines()[0]) from None
     except Exception as error:  # noqa: BLE001 - any failure in user code is reported as theirs
         frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename == filename]
         at = f" at line {frames[-1].lineno} of the code" if frames else ""
-        raise UserError(Problem("CODE_ERROR", f"{type(error).__name__}{at}: {error}", file=file, field="code",
-                                line=line)) from None
+        raise UserError.of("CODE_ERROR", file=file, field="code", line=line, error=type(error).__name__, at=at,
+                           reason=str(error)) from None
     output = namespace.get("execution_output")
     if not isinstance(output, DataFrame):
-        raise UserError(Problem("CODE_NO_OUTPUT", f"execution_output is {type(output).__name__}, not a DataFrame",
-                                file=file, field="code", line=line,
-                                hint="assign the DataFrame to write: execution_output = table('...')"))
+        raise UserError.of("CODE_NO_OUTPUT", file=file, field="code", line=line, kind=type(output).__name__)
     if streaming and not output.isStreaming:
-        raise UserError(Problem("CODE_NOT_STREAMING", "execution_output is a batch DataFrame",
-                                file=file, field="code", line=line,
-                                hint="build it from table(...) or sql(...) so it reads the streaming sources"))
+        raise UserError.of("CODE_NOT_STREAMING", file=file, field="code", line=line)
     return analysed(lambda: output, where)
 
 
 def build_job(spark: SparkSession, manifest: Manifest, catalog: Catalog, env: Mapping[str, str], *,
               streaming: bool, file: str | None = None, lines: Mapping[str, int] | None = None,
               starts: Starts | None = None) -> BuiltJob:
-    """The full output of a job: query result checked against the target, plus metadata."""
+    """The full output of a job: query result checked against the target, plus metadata.
+
+    A streaming job writes metadata columns, so its manifest must carry the runner's meta
+    section; an analysis (``streaming=False``) of a manifest not deployed yet has none.
+    """
     lines = lines or {}
     target = catalog.lookup_name(manifest.target_table)
     if target is None:
-        raise UserError(Problem("UNKNOWN_TABLE", f"target table {manifest.target_table} is not declared",
-                                file=file, field="target-table", line=lines.get("target-table"),
-                                hint=f"declared tables: {', '.join(catalog.names) or 'none'}"))
+        raise UserError.of("UNKNOWN_TABLE", file=file, field="target-table", line=lines.get("target-table"),
+                           reason=f"target table {manifest.target_table} is not declared",
+                           hint=f"declared tables: {', '.join(catalog.names) or 'none'}")
     check_sink(target)
     query_field = "sql" if manifest.sql is not None else "code"
     query = build_query(spark, manifest, catalog, env, streaming=streaming, file=file, line=lines.get(query_field),
                         starts=starts)
     if target.key in {t.key for t in query.sources.values()}:
-        raise UserError(Problem("TARGET_IS_SOURCE", f"the query reads its own target {target.name}", file=file,
-                                field="target-table", line=lines.get("target-table"),
-                                hint="write to a different table"))
+        raise UserError.of("TARGET_IS_SOURCE", file=file, field="target-table", line=lines.get("target-table"),
+                           table=target.name)
     conformed = conform(query.result, target, file=file, field="target-table")
-    return BuiltJob(with_metadata(conformed, manifest) if manifest.meta else conformed, target, query)
+    output = with_metadata(conformed, manifest) if streaming or manifest.meta else conformed
+    return BuiltJob(output, target, query)

@@ -9,17 +9,14 @@ from __future__ import annotations
 
 import json
 
-from runner.core.errors import Problem, UserError
+from runner.core.errors import UserError
 from runner.core.tables import TableDef
 
 CONNECTOR_CLASS = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
 SPARK_KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.5"
-MISSING_JAR_HINT = (
-    f"add to sparkProperties (manifest or job-template.yaml) either spark.jars.packages: {SPARK_KAFKA_PACKAGE} "
-    "(needs Maven Central, as on EMR) or spark.jars: a comma-separated list of local paths to "
-    "spark-sql-kafka-0-10_2.13-4.0.5.jar, spark-token-provider-kafka-0-10_2.13-4.0.5.jar, "
-    "kafka-clients-3.9.0.jar and commons-pool2-2.12.0.jar"
-)
+# The jars spark.jars.packages would fetch, for machines that cannot reach Maven Central.
+CONNECTOR_JARS = ("spark-sql-kafka-0-10_2.13-4.0.5.jar", "spark-token-provider-kafka-0-10_2.13-4.0.5.jar",
+                  "kafka-clients-3.9.0.jar", "commons-pool2-2.12.0.jar")
 
 
 def _kafka_properties(options: dict[str, str]) -> dict[str, str]:
@@ -83,5 +80,5 @@ def sink_options(table: TableDef, options: dict[str, str]) -> dict[str, str]:
 
 
 def _option_error(table: TableDef, message: str) -> UserError:
-    return UserError(Problem("DDL_INVALID_CONNECTOR_OPTION", f"table {table.name}: {message}", file=table.file,
-                             line=table.line))
+    return UserError.of("DDL_INVALID_CONNECTOR_OPTION", file=table.file, line=table.line, table=table.name,
+                        reason=message, hint="see the kafka connector's options in the README")

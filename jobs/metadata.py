@@ -10,6 +10,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from jobs.schema import spark_type
+from runner.core.errors import UserError
 from runner.core.manifest import Manifest
 from runner.core.tables import METADATA_COLUMNS
 
@@ -20,7 +21,7 @@ def with_metadata(frame: DataFrame, manifest: Manifest) -> DataFrame:
     """``frame`` plus the metadata columns, in their declared order."""
     meta = manifest.meta
     if meta is None:
-        raise ValueError(f"manifest {manifest.name} has no meta: only deployed manifests run")
+        raise UserError.of("JOB_SPEC_WITHOUT_META", name=manifest.name)
     types = dict(METADATA_COLUMNS)
     values = {
         "__create_timestamp": F.current_timestamp(),

@@ -118,13 +118,10 @@ def bind(spark: SparkSession, sql: str, catalog: Catalog, where: Location) -> Bo
         declared = ", ".join(catalog.names) or "none"
         raise UserError(
             [
-                Problem(
-                    "UNKNOWN_TABLE",
-                    f"table {'.'.join(f'`{p}`' for p in r.parts)} is not declared "
-                    f"({_line_pos(sql, r.start)} of the {where.field})",
-                    file=where.file,
-                    field=where.field,
-                    line=where.line,
+                Problem.of(
+                    "UNKNOWN_TABLE", file=where.file, field=where.field, line=where.line,
+                    reason=f"table {'.'.join(f'`{p}`' for p in r.parts)} is not declared "
+                           f"({_line_pos(sql, r.start)} of the {where.field})",
                     hint=f"declare it in manifests/tables/*.sql; declared tables: {declared}",
                 )
                 for r in unknown
@@ -186,7 +183,9 @@ def _problem_from_spark(error: AnalysisException, default_code: str, where: Loca
         if start >= 0:
             original = bound.original_offset(start) if bound else start
             position = f" ({_line_pos(where.text, original)} of the {where.field})"
-    return Problem(code, message.strip() + position, file=where.file, field=where.field, line=where.line)
+    # Spark's own message says what is wrong; the templates of the codes it maps to take it as the reason.
+    return Problem.of(code, file=where.file, field=where.field, line=where.line, reason=message.strip() + position,
+                      hint="")
 
 
 def analysed(run: Callable[[], DataFrame], where: Location, bound: BoundSql | None = None) -> DataFrame:

@@ -21,7 +21,7 @@ from pyspark.sql.streaming import DataStreamWriter
 from jobs import kafka
 from jobs.filesink import file_sink_writer
 from jobs.sources import require_connector, resolved_options
-from runner.core.errors import Problem, UserError
+from runner.core.errors import UserError
 from runner.core.tables import TableDef
 
 
@@ -41,13 +41,10 @@ class Trigger:
 def check_sink(target: TableDef) -> None:
     """The target's connector can be written, in a mode it supports."""
     if target.connector == "datagen":
-        raise UserError(Problem("CONNECTOR_NOT_A_SINK", f"table {target.name} uses connector 'datagen', which "
-                                "cannot be written", file=target.file, line=target.line,
-                                hint="write to a filesystem, kafka, print or blackhole table"))
+        raise UserError.of("CONNECTOR_NOT_A_SINK", file=target.file, line=target.line, table=target.name,
+                           connector=target.connector)
     if target.connector == "filesystem" and target.primary_key:
-        raise UserError(Problem("SINK_PRIMARY_KEY_UNSUPPORTED", f"target {target.name} declares a PRIMARY KEY, "
-                                "but file sinks are append-only", file=target.file, line=target.line,
-                                hint="drop the PRIMARY KEY, or write to a kafka table for upserts"))
+        raise UserError.of("SINK_PRIMARY_KEY_UNSUPPORTED", file=target.file, line=target.line, table=target.name)
 
 
 def output_mode(target: TableDef) -> str:

@@ -19,7 +19,7 @@ from pyspark.sql import types as T
 from jobs import kafka
 from jobs.datagen import datagen_frame
 from jobs.schema import spark_schema, type_sql
-from runner.core.errors import Problem, UserError
+from runner.core.errors import UserError
 from runner.core.placeholders import resolved_options
 from runner.core.starts import FILE_URI_PREFIX, FILE_URI_SPELLING, KafkaOffsets, SkipFiles, Start
 from runner.core.tables import TableDef
@@ -38,15 +38,8 @@ def require_connector(spark: SparkSession, table: TableDef) -> None:
     try:
         jvm.java.lang.Class.forName(kafka.CONNECTOR_CLASS, False, loader)
     except Exception:  # noqa: BLE001 - py4j wraps ClassNotFoundException
-        raise UserError(
-            Problem(
-                "KAFKA_CONNECTOR_MISSING",
-                f"table {table.name} uses the kafka connector but Spark's Kafka connector is not on the classpath",
-                file=table.file,
-                line=table.line,
-                hint=kafka.MISSING_JAR_HINT,
-            )
-        ) from None
+        raise UserError.of("KAFKA_CONNECTOR_MISSING", file=table.file, line=table.line, table=table.name,
+                           package=kafka.SPARK_KAFKA_PACKAGE, jars=", ".join(kafka.CONNECTOR_JARS)) from None
 
 
 SOURCE_CONNECTORS = ("filesystem", "datagen", "kafka")
@@ -55,9 +48,8 @@ SOURCE_CONNECTORS = ("filesystem", "datagen", "kafka")
 def require_source(table: TableDef) -> None:
     """Fail clearly when a query reads a table whose connector only writes."""
     if table.connector not in SOURCE_CONNECTORS:
-        raise UserError(Problem(
-            "CONNECTOR_NOT_A_SOURCE", f"table {table.name} uses connector '{table.connector}', which cannot be read",
-            file=table.file, line=table.line, hint="read from a filesystem, kafka or datagen table"))
+        raise UserError.of("CONNECTOR_NOT_A_SOURCE", file=table.file, line=table.line, table=table.name,
+                           connector=table.connector)
 
 
 def read_table(spark: SparkSession, table: TableDef, env: Mapping[str, str], start: Start | None = None) -> DataFrame:

@@ -61,51 +61,42 @@ def conform(result: DataFrame, target: TableDef, *, file: str | None, field: str
     Raises TARGET_SCHEMA_MISMATCH with one problem per mismatched column.
     """
     problems: list[Problem] = []
-    where = {"file": file, "field": field}
+
+    def mismatch(reason: str, hint: str = "") -> None:
+        problems.append(Problem.of("TARGET_SCHEMA_MISMATCH", file=file, field=field, reason=reason, hint=hint))
+
     meta_names = {name for name, _ in METADATA_COLUMNS}
     declared = [c for c in target.columns if not c.computed and c.type is not None]
     declared_by_name = {c.name.lower(): c for c in declared}
     for name, dtype in METADATA_COLUMNS:
         column = declared_by_name.get(name)
         if column is None:
-            problems.append(Problem("TARGET_SCHEMA_MISMATCH",
-                                    f"target {target.name} does not declare metadata column {name} {dtype.sql()}",
-                                    hint=METADATA_HINT, **where))
+            mismatch(f"target {target.name} does not declare metadata column {name} {dtype.sql()}", METADATA_HINT)
         elif not _same(spark_type(column.type), spark_type(dtype)):
-            problems.append(Problem("TARGET_SCHEMA_MISMATCH",
-                                    f"target {target.name} declares {name} as {column.type.sql()}, "
-                                    f"expected {dtype.sql()}", **where))
+            mismatch(f"target {target.name} declares {name} as {column.type.sql()}, expected {dtype.sql()}",
+                     f"declare {name} {dtype.sql()}")
     wanted = [c for c in declared if c.name.lower() not in meta_names]
     produced = {f.name.lower(): f for f in result.schema.fields}
     for field_ in result.schema.fields:
         if field_.name.lower() in meta_names:
-            problems.append(Problem("TARGET_SCHEMA_MISMATCH",
-                                    f"the query produces {field_.name}, a name reserved for metadata columns",
-                                    hint="rename that column in the query", **where))
+            mismatch(f"the query produces {field_.name}, a name reserved for metadata columns",
+                     "rename that column in the query")
         elif field_.name.lower() not in declared_by_name:
-            problems.append(Problem("TARGET_SCHEMA_MISMATCH",
-                                    f"query column '{field_.name}' ({type_sql(field_.dataType)}) is not declared "
-                                    f"in target {target.name}",
-                                    hint=f"declare it in {target.file or 'the target DDL'} or drop it from the query",
-                                    **where))
+            mismatch(f"query column '{field_.name}' ({type_sql(field_.dataType)}) is not declared in target "
+                     f"{target.name}", f"declare it in {target.file or 'the target DDL'} or drop it from the query")
     if len(produced) != len(result.schema.fields):
-        problems.append(Problem("TARGET_SCHEMA_MISMATCH", "the query produces duplicate column names",
-                                hint="give every output column its own alias", **where))
+        mismatch("the query produces duplicate column names", "give every output column its own alias")
     selected = []
     for column in wanted:
         got = produced.get(column.name.lower())
         declared_type = spark_type(column.type)
         if got is None:
-            problems.append(Problem("TARGET_SCHEMA_MISMATCH",
-                                    f"target column '{column.name}' ({column.type.sql()}) is not produced by "
-                                    "the query", hint=f"add it to the SELECT list, e.g. ... AS {column.name}",
-                                    **where))
+            mismatch(f"target column '{column.name}' ({column.type.sql()}) is not produced by the query",
+                     f"add it to the SELECT list, e.g. ... AS {column.name}")
         elif not widens(got.dataType, declared_type):
-            problems.append(Problem("TARGET_SCHEMA_MISMATCH",
-                                    f"column '{column.name}': the query produces {type_sql(got.dataType)}, target "
-                                    f"{target.name} declares {column.type.sql()}",
-                                    hint=f"CAST(... AS {column.type.sql()}) in the query, or change the DDL",
-                                    **where))
+            mismatch(f"column '{column.name}': the query produces {type_sql(got.dataType)}, target {target.name} "
+                     f"declares {column.type.sql()}",
+                     f"CAST(... AS {column.type.sql()}) in the query, or change the DDL")
         else:
             expr = F.col(f"`{got.name}`")
             if not _same(got.dataType, declared_type):

@@ -78,10 +78,10 @@ def validate_paths(paths: list[Path], project_dir: Path | None, log: Callable[[s
     other = [p for p in paths if p not in manifest_paths and p not in ddl_paths]
     collector = ProblemCollector()
     for path in other:
-        collector.add(Problem("UNSUPPORTED_FILE", "not a manifest (.yaml) or table DDL (.sql)", file=str(path)))
+        collector.add(Problem.of("UNSUPPORTED_FILE", file=str(path)))
     for path in paths:
         if not path.exists():
-            collector.add(Problem("FILE_NOT_FOUND", "no such file", file=str(path)))
+            collector.add(Problem.of("FILE_NOT_FOUND", file=str(path), kind="file"))
     collector.raise_if_any()
     project = load_project(project_dir, extra_ddl=[p.resolve() for p in ddl_paths])
     if not paths:
@@ -103,8 +103,8 @@ def validate_paths(paths: list[Path], project_dir: Path | None, log: Callable[[s
     names: dict[str, Path] = {}
     for path, manifest in loaded:
         if manifest.name in names:
-            collector.add(Problem("MANIFEST_DUPLICATE_NAME", f"name '{manifest.name}' is also used by "
-                                  f"{project.display(names[manifest.name])}", file=project.display(path), field="name"))
+            collector.add(Problem.of("MANIFEST_DUPLICATE_NAME", file=project.display(path), field="name",
+                                     name=manifest.name, other=project.display(names[manifest.name])))
         names[manifest.name] = path
     if not loaded:
         collector.raise_if_any()

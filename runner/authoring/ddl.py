@@ -204,15 +204,10 @@ def _parse_watermark(stream: TokenStream, text: str) -> Watermark:
     expression = _expression_until_comma(stream, text, "watermark expression")
     delay = _watermark_delay(column, expression)
     if delay is None:
-        raise UserError(
-            Problem(
-                "DDL_INVALID_WATERMARK",
-                f"watermark expression {expression!r} is not supported",
-                file=stream.file,
-                line=expr_start.line or wm_tok.line,
-                hint=f"write WATERMARK FOR {column} AS {column} - INTERVAL '5' SECOND (or AS {column} for no delay)",
-            )
-        )
+        raise UserError.of(
+            "DDL_INVALID_WATERMARK", file=stream.file, line=expr_start.line or wm_tok.line,
+            reason=f"watermark expression {expression!r} is not supported",
+            hint=f"write WATERMARK FOR {column} AS {column} - INTERVAL '5' SECOND (or AS {column} for no delay)")
     return Watermark(column, delay)
 
 
@@ -245,22 +240,20 @@ def check_table(table: TableDef) -> list[Problem]:
         return table.column(name)
 
     if not table.columns:
-        problems.append(Problem("DDL_NO_COLUMNS", f"table {table.name} declares no columns", **where))
+        problems.append(Problem.of("DDL_NO_COLUMNS", table=table.name, **where))
     if table.watermark:
         column = declared(table.watermark.column)
         if column is None:
-            problems.append(Problem("DDL_UNKNOWN_COLUMN",
-                                    f"table {table.name}: watermark column '{table.watermark.column}' is not declared",
-                                    **where))
+            problems.append(Problem.of("DDL_UNKNOWN_COLUMN", table=table.name, kind="watermark",
+                                       column=table.watermark.column, **where))
         elif column.type is not None and column.type not in T.TIMESTAMPS:
-            problems.append(Problem("DDL_INVALID_WATERMARK",
-                                    f"table {table.name}: watermark column '{column.name}' must be a TIMESTAMP",
-                                    **where))
+            problems.append(Problem.of("DDL_INVALID_WATERMARK", table=table.name,
+                                       reason=f"table {table.name}: watermark column '{column.name}' must be a "
+                                              "TIMESTAMP", hint=f"declare {column.name} as TIMESTAMP(3)", **where))
     for kind, names in (("primary key", table.primary_key), ("partition", table.partitioned_by)):
         for name in names:
             if declared(name) is None:
-                problems.append(Problem("DDL_UNKNOWN_COLUMN",
-                                        f"table {table.name}: {kind} column '{name}' is not declared", **where))
+                problems.append(Problem.of("DDL_UNKNOWN_COLUMN", table=table.name, kind=kind, column=name, **where))
     problems.extend(
         connectors.check_options(
             table.options, [c.name for c in table.columns], file=table.file, line=table.line, table=table.name

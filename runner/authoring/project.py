@@ -68,10 +68,8 @@ def find_root(start: Path | None = None) -> Path:
     for candidate in (here, *here.parents):
         if (candidate / "manifests").is_dir():
             return candidate
-    raise UserError(
-        Problem("PROJECT_NOT_FOUND", f"no manifests/ folder in {here} or any parent",
-                hint="run from a project root or pass --project DIR")
-    )
+    raise UserError.of("PROJECT_NOT_FOUND", reason=f"no manifests/ folder in {here} or any parent",
+                       hint="run from a project root or pass --project DIR")
 
 
 def load_project(root: Path | None = None, *, extra_ddl: list[Path] | None = None) -> Project:
@@ -80,8 +78,8 @@ def load_project(root: Path | None = None, *, extra_ddl: list[Path] | None = Non
         root = find_root()
     root = root.resolve()
     if not (root / "manifests").is_dir():
-        raise UserError(Problem("PROJECT_NOT_FOUND", f"{root} has no manifests/ folder",
-                                hint="pass --project DIR pointing at the folder that holds manifests/"))
+        raise UserError.of("PROJECT_NOT_FOUND", reason=f"{root} has no manifests/ folder",
+                           hint="pass --project DIR pointing at the folder that holds manifests/")
     project = Project(root=root)
     collector = ProblemCollector()
     template: dict = {}
@@ -101,9 +99,8 @@ def load_project(root: Path | None = None, *, extra_ddl: list[Path] | None = Non
     for table in tables:
         if table.key in seen:
             first = seen[table.key]
-            collector.add(Problem("DDL_DUPLICATE_TABLE",
-                                  f"table {table.name} is also declared in {first.file}:{first.line}",
-                                  file=table.file, line=table.line, hint="declare each table once"))
+            collector.add(Problem.of("DDL_DUPLICATE_TABLE", file=table.file, line=table.line, table=table.name,
+                                     first=f"{first.file}:{first.line}"))
         seen[table.key] = table
     collector.raise_if_any()
     resolved = tuple(_resolve_paths(t, root) for t in tables)

@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from runner.core.errors import Problem, UserError
+from runner.core.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -51,10 +51,10 @@ def load(text: str, *, file: str | None, code: str = "MANIFEST_INVALID_YAML") ->
         mark = error.problem_mark or error.context_mark
         line = mark.line + 1 if mark else None
         message = f"{error.problem or error}" + (f" ({error.context})" if error.context else "")
-        raise UserError(Problem(code, f"not valid YAML: {message}", file=file, line=line,
-                                hint="check indentation and quoting around this line")) from None
+        raise UserError.of(code, file=file, line=line, reason=message,
+                           hint="check indentation and quoting around this line") from None
     except yaml.YAMLError as error:
-        raise UserError(Problem(code, f"not valid YAML: {error}", file=file)) from None
+        raise UserError.of(code, file=file, reason=str(error), hint="") from None
     lines: dict[str, int] = {}
     if node is not None:
         _collect_lines(node, "", lines)

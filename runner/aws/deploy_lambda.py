@@ -161,10 +161,10 @@ class Handler:
         except UserError as error:
             return [p.render() for p in error.problems]
         except UnicodeDecodeError:
-            return [Problem("MANIFEST_NOT_UTF8", "the manifest is not UTF-8 text", file=event.key).render()]
+            return [Problem.of("MANIFEST_NOT_UTF8", file=event.key).render()]
         if manifest.name != name:
-            return [Problem("MANIFEST_NAME_MISMATCH", f"name '{manifest.name}' does not match the file name "
-                            f"'{name}.yaml'", file=event.key, field="name").render()]
+            return [Problem.of("MANIFEST_NAME_MISMATCH", file=event.key, field="name", name=manifest.name,
+                               file_name=f"{name}.yaml", stem=name).render()]
         return []
 
     def _template(self) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from runner.cli import options, requires
 from runner.cli.output import line, out, step
-from runner.core.errors import Problem, UserError
+from runner.core.errors import UserError
 
 
 @click.command()
@@ -46,7 +46,7 @@ def preview(manifest: Path | None, sql: str | None, limit: int, timeout: float, 
     from runner.authoring.project import load_project, project_of
 
     if (manifest is None) == (sql is None):
-        raise UserError(Problem("PREVIEW_NEEDS_ONE_QUERY", "give either a MANIFEST or --sql, not both or neither"))
+        raise UserError.of("PREVIEW_NEEDS_ONE_QUERY")
     found = load_project(project or (project_of(manifest) if manifest is not None else None))
     result = preview_query(found, manifest=manifest, sql=sql, limit=limit, timeout=timeout, log=step)
     table = Table(*result.columns, title=f"{len(result.rows)} row(s)")

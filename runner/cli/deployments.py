@@ -9,7 +9,7 @@ import click
 from runner.cli import options, render, requires
 from runner.cli.context import Context
 from runner.cli.output import line, out
-from runner.core.errors import Problem, ProblemCollector, UserError
+from runner.core.errors import ProblemCollector, UserError
 from runner.deploy.deployer import Decision, Deployer
 
 
@@ -55,11 +55,10 @@ def plan(ctx: Context, paths: tuple[Path, ...], as_json: bool) -> None:
 def deploy(ctx: Context, paths: tuple[Path, ...], all_: bool, object_version: str | None) -> None:
     """Carry the plan out: start, restore, stop with savepoint, remove. Prints the plan first."""
     if all_ and paths:
-        raise UserError(Problem("DEPLOY_ALL_WITH_PATHS", "give manifests or --all, not both"))
+        raise UserError.of("DEPLOY_ALL_WITH_PATHS")
     if object_version is not None:
         if not (ctx.from_store and len(paths) == 1):
-            raise UserError(Problem("OBJECT_VERSION_NEEDS_ONE_MANIFEST", "--object-version pins one manifest: "
-                                    "give --from-store and exactly one manifests/<name>.yaml"))
+            raise UserError.of("OBJECT_VERSION_NEEDS_ONE_MANIFEST")
         ctx.pinned = (paths[0].as_posix(), object_version)
     deployer = ctx.deployer()
     planned = decisions(ctx, deployer, paths)
@@ -88,9 +87,7 @@ def undeploy(ctx: Context, name: str) -> None:
     """Carry out the deletion of NAME's manifest: stop with a savepoint, mark removed (the state is kept)."""
     present = [p for p in ctx.project.manifest_paths() if p.stem == name]
     if present:
-        raise UserError(Problem("MANIFEST_STILL_PRESENT", f"'{name}' has a manifest again "
-                                f"({ctx.project.display(present[0])}); nothing undeployed",
-                                hint="deploy it instead, or delete the manifest first"))
+        raise UserError.of("MANIFEST_STILL_PRESENT", name=name, manifest=ctx.project.display(present[0]))
     deployer = ctx.deployer(with_project=False)
     result = deployer.carry_out(deployer.decide(name, None), purpose="undeploy")
     line(f"{name}: {result['summary']} -> {render.outcome(result['outcome'])}")

@@ -9,7 +9,7 @@ import click
 from runner.cli import options, render, requires
 from runner.cli.context import Context
 from runner.cli.output import line, out
-from runner.core.errors import Problem, UserError
+from runner.core.errors import UserError
 
 
 @click.command()
@@ -77,7 +77,7 @@ def history(ctx: Context, name: str, limit: int, as_json: bool) -> None:
 
     entries = read_history(ctx.store.manifests, name)[-limit:]
     if not entries:
-        raise UserError(Problem("NO_HISTORY", f"no decisions recorded for '{name}'"))
+        raise UserError.of("NO_HISTORY", name=name)
     if as_json:
         line(json.dumps(entries, indent=2))
         return

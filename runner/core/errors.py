@@ -1,14 +1,23 @@
 """User-facing errors: one exception type carrying problems with stable codes.
 
 A *problem* is one thing the user got wrong: a stable code (``MANIFEST_UNKNOWN_FIELD``),
-where it is (file, field, line) and a hint saying what would be valid. The CLI prints one
-line per problem and exits 2; anything else is an internal failure (exit 1).
+where it is (file, field, line) and a hint saying what would be valid. Codes, their
+message templates, hints and exit codes are registered in ``error_catalogue``; a problem
+is made from a code and its parameters (:meth:`Problem.of`). The CLI prints one line per
+problem and exits with the code's exit code (2); anything else is an internal failure (1).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
+
+from runner.core.error_catalogue import CATALOGUE, USER_ERROR
+
+
+class UnregisteredErrorCode(KeyError):
+    """A problem was raised with a code the catalogue does not hold (a defect, not a user error)."""
 
 
 @dataclass(frozen=True)
@@ -21,6 +30,21 @@ class Problem:
     field: str | None = None
     line: int | None = None
     hint: str | None = None
+
+    @staticmethod
+    def of(code: str, /, *, file: str | None = None, field: str | None = None, line: int | None = None,
+           **params: Any) -> Problem:
+        """The problem ``code`` names, its message and hint filled in from ``params``."""
+        entry = CATALOGUE.get(code)
+        if entry is None:
+            raise UnregisteredErrorCode(code)
+        hint = entry.hint.format(**params) if entry.hint else ""
+        return Problem(code, entry.message.format(**params), file=file, field=field, line=line, hint=hint or None)
+
+    @property
+    def exit_code(self) -> int:
+        entry = CATALOGUE.get(self.code)
+        return entry.exit_code if entry else USER_ERROR
 
     def render(self) -> str:
         """One line: ``file:line: field: CODE: message (hint)``."""
@@ -38,14 +62,7 @@ class Problem:
 
     def located(self, file: str | None = None, field: str | None = None, line: int | None = None) -> Problem:
         """The same problem with missing location parts filled in."""
-        return Problem(
-            code=self.code,
-            message=self.message,
-            file=self.file or file,
-            field=self.field or field,
-            line=self.line or line,
-            hint=self.hint,
-        )
+        return replace(self, file=self.file or file, field=self.field or field, line=self.line or line)
 
 
 class UserError(Exception):
@@ -57,19 +74,19 @@ class UserError(Exception):
             raise ValueError("UserError needs at least one problem")
         super().__init__("\n".join(p.render() for p in self.problems))
 
+    @staticmethod
+    def of(code: str, /, **where_and_params: Any) -> UserError:
+        """A UserError with the one problem ``code`` names (see :meth:`Problem.of`)."""
+        return UserError(Problem.of(code, **where_and_params))
+
     @property
     def codes(self) -> list[str]:
         return [p.code for p in self.problems]
 
     @property
     def exit_code(self) -> int:
-        """What the CLI and a job exit with: 2, a problem the user can fix."""
-        return 2
-
-
-def fail(code: str, message: str, **where: object) -> UserError:
-    """Shorthand to build a single-problem UserError: ``raise fail(CODE, msg, file=...)``."""
-    return UserError(Problem(code, message, **where))  # type: ignore[arg-type]
+        """What the CLI and a job exit with: the highest of the problems' registered exit codes."""
+        return max(p.exit_code for p in self.problems)
 
 
 class ProblemCollector:

@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass, field
 
 from runner.core.catalog import Catalog
+from runner.core.errors import UserError
 from runner.core.manifest import Manifest
 from runner.core.starts import Starts, starts_from_dict, starts_to_dict
 from runner.core.tables import TableDef
@@ -45,7 +46,8 @@ class JobSpec:
             separators=(",", ":"),
         )
         if len(text.encode()) > MAX_SPEC_BYTES:
-            raise ValueError(f"job spec for {self.manifest.name} is {len(text)} bytes; at most {MAX_SPEC_BYTES}")
+            raise UserError.of("JOB_SPEC_TOO_LARGE", name=self.manifest.name, size=len(text.encode()),
+                               limit=MAX_SPEC_BYTES)
         return text
 
     @staticmethod

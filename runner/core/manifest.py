@@ -17,12 +17,20 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from runner.core.error_catalogue import CATALOGUE
 from runner.core.errors import UserError
 from runner.core.sqltokens import Kind, tokenize
 
 NAME_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$"
-NAME_HINT = "lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters"
+NAME_HINT = CATALOGUE["MANIFEST_INVALID_NAME"].hint
 _INTERVAL = re.compile(r"^\s*(\d+)\s*(milliseconds?|ms|seconds?|s|minutes?|min|hours?|h)\s*$", re.IGNORECASE)
+
+
+
+def invalid(code: str, **params: Any) -> PydanticCustomError:
+    """A validation error under a registered code; its words come from the error catalogue."""
+    return PydanticCustomError(code, CATALOGUE[code].message, params)
+
 
 # Job options a manifest may take from the template when it does not set them itself.
 BUILT_IN_DEFAULTS: dict[str, Any] = {
@@ -93,14 +101,14 @@ class Manifest(BaseModel):
     @classmethod
     def _name(cls, value: str) -> str:
         if not re.match(NAME_PATTERN, value):
-            raise PydanticCustomError("MANIFEST_INVALID_NAME", "name '{name}' is not valid", {"name": value})
+            raise invalid("MANIFEST_INVALID_NAME", name=value)
         return value
 
     @field_validator("target_table")
     @classmethod
     def _target(cls, value: str) -> str:
         if not value.strip():
-            raise PydanticCustomError("MANIFEST_EMPTY_FIELD", "target-table is empty")
+            raise invalid("MANIFEST_EMPTY_FIELD", name="target-table")
         return value.strip()
 
     @field_validator("spark_properties", mode="before")
@@ -115,20 +123,15 @@ class Manifest(BaseModel):
             elif isinstance(item, int | float | str):
                 converted[str(key)] = str(item)
             else:
-                raise PydanticCustomError(
-                    "MANIFEST_INVALID_FIELD_TYPE",
-                    "sparkProperties.{key} must be a string, number or boolean",
-                    {"key": key},
-                )
+                raise invalid("MANIFEST_INVALID_FIELD_TYPE", name=f"sparkProperties.{key}",
+                              expected="must be a string, number or boolean")
         return converted
 
     @field_validator("trigger_interval")
     @classmethod
     def _trigger(cls, value: str) -> str:
         if not _INTERVAL.match(value):
-            raise PydanticCustomError(
-                "MANIFEST_INVALID_INTERVAL", "trigger-interval '{value}' is not an interval", {"value": value}
-            )
+            raise invalid("MANIFEST_INVALID_INTERVAL", value=value)
         return value.strip()
 
     @field_validator("sql")
@@ -144,15 +147,11 @@ class Manifest(BaseModel):
         if value is None:
             return None
         if not value.strip():
-            raise PydanticCustomError("MANIFEST_EMPTY_CODE", "code is empty")
+            raise invalid("MANIFEST_EMPTY_CODE")
         try:
             tree = ast.parse(value)
         except SyntaxError as error:
-            raise PydanticCustomError(
-                "MANIFEST_CODE_SYNTAX_ERROR",
-                "Python syntax error at line {line} of the code: {msg}",
-                {"line": error.lineno, "msg": error.msg},
-            ) from None
+            raise invalid("MANIFEST_CODE_SYNTAX_ERROR", code_line=error.lineno, reason=error.msg) from None
         assigned = {
             target.id
             for node in ast.walk(tree)
@@ -161,15 +160,15 @@ class Manifest(BaseModel):
             if isinstance(target, ast.Name)
         }
         if "execution_output" not in assigned:
-            raise PydanticCustomError("MANIFEST_CODE_NO_OUTPUT", "code never assigns `execution_output`")
+            raise invalid("MANIFEST_CODE_NO_OUTPUT")
         return value
 
     @model_validator(mode="after")
     def _one_query(self) -> Manifest:
         if self.sql is not None and self.code is not None:
-            raise PydanticCustomError("MANIFEST_SQL_AND_CODE", "both 'sql' and 'code' are set")
+            raise invalid("MANIFEST_SQL_AND_CODE")
         if self.sql is None and self.code is None:
-            raise PydanticCustomError("MANIFEST_MISSING_QUERY", "neither 'sql' nor 'code' is set")
+            raise invalid("MANIFEST_MISSING_QUERY")
         return self
 
     @property
@@ -205,21 +204,17 @@ def single_statement(sql: str) -> str:
     try:
         tokens = tokenize(sql)
     except UserError as error:
-        raise PydanticCustomError("SQL_SYNTAX_ERROR", "{msg}", {"msg": error.problems[0].message}) from None
+        raise invalid("SQL_SYNTAX_ERROR", reason=error.problems[0].message) from None
     meaningful = [t for t in tokens if t.kind is not Kind.EOF]
     if not meaningful:
-        raise PydanticCustomError("MANIFEST_EMPTY_SQL", "sql is empty")
+        raise invalid("MANIFEST_EMPTY_SQL")
     while meaningful and meaningful[-1].is_punct(";"):
         meaningful.pop()
     if not meaningful:
-        raise PydanticCustomError("MANIFEST_EMPTY_SQL", "sql is empty")
+        raise invalid("MANIFEST_EMPTY_SQL")
     separators = [t for t in meaningful if t.is_punct(";")]
     if separators:
-        raise PydanticCustomError(
-            "MANIFEST_MULTIPLE_STATEMENTS",
-            "sql holds more than one statement (';' at line {line} of the SQL)",
-            {"line": separators[0].line},
-        )
+        raise invalid("MANIFEST_MULTIPLE_STATEMENTS", sql_line=separators[0].line)
     return sql[: meaningful[-1].end]
 
 

@@ -46,16 +46,9 @@ def resolve(text: str, env: Mapping[str, str], *, file: str | None = None, field
 
     resolved = _PLACEHOLDER.sub(substitute, text)
     if missing:
-        raise UserError(
-            Problem(
-                "UNRESOLVED_PLACEHOLDER",
-                f"${{{missing[0]}}} is not set" + (f" (also missing: {', '.join(missing[1:])})" if missing[1:] else ""),
-                file=file,
-                field=field,
-                line=line,
-                hint=f"export {missing[0]}=... in the environment the runner and the job run in",
-            )
-        )
+        also = f" (also missing: {', '.join(missing[1:])})" if missing[1:] else ""
+        raise UserError.of("UNRESOLVED_PLACEHOLDER", file=file, field=field, line=line, subject="", name=missing[0],
+                           also=also)
     return resolved
 
 
@@ -67,9 +60,8 @@ def unresolved(values: Mapping[str, str], env: Mapping[str, str]) -> list[tuple[
 def table_problems(table: TableDef, env: Mapping[str, str]) -> list[Problem]:
     """One problem per option of ``table`` whose placeholder is not set."""
     return [
-        Problem("UNRESOLVED_PLACEHOLDER", f"table {table.name} option '{key}': ${{{name}}} is not set",
-                file=table.file, line=table.options_lines.get(key, table.line),
-                hint=f"export {name}=... where the runner and the job run")
+        Problem.of("UNRESOLVED_PLACEHOLDER", file=table.file, line=table.options_lines.get(key, table.line),
+                   subject=f"table {table.name} option '{key}': ", name=name, also="")
         for key, name in unresolved(table.options, env)
     ]
 
@@ -78,8 +70,8 @@ def job_problems(spark_properties: Mapping[str, str], file: str | None, tables: 
                  env: Mapping[str, str]) -> list[Problem]:
     """Unset placeholders in a job's sparkProperties and in the tables it reads and writes."""
     problems = [
-        Problem("UNRESOLVED_PLACEHOLDER", f"${{{name}}} is not set", file=file, field=f"sparkProperties.{key}",
-                hint=f"export {name}=... where the runner and the job run")
+        Problem.of("UNRESOLVED_PLACEHOLDER", file=file, field=f"sparkProperties.{key}", subject="", name=name,
+                   also="")
         for key, name in unresolved(spark_properties, env)
     ]
     for table in tables:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from runner.core.errors import Problem, UserError
+from runner.core.errors import UserError
 
 
 class Kind(Enum):
@@ -58,7 +58,7 @@ def tokenize(source: str, *, file: str | None = None, first_line: int = 1) -> li
     n = len(source)
 
     def error(message: str, at_line: int) -> UserError:
-        return UserError(Problem("SQL_LEXICAL_ERROR", message, file=file, line=at_line))
+        return UserError.of("SQL_LEXICAL_ERROR", file=file, line=at_line, reason=message)
 
     while i < n:
         c = source[i]
@@ -139,7 +139,7 @@ class TokenStream:
         self.tokens = tokens
         self.pos = 0
         self.file = file
-        self.code = code  # error code used for "expected X, found Y"
+        self.code = code  # error code used for "expected X, found Y": its template takes reason and hint
 
     @property
     def peek(self) -> Token:
@@ -156,7 +156,7 @@ class TokenStream:
 
     def error(self, message: str, token: Token | None = None, hint: str | None = None) -> UserError:
         tok = token or self.peek
-        return UserError(Problem(self.code, message, file=self.file, line=tok.line, hint=hint))
+        return UserError.of(self.code, file=self.file, line=tok.line, reason=message, hint=hint or "")
 
     def expect_word(self, *words: str) -> Token:
         tok = self.peek

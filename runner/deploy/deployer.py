@@ -112,6 +112,7 @@ class Deployer:
         manifest = project.load_manifest(path)
         analysed = analyse(self.spark(), manifest, project.catalog, self.settings.env, file=file)
         tables = analysed.tables
+        self._check_spec_size(manifest, tables)
         sources = tuple(Source(t.name, t.connector) for t in analysed.reads)
         record, _ = records.read_deployed(self.store.manifests, manifest.name)
         diff = None
@@ -122,6 +123,14 @@ class Deployer:
                 diff = diff_queries(self.spark(), record.manifest, list(record.tables), manifest,
                                     project.catalog, self.settings.env)
         return Prepared(manifest, file, tables, sources, diff)
+
+    def _check_spec_size(self, manifest: Manifest, tables: tuple[TableDef, ...]) -> None:
+        """A job spec too large for spark-submit's command line is refused now, before anything is stopped."""
+        meta = Meta(query_id=str(uuid.uuid4()), query_version=1, query_create_timestamp=self.clock())
+        run_id = savepoints.new_run_id(self.clock())
+        checkpoint = self.store.checkpoints.uri(layout.checkpoint(manifest.name, 1, run_id))
+        JobSpec(manifest.model_copy(update={"meta": meta}), Catalog(tables), checkpoint,
+                self.store.checkpoints.uri(layout.dead_letter(manifest.name)), store=self.store.describe()).to_json()
 
     @staticmethod
     def _same_text(record: DeploymentRecord, manifest: Manifest, tables: tuple[TableDef, ...]) -> bool:
@@ -153,7 +162,7 @@ class Deployer:
         collector = ProblemCollector()
         for path in chosen:
             if not path.exists():
-                collector.add(Problem("FILE_NOT_FOUND", "no such manifest", file=str(path)))
+                collector.add(Problem.of("FILE_NOT_FOUND", file=str(path), kind="manifest"))
         collector.raise_if_any()
         prepared: dict[str, Prepared] = {}
         for path in chosen:
@@ -163,8 +172,8 @@ class Deployer:
                 collector.capture(error)
                 continue
             if item.manifest.name in prepared:
-                collector.add(Problem("MANIFEST_DUPLICATE_NAME", f"name '{item.manifest.name}' is used twice",
-                                      file=item.file, field="name"))
+                collector.add(Problem.of("MANIFEST_DUPLICATE_NAME", file=item.file, field="name",
+                                         name=item.manifest.name, other=prepared[item.manifest.name].file))
             prepared[item.manifest.name] = item
         collector.raise_if_any()
         return prepared
@@ -243,12 +252,10 @@ class Deployer:
     def _running(self, name: str) -> tuple[DeploymentRecord, RunningJob]:
         record, _ = records.read_deployed(self.store.manifests, name)
         if record is None:
-            raise UserError(Problem("NOT_DEPLOYED", f"no job named '{name}' is deployed",
-                                    hint="sql-runner status lists the deployed jobs"))
+            raise UserError.of("NOT_DEPLOYED", name=name)
         job = self.target.find(self.settings.team, name)
         if job is None:
-            raise UserError(Problem("NOT_RUNNING", f"{name} is not running; its latest state is already kept",
-                                    hint="sql-runner status"))
+            raise UserError.of("NOT_RUNNING", name=name)
         return record, job
 
     def stop(self, name: str, *, savepoint: bool) -> dict[str, Any]:
@@ -279,10 +286,8 @@ class Deployer:
     def _act(self, decision: Decision, outcome: dict[str, Any]) -> None:
         action = decision.action
         if action.kind == "error":
-            raise UserError(Problem("NO_STATE_TO_RESTORE", f"{decision.name}: " + "; ".join(action.reasons),
-                                    hint="restore its checkpoints or savepoints from a backup; to start over with "
-                                         f"clean state, delete {layout.deployed(decision.name)} from the manifests "
-                                         "bucket"))
+            raise UserError.of("NO_STATE_TO_RESTORE", name=decision.name, reasons="; ".join(action.reasons),
+                               deployed=layout.deployed(decision.name))
         if action.kind == "nothing":
             return
         taken = None
@@ -370,8 +375,7 @@ class Deployer:
             else:
                 self.store.manifests.write(key, data, if_etag=decision.etag)
         except PreconditionFailed:
-            raise UserError(Problem("DEPLOYED_STATE_CHANGED", f"{decision.name}: the deployed record changed while "
-                                    "this deploy was deciding; standing down", hint="run plan again")) from None
+            raise UserError.of("DEPLOYED_STATE_CHANGED", name=decision.name) from None
 
     def _clear_stop_request(self, name: str) -> None:
         self.store.manifests.delete(layout.stop_request(name))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from runner.core import layout
 from runner.core.bucket import Bucket, S3Bucket
-from runner.core.errors import Problem, UserError
+from runner.core.errors import UserError
 
 
 def copy_desired(bucket: Bucket, root: Path, pinned: tuple[str, str] | None = None) -> None:
@@ -24,11 +24,10 @@ def copy_desired(bucket: Bucket, root: Path, pinned: tuple[str, str] | None = No
     if pinned is not None:
         key, version_id = pinned
         if not isinstance(bucket, S3Bucket):
-            raise UserError(Problem("OBJECT_VERSION_NEEDS_S3", "--object-version needs --manifests-bucket (S3)"))
+            raise UserError.of("OBJECT_VERSION_NEEDS_S3")
         blob = bucket.read(key, version_id=version_id)
         if blob is None:
-            raise UserError(Problem("OBJECT_VERSION_NOT_FOUND", f"s3://{bucket.bucket}/{key} has no version "
-                                    f"'{version_id}'", hint="the version may have been deleted; push it again"))
+            raise UserError.of("OBJECT_VERSION_NOT_FOUND", uri=bucket.uri(key), version=version_id)
         (root / key).parent.mkdir(parents=True, exist_ok=True)
         (root / key).write_bytes(blob.data)
     (root / layout.DESIRED_PREFIX).mkdir(exist_ok=True)

@@ -46,16 +46,15 @@ def lease(bucket: Bucket, name: str, *, purpose: str, ttl: float = 900.0,
         holder = json.loads(current.text) if current else {}
         expired = current is not None and datetime.fromisoformat(holder["expires-at"]) < now
         if current is None or not expired:
-            raise LeaseHeld(Problem(
-                "DEPLOY_IN_PROGRESS",
-                f"{name}: another runner holds the deploy lease ({holder.get('purpose', 'deploy')} by "
-                f"{holder.get('owner', '?')} since {holder.get('acquired-at', '?')}); standing down, nothing changed",
-                hint="wait for it to finish, then run plan again")) from None
+            raise LeaseHeld(Problem.of(
+                "DEPLOY_IN_PROGRESS", name=name,
+                reason=f"another runner holds the deploy lease ({holder.get('purpose', 'deploy')} by "
+                       f"{holder.get('owner', '?')} since {holder.get('acquired-at', '?')})")) from None
         try:
             etag = bucket.write(key, body, if_etag=current.etag)
         except PreconditionFailed:
-            raise LeaseHeld(Problem("DEPLOY_IN_PROGRESS", f"{name}: another runner took over the expired lease "
-                                    "first; standing down, nothing changed")) from None
+            raise LeaseHeld(Problem.of("DEPLOY_IN_PROGRESS", name=name,
+                                       reason="another runner took over the expired lease first")) from None
     try:
         yield me
     finally:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from runner.core.bucket import Bucket
-from runner.core.errors import Problem, UserError
+from runner.core.errors import UserError
 from runner.targets.base import JobIdentity, RunningJob, Target
 from runner.targets.local import LocalTarget
 from runner.targets.standalone import StandaloneTarget
@@ -21,11 +21,10 @@ def open_target(kind: str, *, records: Bucket, log_dir: Path, master: str | None
         return LocalTarget(records, log_dir)
     if kind == "standalone":
         if not master:
-            raise UserError(Problem("TARGET_NEEDS_MASTER", "--target standalone needs --master spark://host:port"))
+            raise UserError.of("TARGET_NEEDS_MASTER")
         return StandaloneTarget(records, log_dir, master, master_web_ui)
     if kind == "yarn":
         if not resource_manager:
-            raise UserError(Problem("TARGET_NEEDS_RESOURCE_MANAGER",
-                                    "--target yarn needs --resource-manager http://host:8088"))
+            raise UserError.of("TARGET_NEEDS_RESOURCE_MANAGER")
         return YarnTarget(resource_manager)
-    raise UserError(Problem("UNKNOWN_TARGET", f"target '{kind}' is not known", hint="one of: local, standalone, yarn"))
+    raise UserError.of("UNKNOWN_TARGET", kind=kind, targets="local, standalone, yarn")

@@ -13,17 +13,10 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from runner.core.errors import Problem, UserError
+from runner.core.errors import UserError
 from runner.targets.base import JobIdentity, RunningJob
 
 ACTIVE_STATES = "NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING"
-
-
-class YarnError(UserError):
-    """spark-submit or the ResourceManager refused or failed."""
-
-    def __init__(self, code: str, message: str, hint: str | None = None):
-        super().__init__(Problem(code, message, hint=hint))
 
 
 class YarnTarget:
@@ -48,13 +41,10 @@ class YarnTarget:
                                    check=False)
         if completed.returncode != 0:
             tail = (completed.stderr or completed.stdout).strip().splitlines()[-5:]
-            raise YarnError("SUBMIT_FAILED", f"spark-submit to YARN failed (exit {completed.returncode}): "
-                            f"{' | '.join(tail) or 'no output'}")
+            raise UserError.of("SUBMIT_FAILED", status=completed.returncode, output=" | ".join(tail) or "no output")
         job = self.find(identity.team, identity.name)
         if job is None or job.identity.version != identity.version:
-            raise YarnError("SUBMITTED_APP_NOT_FOUND", f"spark-submit succeeded but no active application is "
-                            f"tagged {', '.join(identity.tags)}",
-                            hint="check that spark.yarn.tags reaches YARN and the application was accepted")
+            raise UserError.of("SUBMITTED_APP_NOT_FOUND", tags=", ".join(identity.tags))
         return job
 
     def _get(self, path: str) -> dict:
@@ -62,13 +52,12 @@ class YarnTarget:
             with urllib.request.urlopen(f"{self.resource_manager}{path}", timeout=10) as response:
                 return json.load(response)
         except urllib.error.HTTPError as error:
-            raise YarnError("RESOURCE_MANAGER_ERROR", f"ResourceManager {self.resource_manager} answered "
-                            f"HTTP {error.code} to GET {path.split('?')[0]}") from None
+            raise UserError.of("RESOURCE_MANAGER_ERROR", url=self.resource_manager, status=error.code,
+                               request=f"GET {path.split('?')[0]}") from None
         except (urllib.error.URLError, OSError) as error:
             reason = getattr(error, "reason", error)
-            raise YarnError("RESOURCE_MANAGER_UNREACHABLE", f"cannot reach the ResourceManager at "
-                            f"{self.resource_manager}: {reason}",
-                            hint="check --resource-manager (e.g. http://<emr-master>:8088)") from None
+            raise UserError.of("RESOURCE_MANAGER_UNREACHABLE", url=self.resource_manager, purpose="",
+                               reason=reason) from None
 
     def applications(self, team: str, name: str) -> list[dict]:
         """Active applications whose tags are exactly this team's and this name's."""
@@ -96,9 +85,8 @@ class YarnTarget:
             with urllib.request.urlopen(request, timeout=10) as response:
                 response.read()
         except urllib.error.HTTPError as error:
-            raise YarnError("KILL_REFUSED",
-                            f"ResourceManager refused to kill {job.job_id}: HTTP {error.code}") from None
+            raise UserError.of("KILL_REFUSED", app=job.job_id, status=error.code) from None
         except (urllib.error.URLError, OSError) as error:
             reason = getattr(error, "reason", error)
-            raise YarnError("RESOURCE_MANAGER_UNREACHABLE", f"cannot reach the ResourceManager at "
-                            f"{self.resource_manager} to kill {job.job_id}: {reason}") from None
+            raise UserError.of("RESOURCE_MANAGER_UNREACHABLE", url=self.resource_manager,
+                               purpose=f" to kill {job.job_id}", reason=reason) from None
