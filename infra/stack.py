@@ -1,4 +1,4 @@
-"""One team's AWS environment (PRODUCT.md §6) as two Terraform stacks.
+"""One team's AWS environment as two Terraform stacks.
 
 ``team-<name>``: KMS key; S3 buckets for manifests, checkpoints, savepoints, artifacts
 and logs; the EMR cluster (bootstrap installs the runner, first step redeploys every
@@ -103,6 +103,7 @@ from infra.kafka import KafkaProvider, KafkaTopic
 from infra.teams import Platform, Team
 from runner.aws import deploy_lambda
 from runner.aws.steps import StepCommand
+from runner.core import layout
 
 BUCKET_ROLES = ("logs", "manifests", "checkpoints", "savepoints", "artifacts")  # logs first: the others log to it
 LAMBDA_ZIP_KEY = "lambda/deploy-lambda.zip"
@@ -198,7 +199,7 @@ class TeamStack(TerraformStack):
                 noncurrent_days=NONCURRENT_DAYS[role])],
             abort_incomplete_multipart_upload=[S3BucketLifecycleConfigurationRuleAbortIncompleteMultipartUpload(
                 days_after_initiation=7)])]
-        expiring = {"manifests": ("deploy-requests/", 30),  # the Lambda's claims of handled S3 events
+        expiring = {"manifests": (layout.DEPLOY_REQUESTS_PREFIX, 30),  # the Lambda's claims of handled S3 events
                     "logs": ("", 90)}
         if role in expiring:
             where, days = expiring[role]
@@ -369,9 +370,10 @@ class TeamStack(TerraformStack):
         cluster_arn = f"arn:aws:elasticmapreduce:{self.team.region}:{self.account}:cluster/{self.emr.id}"
         IamRolePolicy(self, "deploy-policy", role=role.id, name="team-resources-only", policy=_policy(
             {"Effect": "Allow", "Action": ["s3:GetObject", "s3:GetObjectVersion"],
-             "Resource": [f"{manifests.arn}/manifests/*"]},
+             "Resource": [f"{manifests.arn}/{layout.DESIRED_PREFIX}*"]},
             {"Effect": "Allow", "Action": ["s3:PutObject", "s3:DeleteObject"],
-             "Resource": [f"{manifests.arn}/errors/*", f"{manifests.arn}/deploy-requests/*"]},
+             "Resource": [f"{manifests.arn}/{layout.DEPLOY_ERRORS_PREFIX}*",
+                          f"{manifests.arn}/{layout.DEPLOY_REQUESTS_PREFIX}*"]},
             {"Effect": "Allow", "Action": ["elasticmapreduce:AddJobFlowSteps", "elasticmapreduce:ListSteps"],
              "Resource": [cluster_arn]},
             {"Effect": "Allow", "Action": "sqs:SendMessage", "Resource": [queue.arn]},
@@ -400,7 +402,7 @@ class TeamStack(TerraformStack):
         S3BucketNotification(self, "manifests-notification", bucket=manifests.id, lambda_function=[
             S3BucketNotificationLambdaFunction(id="deploy-on-manifest-change", lambda_function_arn=function.arn,
                                                events=["s3:ObjectCreated:*", "s3:ObjectRemoved:*"],
-                                               filter_prefix="manifests/")],
+                                               filter_prefix=layout.DESIRED_PREFIX)],
             depends_on=[permission])
         return function
 

@@ -154,7 +154,7 @@ def _run_code(spark: SparkSession, manifest: Manifest, registry: _Sources, strea
 
     namespace = {"spark": spark, "table": table, "sql": sql, "tables": _LazyTables(registry), "F": F}
     try:
-        exec(compile(manifest.code or "", filename, "exec"), namespace)  # noqa: S102 - the author's own job code
+        exec(compile(manifest.code or "", filename, "exec"), namespace)  # the author's own job code
     except (UserError, KeyboardInterrupt):
         raise
     except AnalysisException as error:

@@ -34,7 +34,7 @@ class JobControl:
         self.spec = spec
         self.log = log
         self.bucket: Bucket | None = bucket_from(spec.store["manifests"]) if spec.store else None
-        self.version = spec.manifest.meta.query_version if spec.manifest.meta else 0
+        self.version = spec.manifest.version
         self.started = _now()
         self.stop_requested = threading.Event()
         self._done = threading.Event()
@@ -111,7 +111,7 @@ class StatusPublisher(ProgressListener):
         self.control = control
         self.query_name = query_name
 
-    def onQueryProgress(self, event) -> None:  # noqa: ANN001, N802
+    def onQueryProgress(self, event) -> None:
         progress = event.progress
         if progress.name != self.query_name:
             return

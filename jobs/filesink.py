@@ -24,6 +24,8 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
+from jobs.jvm import scala_none
+
 BASE_FILE = "sink.json"
 
 
@@ -65,7 +67,7 @@ class HadoopFiles:
 def latest_batch(spark: SparkSession, path: str) -> int | None:
     """The last batch id in the file table's ``_spark_metadata`` log (None: no log yet)."""
     jvm = spark.sparkContext._jvm
-    none = getattr(getattr(jvm.scala, "None$"), "MODULE$")
+    none = scala_none(jvm)
     log = jvm.org.apache.spark.sql.execution.streaming.FileStreamSinkLog(
         1, spark._jsparkSession, f"{path.rstrip('/')}/_spark_metadata", none)
     latest = log.getLatestBatchId()
@@ -94,7 +96,7 @@ class FileSinkWriter:
                  partition_by: Sequence[str], base: int):
         jvm = spark.sparkContext._jvm
         utils = jvm.org.apache.spark.api.python.PythonUtils
-        none = getattr(getattr(jvm.scala, "None$"), "MODULE$")
+        none = scala_none(jvm)
         java_options = jvm.java.util.HashMap()
         for key, value in {**options, "path": path}.items():
             java_options.put(key, value)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import DataFrame, SparkSession
 
+from jobs.jvm import scala_list
 from runner.core.catalog import Catalog
 from runner.core.errors import Problem, UserError
 from runner.core.tables import TableDef
@@ -76,38 +77,30 @@ def table_references(spark: SparkSession, sql: str, where: Location) -> list[Tab
     refs: dict[tuple[int, int], TableRef] = {}
     ctes: set[str] = set()
 
-    def visit_plan(node) -> None:  # noqa: ANN001 - py4j object
+    def visit_plan(node) -> None:  # py4j object
         kind = node.getClass().getSimpleName()
         if kind == "UnresolvedRelation":
             origin = node.origin()
-            parts = tuple(_seq(node.multipartIdentifier()))
+            parts = tuple(scala_list(node.multipartIdentifier()))
             start, stop = origin.startIndex().get(), origin.stopIndex().get()
             refs[(start, stop)] = TableRef(parts, start, stop)
         elif kind == "UnresolvedWith":
-            for pair in _seq(node.cteRelations()):
+            for pair in scala_list(node.cteRelations()):
                 ctes.add(pair._1().lower())
-        for child in _seq(node.children()) + _seq(node.innerChildren()):
+        for child in scala_list(node.children()) + scala_list(node.innerChildren()):
             visit_plan(child)
-        for expression in _seq(node.expressions()):
+        for expression in scala_list(node.expressions()):
             visit_expression(expression)
 
-    def visit_expression(expression) -> None:  # noqa: ANN001 - py4j object
+    def visit_expression(expression) -> None:  # py4j object
         if subquery.isInstance(expression):
             visit_plan(expression.plan())
-        for child in _seq(expression.children()):
+        for child in scala_list(expression.children()):
             visit_expression(child)
 
     visit_plan(plan)
     return sorted((r for r in refs.values() if not (len(r.parts) == 1 and r.parts[0].lower() in ctes)),
                   key=lambda r: r.start)
-
-
-def _seq(scala_seq) -> list:  # noqa: ANN001 - py4j object
-    iterator = scala_seq.iterator()
-    items = []
-    while iterator.hasNext():
-        items.append(iterator.next())
-    return items
 
 
 def bind(spark: SparkSession, sql: str, catalog: Catalog, where: Location) -> BoundSql:

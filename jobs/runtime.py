@@ -33,20 +33,19 @@ class Counts:
 
     written: int = 0
     dead_lettered: int = 0
-    batches: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 
 class ProgressListener(StreamingQueryListener):
     """A listener that only reacts to progress (Spark requires the other callbacks)."""
 
-    def onQueryStarted(self, event) -> None:  # noqa: ANN001, N802 - Spark's listener API
+    def onQueryStarted(self, event) -> None:  # Spark's listener API
         pass
 
-    def onQueryIdle(self, event) -> None:  # noqa: ANN001, N802
+    def onQueryIdle(self, event) -> None:
         pass
 
-    def onQueryTerminated(self, event) -> None:  # noqa: ANN001, N802
+    def onQueryTerminated(self, event) -> None:
         pass
 
 
@@ -56,7 +55,7 @@ class _ProgressLog(ProgressListener):
         self.counts = counts
         self.names = names
 
-    def onQueryProgress(self, event) -> None:  # noqa: ANN001, N802
+    def onQueryProgress(self, event) -> None:
         progress = event.progress
         if progress.name not in self.names:
             return
@@ -65,7 +64,6 @@ class _ProgressLog(ProgressListener):
             if OUTPUT_METRIC in metrics:
                 rows = metrics[OUTPUT_METRIC]["rows"]
                 self.counts.written += rows
-                self.counts.batches += 1
                 wm = progress.eventTime.get("watermark") if progress.eventTime else None
                 print(
                     f"[{self.label}] batch {progress.batchId}: {rows} rows written"
@@ -82,15 +80,13 @@ class _ProgressLog(ProgressListener):
 
 def query_name(spec: JobSpec) -> str:
     """The output query's name: ``<name>-v<version>``."""
-    version = spec.manifest.meta.query_version if spec.manifest.meta else 0
-    return f"{spec.manifest.name}-v{version}"
+    return f"{spec.manifest.name}-v{spec.manifest.version}"
 
 
 def start(spark: SparkSession, built: BuiltJob, spec: JobSpec, env: Mapping[str, str],
           counts: Counts | None = None) -> list[StreamingQuery]:
     """Start the output query and the dead-letter queries; returns them, output first."""
     manifest = spec.manifest
-    version = manifest.meta.query_version if manifest.meta else 0
     trigger = Trigger(interval=manifest.trigger_interval, available_now=spec.once)
     name = query_name(spec)
     observed = built.output.observe(OUTPUT_METRIC, F.count(F.lit(1)).alias("rows"))
@@ -101,7 +97,7 @@ def start(spark: SparkSession, built: BuiltJob, spec: JobSpec, env: Mapping[str,
     for table, frame in built.query.dead_letters:
         slug = table.slug
         rejected = sources.invalid_rows(frame, table).select(
-            "*", F.lit(manifest.name).alias("query_name"), F.lit(version).alias("query_version")
+            "*", F.lit(manifest.name).alias("query_name"), F.lit(manifest.version).alias("query_version")
         ).observe(DEAD_LETTER_METRIC, F.count(F.lit(1)).alias("rows"))
         checkpoint = f"{spec.checkpoint.rstrip('/')}/{dead_letter_role(table)}"
         writer = (

@@ -52,7 +52,7 @@ def output_mode(target: TableDef) -> str:
 
 
 def start_sink(frame: DataFrame, target: TableDef, env: Mapping[str, str], *, checkpoint: str,
-               trigger: Trigger, query_name: str):  # noqa: ANN201 - StreamingQuery
+               trigger: Trigger, query_name: str):  # StreamingQuery
     """Start the streaming query that writes ``frame`` to ``target``."""
     check_sink(target)
     options = resolved_options(target, env)
@@ -85,7 +85,7 @@ def kafka_records(frame: DataFrame, target: TableDef) -> DataFrame:
     return frame.select(key.cast("string").alias("key"), F.to_json(F.struct(*columns)).alias("value"))
 
 
-def _printer(identifier: str, max_rows: int):  # noqa: ANN202 - foreachBatch callback
+def _printer(identifier: str, max_rows: int):  # foreachBatch callback
     def print_batch(batch: DataFrame, batch_id: int) -> None:
         rows = batch.limit(max_rows + 1).collect()
         for row in rows[:max_rows]:

@@ -24,6 +24,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from jobs.build import BuiltQuery, build_query
+from jobs.jvm import scala_list
 from runner.core.catalog import Catalog
 from runner.core.manifest import Manifest
 from runner.core.querydiff import QueryDiff
@@ -61,16 +62,7 @@ class _Lineage:
 
 
 def _children(node: Any) -> list[Any]:
-    return _seq(node.children())
-
-
-def _seq(values: Any) -> list[Any]:
-    """A Scala collection as a Python list."""
-    iterator = values.iterator()
-    items = []
-    while iterator.hasNext():
-        items.append(iterator.next())
-    return items
+    return scala_list(node.children())
 
 
 def _aggregate_expressions(expression: Any) -> list[Any]:
@@ -93,28 +85,28 @@ def describe_plan(df: DataFrame) -> list[StatefulOperator]:
             visit(child, alias)
         if not children:
             label = alias or name
-            for attribute in _seq(plan.output()):
+            for attribute in scala_list(plan.output()):
                 lineage.defs[attribute.exprId().id()] = f"{label}.{attribute.name()}"
             return
         if name in ("Project", "Aggregate"):
-            outputs = _seq(plan.projectList() if name == "Project" else plan.aggregateExpressions())
+            outputs = scala_list(plan.projectList() if name == "Project" else plan.aggregateExpressions())
             for item in outputs:
                 if item.nodeName() == "Alias":
                     lineage.defs[item.exprId().id()] = lineage.text(item.child())
         if name == "Aggregate":
-            keys = _seq(plan.groupingExpressions())
-            functions = [f for item in _seq(plan.aggregateExpressions()) for f in _aggregate_expressions(item)]
+            keys = scala_list(plan.groupingExpressions())
+            functions = [f for item in scala_list(plan.aggregateExpressions()) for f in _aggregate_expressions(item)]
             shown = ", ".join(_readable(k.sql()) for k in keys) or "(everything)"
             computed = ", ".join(_readable(f.sql()) for f in functions)
             operators.append(StatefulOperator("aggregation", ("keys", *[lineage.text(k) for k in keys], "functions",
                                                               *[lineage.text(f) for f in functions]),
                                               f"aggregation by {shown}" + (f" of {computed}" if computed else "")))
         elif name == "Distinct":
-            keys = _seq(plan.child().output())
+            keys = scala_list(plan.child().output())
             operators.append(StatefulOperator("deduplication", tuple(lineage.text(k) for k in keys),
                                               f"DISTINCT over {', '.join(k.name() for k in keys)}"))
         elif name in _KEYED:
-            keys = _seq(plan.keys())
+            keys = scala_list(plan.keys())
             operators.append(StatefulOperator("deduplication", (name, *[lineage.text(k) for k in keys]),
                                               f"deduplication on {', '.join(k.name() for k in keys)}"))
         elif name == "Join":
@@ -128,7 +120,7 @@ def describe_plan(df: DataFrame) -> list[StatefulOperator]:
                                               f"LIMIT {plan.limitExpr().sql()}"))
         elif name in _OPAQUE:
             operators.append(StatefulOperator("user state", ("opaque", name), f"{name} (user state function)"))
-        for attribute in _seq(plan.output()):
+        for attribute in scala_list(plan.output()):
             lineage.defs.setdefault(attribute.exprId().id(), f"{name}.{attribute.name()}")
 
     visit(df._jdf.queryExecution().analyzed(), None)

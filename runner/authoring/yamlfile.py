@@ -46,7 +46,7 @@ def load(text: str, *, file: str | None, code: str = "MANIFEST_INVALID_YAML") ->
     """Parse YAML; a syntax error is a user error naming the file and line."""
     try:
         node = yaml.compose(text, Loader=_UniqueKeyLoader)
-        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - SafeLoader subclass
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # SafeLoader subclass
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         line = mark.line + 1 if mark else None

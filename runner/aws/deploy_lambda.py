@@ -34,11 +34,12 @@ from typing import Any
 from runner.authoring.manifest_file import parse_manifest, parse_template
 from runner.aws.steps import StepCommand
 from runner.core import layout
+from runner.core.bucket import PreconditionFailed, S3Bucket
 from runner.core.errors import Problem, UserError
 from runner.core.manifest import BUILT_IN_DEFAULTS
 
-PREFIX = "manifests/"
-TEMPLATE_KEY = "manifests/job-template.yaml"
+PREFIX = layout.DESIRED_PREFIX
+TEMPLATE_KEY = f"{PREFIX}job-template.yaml"
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,7 @@ def manifest_name(key: str) -> str | None:
 class Handler:
     def __init__(self, settings: Settings, s3: Any, emr: Any, now: Any = None):
         self.settings = settings
-        self.s3 = s3
+        self.bucket = S3Bucket(settings.manifests_bucket, client=s3)
         self.emr = emr
         self.now = now or (lambda: datetime.now(UTC))
 
@@ -133,28 +134,18 @@ class Handler:
             return {**result, "result": "invalid", "problems": problems}
         if not self._claim(name, event):
             return {**result, "result": "duplicate", "why": "this object version was already handled"}
-        self.s3.delete_object(Bucket=self.settings.manifests_bucket, Key=layout.deploy_error(name))
+        self.bucket.delete(layout.deploy_error(name))
         pinned = ["--object-version", event.version_id] if event.version_id else []
         step = self._add_step(f"sql-runner deploy {name} ({event.event_id})",
                               self.settings.step.args("deploy", *pinned, event.key))
         return {**result, "result": "step", "step": step}
 
-    def _get(self, key: str, version_id: str | None = None) -> bytes | None:
-        extra = {"VersionId": version_id} if version_id else {}
-        try:
-            return self.s3.get_object(Bucket=self.settings.manifests_bucket, Key=key, **extra)["Body"].read()
-        except self.s3.exceptions.NoSuchKey:
-            return None
-        except self.s3.exceptions.ClientError as error:
-            if error.response["Error"]["Code"] in ("NoSuchVersion", "404"):
-                return None
-            raise
-
     def _problems(self, event: S3Event, name: str) -> list[str] | None:
         """Validation messages (empty: valid); None if the object version is gone."""
-        data = self._get(event.key, event.version_id)
-        if data is None:
+        blob = self.bucket.read(event.key, version_id=event.version_id)
+        if blob is None:
             return None
+        data = blob.data
         try:
             template = self._template()
             manifest = parse_manifest(data.decode("utf-8"), template, file=event.key)
@@ -168,26 +159,22 @@ class Handler:
         return []
 
     def _template(self) -> dict[str, Any]:
-        data = self._get(TEMPLATE_KEY)
-        return BUILT_IN_DEFAULTS if data is None else parse_template(data.decode("utf-8"), file=TEMPLATE_KEY)
+        blob = self.bucket.read(TEMPLATE_KEY)
+        return BUILT_IN_DEFAULTS if blob is None else parse_template(blob.text, file=TEMPLATE_KEY)
 
     def _report(self, name: str, event: S3Event, problems: list[str]) -> None:
         report = {"name": name, "key": event.key, "version-id": event.version_id, "at": self.now().isoformat(),
                   "problems": problems, "result": "not deployed"}
-        self.s3.put_object(Bucket=self.settings.manifests_bucket, Key=layout.deploy_error(name),
-                           Body=json.dumps(report, indent=2).encode(), ContentType="application/json")
+        self.bucket.write(layout.deploy_error(name), json.dumps(report, indent=2).encode())
 
     def _claim(self, name: str, event: S3Event) -> bool:
         """Create-if-absent: True for the first delivery of this change, False for repeats."""
         body = json.dumps({"key": event.key, "version-id": event.version_id, "created": event.created,
                            "at": self.now().isoformat()}).encode()
         try:
-            self.s3.put_object(Bucket=self.settings.manifests_bucket, Key=layout.deploy_request(name, event.event_id),
-                               Body=body, IfNoneMatch="*")
-        except self.s3.exceptions.ClientError as error:
-            if error.response["Error"]["Code"] in ("PreconditionFailed", "ConditionalRequestConflict"):
-                return False
-            raise
+            self.bucket.write(layout.deploy_request(name, event.event_id), body, if_absent=True)
+        except PreconditionFailed:
+            return False
         return True
 
     def _add_step(self, name: str, args: list[str]) -> str:

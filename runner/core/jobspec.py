@@ -67,5 +67,4 @@ class JobSpec:
     @property
     def label(self) -> str:
         """``name v3`` for log lines."""
-        version = self.manifest.meta.query_version if self.manifest.meta else 0
-        return f"{self.manifest.name} v{version}"
+        return f"{self.manifest.name} v{self.manifest.version}"

@@ -1,4 +1,4 @@
-"""Where a team's state lives inside its three buckets (PRODUCT.md §3).
+"""Where a team's state lives inside its three buckets.
 
     manifests bucket
       manifests/<name>.yaml                      desired manifests, pushed by users

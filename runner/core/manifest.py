@@ -172,6 +172,11 @@ class Manifest(BaseModel):
         return self
 
     @property
+    def version(self) -> int:
+        """The deployed version (``meta.query-version``); 0 for a manifest not deployed yet."""
+        return self.meta.query_version if self.meta else 0
+
+    @property
     def trigger_seconds(self) -> float:
         match = _INTERVAL.match(self.trigger_interval)
         assert match, "validated on load"

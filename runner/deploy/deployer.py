@@ -93,7 +93,7 @@ class Deployer:
 
     # ---- inputs -------------------------------------------------------------------------
 
-    def spark(self):  # noqa: ANN201 - a SparkSession, created on first use
+    def spark(self):  # a SparkSession, created on first use
         if self._spark is None:
             from runner.analysis.session import local_session
 

@@ -1,6 +1,6 @@
 """The deploy decision: ``plan(desired, deployed, observed) -> actions``, with no I/O.
 
-PRODUCT.md §4, per manifest::
+Per manifest (the README's Deployments section)::
 
     new job (nothing deployed)              -> start with clean state, version 1
     running, config unchanged               -> nothing

@@ -42,9 +42,8 @@ def command(spec: JobSpec, *, master: str, env: Mapping[str, str], file: str | N
             app_name: str | None = None, options: list[str] | None = None,
             spark_submit: str | None = None, local_python: bool = True) -> list[str]:
     """The full argument list: spark-submit, its options, the entry point and the spec."""
-    meta = spec.manifest.meta
     args = [spark_submit or str(spark_submit_path()), "--master", master, *(options or []),
-            "--name", app_name or f"sql-runner:{spec.manifest.name}:v{meta.query_version if meta else 0}",
+            "--name", app_name or f"sql-runner:{spec.manifest.name}:v{spec.manifest.version}",
             "--driver-java-options", java_options()]
     for key, value in resolved_properties(spec, env, file).items():
         args += ["--conf", f"{key}={value}"]

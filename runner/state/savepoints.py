@@ -96,11 +96,6 @@ def take(store: Store, name: str, version: int, checkpoint_key: str, *, now: dat
     return Taken(StateRef("savepoint", version, key, _created(savepoint_id, _SAVEPOINT)), files, graceful, batch)
 
 
-def marker(store: Store, ref: StateRef) -> dict | None:
-    blob = store.savepoints.read(f"{ref.key}{MARKER}")
-    return json.loads(blob.text) if blob else None
-
-
 def restore(store: Store, ref: StateRef, name: str, version: int, run_id: str) -> str:
     """Copy a savepoint into a fresh run folder of ``version``; returns the folder's key."""
     destination = layout.checkpoint(name, version, run_id)
