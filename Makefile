@@ -60,6 +60,7 @@ push-artifacts: $(STAMP)
 
 lint: $(STAMP)
 	@$(BIN)/ruff check runner jobs demo tests bench infra
+	@$(BIN)/lint-imports --no-logo
 
 clean:
 	rm -rf demo-data .sql-runner .pytest_cache cdktf.out dist
