@@ -21,9 +21,7 @@ def decisions(ctx: Context, deployer: Deployer, paths: tuple[Path, ...]) -> list
 
 @click.command()
 @options.manifest_paths
-@options.project
-@options.store
-@options.where_jobs_run
+@options.deployment
 @options.from_store
 @options.as_json("One JSON object per manifest.")
 @requires.exit_codes
@@ -44,9 +42,7 @@ def plan(ctx: Context, paths: tuple[Path, ...], as_json: bool) -> None:
                                                     "removed.")
 @click.option("--object-version", help="With --from-store and one manifest: deploy exactly this S3 object version "
                                        "of it.")
-@options.project
-@options.store
-@options.where_jobs_run
+@options.deployment
 @options.stop_timeout
 @options.from_store
 @options.spark_submit
@@ -76,9 +72,7 @@ def deploy(ctx: Context, paths: tuple[Path, ...], all_: bool, object_version: st
 
 @click.command()
 @click.argument("name")
-@options.project
-@options.store
-@options.where_jobs_run
+@options.deployment
 @options.stop_timeout
 @options.from_store
 @requires.exit_codes

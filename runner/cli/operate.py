@@ -13,9 +13,7 @@ from runner.core.errors import UserError
 
 
 @click.command()
-@options.project
-@options.store
-@options.where_jobs_run
+@options.deployment
 @options.as_json("One JSON object per job instead of a table.")
 @requires.exit_codes
 @requires.context(need_project=False)
@@ -35,9 +33,7 @@ def status(ctx: Context, as_json: bool) -> None:
 @click.command()
 @click.argument("name")
 @click.option("--no-savepoint", is_flag=True, help="Stop without taking a savepoint.")
-@options.project
-@options.store
-@options.where_jobs_run
+@options.deployment
 @options.stop_timeout
 @requires.exit_codes
 @requires.context(need_project=False)
@@ -49,9 +45,7 @@ def stop(ctx: Context, name: str, no_savepoint: bool) -> None:
 
 @click.command()
 @click.argument("name")
-@options.project
-@options.store
-@options.where_jobs_run
+@options.deployment
 @options.stop_timeout
 @options.spark_submit
 @requires.exit_codes

@@ -66,3 +66,6 @@ store = _stack(state, manifests_bucket, checkpoints_bucket, savepoints_bucket)
 
 where_jobs_run = _stack(target, master, master_web_ui, resource_manager, team)
 """Where jobs run: ``--target`` and what each target needs, and the team."""
+
+deployment = _stack(project, store, where_jobs_run)
+"""The project, where its state lives and where its jobs run."""
