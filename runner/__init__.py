@@ -1,1 +1,5 @@
-"""Control plane of spark-sql-runner: manifests, tables, validation, the CLI."""
+"""spark-sql-runner: deploys streaming SQL manifests to Spark Structured Streaming.
+
+Subpackages by concern, in layers (README: Layout): cli over deploy and aws, over
+analysis, state and targets, over authoring (and the jobs/ package), over core.
+"""
