@@ -39,8 +39,14 @@ START = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
 
 
 def sql_runner(root: Path, *args: str) -> subprocess.CompletedProcess:
-    result = subprocess.run([SQL_RUNNER, *args], cwd=root, capture_output=True, text=True, check=False,
-                            env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+    result = subprocess.run(
+        [SQL_RUNNER, *args],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
+    )
     if result.returncode != 0:
         raise SystemExit(f"sql-runner {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
     return result
@@ -105,13 +111,18 @@ def main() -> None:
                 raise SystemExit(f"round {kill}: expected a resume from the latest checkpoint, got:\n{out}")
             outcomes[how] += 1
             expected = sorted(t.transaction_id for t in written if t.amount > 500)
-            took = wait_until(lambda expected=expected: sorted(
-                r["transaction_id"] for r in committed_json_rows(output)) == expected, 180)
+            took = wait_until(
+                lambda expected=expected: sorted(r["transaction_id"] for r in committed_json_rows(output)) == expected,
+                180,
+            )
             if took is None:
                 break
             catch_up.append(time.monotonic() - redeployed)
-            print(f"round {kill:2d}: killed {delay:.1f}s after new input; {how}; caught up "
-                  f"{catch_up[-1]:.1f}s after the redeploy began", flush=True)
+            print(
+                f"round {kill:2d}: killed {delay:.1f}s after new input; {how}; caught up "
+                f"{catch_up[-1]:.1f}s after the redeploy began",
+                flush=True,
+            )
         rows = committed_json_rows(output)
         got = Counter(r["transaction_id"] for r in rows)
         expected_ids = Counter(t.transaction_id for t in written if t.amount > 500)
@@ -119,11 +130,15 @@ def main() -> None:
         missing = sum((expected_ids - got).values())
         unexpected = sum((got - expected_ids).values()) - duplicates
         print()
-        print("| kills | expected rows | rows in sink | duplicates | missing | unexpected | "
-              "redeploy to caught up (mean / max s) |")
+        print(
+            "| kills | expected rows | rows in sink | duplicates | missing | unexpected | "
+            "redeploy to caught up (mean / max s) |"
+        )
         print("|---|---|---|---|---|---|---|")
-        print(f"| {len(catch_up)} of {args.kills} | {sum(expected_ids.values())} | {len(rows)} | {duplicates} | "
-              f"{missing} | {unexpected} | {statistics.mean(catch_up or [0]):.1f} / {max(catch_up or [0]):.1f} |")
+        print(
+            f"| {len(catch_up)} of {args.kills} | {sum(expected_ids.values())} | {len(rows)} | {duplicates} | "
+            f"{missing} | {unexpected} | {statistics.mean(catch_up or [0]):.1f} / {max(catch_up or [0]):.1f} |"
+        )
         for how, count in outcomes.items():
             print(f"{count} x {how}")
         exact = len(catch_up) == args.kills and got == expected_ids

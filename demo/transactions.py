@@ -43,8 +43,9 @@ MALFORMED_LINES = (
 )
 
 
-def transactions(count: int, *, start: datetime, seed: int, first_id: int = 0, accounts: int = 5,
-                 step_seconds: float = 7.0) -> list[Transaction]:
+def transactions(
+    count: int, *, start: datetime, seed: int, first_id: int = 0, accounts: int = 5, step_seconds: float = 7.0
+) -> list[Transaction]:
     """``count`` transactions ``step_seconds`` apart in event time, from ``start``."""
     rng = random.Random(seed)
     result = []

@@ -57,8 +57,14 @@ def say(message: str) -> None:
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    result = subprocess.run([SQL_RUNNER, *args], cwd=PROJECT, capture_output=True, text=True, check=False,
-                            env={**os.environ, "COLUMNS": str(WIDTH), "SPARK_LOCAL_IP": "127.0.0.1"})
+    result = subprocess.run(
+        [SQL_RUNNER, *args],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "COLUMNS": str(WIDTH), "SPARK_LOCAL_IP": "127.0.0.1"},
+    )
     if result.returncode != 0:
         console.print(result.stdout + result.stderr, markup=False)
         raise SystemExit(f"sql-runner {' '.join(args)} failed (exit code {result.returncode})")
@@ -149,11 +155,14 @@ def _cell(value: object) -> str:
 
 
 def main() -> None:
-    console.print(Panel.fit(
-        "spark-sql-runner demo: a streaming SQL deployment's life, on local Spark with no AWS\n"
-        "project copy -> demo-data/project/   events -> demo-data/project/demo-data/events/\n"
-        "outputs -> demo-data/project/demo-data/output/   state -> demo-data/project/.sql-runner/",
-        border_style="cyan"))
+    console.print(
+        Panel.fit(
+            "spark-sql-runner demo: a streaming SQL deployment's life, on local Spark with no AWS\n"
+            "project copy -> demo-data/project/   events -> demo-data/project/demo-data/events/\n"
+            "outputs -> demo-data/project/demo-data/output/   state -> demo-data/project/.sql-runner/",
+            border_style="cyan",
+        )
+    )
     if DEMO.exists():
         say("resetting demo-data/ from the previous run")
         shutil.rmtree(DEMO)
@@ -173,9 +182,11 @@ def run_demo() -> None:
         written.extend(batch)
         write_batch(EVENTS, name, batch, malformed)
         bad = f" + {len(malformed)} malformed lines" if malformed else ""
-        console.print(f"   wrote {len(batch)} transactions{bad} to events/{name}.json "
-                      f"(event time {batch[0].ts:%H:%M:%S} to {batch[-1].ts:%H:%M:%S})",
-                      markup=False)
+        console.print(
+            f"   wrote {len(batch)} transactions{bad} to events/{name}.json "
+            f"(event time {batch[0].ts:%H:%M:%S} to {batch[-1].ts:%H:%M:%S})",
+            markup=False,
+        )
         return batch
 
     # 1. deploy ------------------------------------------------------------------------------
@@ -186,14 +197,28 @@ def run_demo() -> None:
     show_plan()
     deploy("--all")
     high_value = sorted(t.transaction_id for t in first if t.amount > 500)
-    wait(lambda: sorted(r["transaction_id"] for r in rows("high-value-tx")) == high_value
-         and len(rows("payee-bands")) == len(first) and counted(1) == len(closed(first, 1)),
-         "the three jobs to process the first events")
-    console.print(table_of(f"high-value-tx ({len(high_value)} rows; first few)", rows("high-value-tx"),
-                           ["transaction_id", "account_id", "payee", "amount", "__query_version"]))
-    console.print(table_of(f"spend-per-account ({len(rows('spend-per-account'))} closed windows; first few)",
-                           rows("spend-per-account"),
-                           ["window_start", "account_id", "tx_count", "total_amount", "__query_version"]))
+    wait(
+        lambda: (
+            sorted(r["transaction_id"] for r in rows("high-value-tx")) == high_value
+            and len(rows("payee-bands")) == len(first)
+            and counted(1) == len(closed(first, 1))
+        ),
+        "the three jobs to process the first events",
+    )
+    console.print(
+        table_of(
+            f"high-value-tx ({len(high_value)} rows; first few)",
+            rows("high-value-tx"),
+            ["transaction_id", "account_id", "payee", "amount", "__query_version"],
+        )
+    )
+    console.print(
+        table_of(
+            f"spend-per-account ({len(rows('spend-per-account'))} closed windows; first few)",
+            rows("spend-per-account"),
+            ["window_start", "account_id", "tx_count", "total_amount", "__query_version"],
+        )
+    )
     show_status()
 
     # 2. compatible filter change ---------------------------------------------------------------
@@ -203,13 +228,20 @@ def run_demo() -> None:
     deploy()
     second = add_events("batch-002", 40, 43)
     high_value += [t.transaction_id for t in second if t.amount > 500 and t.payee != "airline"]
-    wait(lambda: sorted(r["transaction_id"] for r in rows("high-value-tx")) == sorted(high_value)
-         and counted(1) == len(closed(first + second, 1)), "the new events to be processed")
+    wait(
+        lambda: (
+            sorted(r["transaction_id"] for r in rows("high-value-tx")) == sorted(high_value)
+            and counted(1) == len(closed(first + second, 1))
+        ),
+        "the new events to be processed",
+    )
     output = rows("high-value-tx")
-    console.print(f"   high-value-tx: {len(output)} rows, {len(output) - len({r['transaction_id'] for r in output})} "
-                  f"duplicates, versions {sorted({r['__query_version'] for r in output})}: restored from the "
-                  "savepoint, so batch-001 was not read again; the new filter applies from batch-002 on",
-                  markup=False)
+    console.print(
+        f"   high-value-tx: {len(output)} rows, {len(output) - len({r['transaction_id'] for r in output})} "
+        f"duplicates, versions {sorted({r['__query_version'] for r in output})}: restored from the "
+        "savepoint, so batch-001 was not read again; the new filter applies from batch-002 on",
+        markup=False,
+    )
 
     # 3. incompatible grouping change -----------------------------------------------------------
     say("step 3: change spend-per-account's window from 1 to 2 minutes (changed grouping: incompatible)")
@@ -224,13 +256,19 @@ def run_demo() -> None:
     summary = Table(title="spend-per-account: every event counted at most once", title_justify="left")
     for column in ("", "events", "counted by v1", "counted by v2", "still in an open window"):
         summary.add_column(column)
-    summary.add_row("written before the change", str(len(before)), str(v1), "0",
-                    f"{len(before) - v1} (held in v1's state when it stopped; dropped, as the plan said)")
-    summary.add_row("written after the change", str(len(third)), "0", str(v2),
-                    f"{len(third) - v2} (v2's open window)")
+    summary.add_row(
+        "written before the change",
+        str(len(before)),
+        str(v1),
+        "0",
+        f"{len(before) - v1} (held in v1's state when it stopped; dropped, as the plan said)",
+    )
+    summary.add_row("written after the change", str(len(third)), "0", str(v2), f"{len(third) - v2} (v2's open window)")
     console.print(summary)
-    console.print("   v2 read only batch-003 (it skipped batch-001 and batch-002, which v1 had read); history says so:",
-                  markup=False)
+    console.print(
+        "   v2 read only batch-003 (it skipped batch-001 and batch-002, which v1 had read); history says so:",
+        markup=False,
+    )
     history = json.loads(cli("history", "spend-per-account", "--json").stdout)
     for note in history[-1]["outcome"].get("continuation", []):
         console.print(f"   - {note}", markup=False)
@@ -238,12 +276,16 @@ def run_demo() -> None:
     # 4. whitespace-only edit -------------------------------------------------------------------
     say("step 4: reformat high-value-transactions' SQL (whitespace, keyword case, a comment): no change")
     job = status_of("high-value-transactions")["job"]
-    edit(HIGH_VALUE, "WHERE amount > 500 AND payee <> 'airline'",
-         "where amount>500   and payee<>'airline'  -- big spends, airlines excluded")
+    edit(
+        HIGH_VALUE,
+        "WHERE amount > 500 AND payee <> 'airline'",
+        "where amount>500   and payee<>'airline'  -- big spends, airlines excluded",
+    )
     show_plan()
     deploy()
-    console.print(f"   the same job keeps running: {job} -> {status_of('high-value-transactions')['job']}",
-                  markup=False)
+    console.print(
+        f"   the same job keeps running: {job} -> {status_of('high-value-transactions')['job']}", markup=False
+    )
 
     # 5. manifest deleted -----------------------------------------------------------------------
     say("step 5: delete payee-bands' manifest")
@@ -269,4 +311,3 @@ def stop_everything() -> None:
             console.print(f"   could not stop {name}: {error}", markup=False)
     show_status()
     say("done. The project copy is yours to try: cd demo-data/project && ../../.venv/bin/sql-runner --help")
-

@@ -20,23 +20,51 @@ class KafkaProvider(TerraformProvider):
     """Connects to MSK with IAM authentication over TLS (port 9098)."""
 
     def __init__(self, scope: Construct, id_: str, *, bootstrap_servers: Any, region: str):
-        super().__init__(scope, id_, terraform_resource_type="kafka", terraform_provider_source=SOURCE,
-                         terraform_generator_metadata=TerraformProviderGeneratorMetadata(
-                             provider_name="kafka", provider_version_constraint=VERSION))
-        self._attributes = {"bootstrap_servers": bootstrap_servers, "tls_enabled": True,
-                            "sasl_mechanism": "aws-iam", "sasl_aws_region": region}
+        super().__init__(
+            scope,
+            id_,
+            terraform_resource_type="kafka",
+            terraform_provider_source=SOURCE,
+            terraform_generator_metadata=TerraformProviderGeneratorMetadata(
+                provider_name="kafka", provider_version_constraint=VERSION
+            ),
+        )
+        self._attributes = {
+            "bootstrap_servers": bootstrap_servers,
+            "tls_enabled": True,
+            "sasl_mechanism": "aws-iam",
+            "sasl_aws_region": region,
+        }
 
     def _synthesize_attributes(self) -> dict[str, Any]:
         return self._attributes
 
 
 class KafkaTopic(TerraformResource):
-    def __init__(self, scope: Construct, id_: str, *, provider: KafkaProvider, name: str, partitions: int,
-                 replication_factor: int, config: dict[str, str]):
-        super().__init__(scope, id_, terraform_resource_type="kafka_topic", provider=provider,
-                         terraform_generator_metadata=TerraformProviderGeneratorMetadata(provider_name="kafka"))
-        self._attributes = {"name": name, "partitions": partitions, "replication_factor": replication_factor,
-                            "config": config}
+    def __init__(
+        self,
+        scope: Construct,
+        id_: str,
+        *,
+        provider: KafkaProvider,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        config: dict[str, str],
+    ):
+        super().__init__(
+            scope,
+            id_,
+            terraform_resource_type="kafka_topic",
+            provider=provider,
+            terraform_generator_metadata=TerraformProviderGeneratorMetadata(provider_name="kafka"),
+        )
+        self._attributes = {
+            "name": name,
+            "partitions": partitions,
+            "replication_factor": replication_factor,
+            "config": config,
+        }
 
     def _synthesize_attributes(self) -> dict[str, Any]:
         return self._attributes

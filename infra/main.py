@@ -38,14 +38,18 @@ def synth(teams_file: Path, out: Path, only: str | None = None) -> list[str]:
 def summary(teams_file: Path = TEAMS_FILE) -> str:
     """What each team runs, as a Markdown table (the README shows it)."""
     config = load_teams(teams_file)
-    lines = ["| team | region | EMR primary | EMR core (scales to) | MSK brokers | topics | budget/month |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "| team | region | EMR primary | EMR core (scales to) | MSK brokers | topics | budget/month |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for t in config.teams:
-        lines.append(f"| {t.name} | {t.region} | {t.emr.master.count} x {t.emr.master.instance_type} | "
-                     f"{t.emr.core.count} x {t.emr.core.instance_type} ({t.emr.max_core_instances}) | "
-                     f"{t.msk.brokers} x {t.msk.broker_instance_type}, {t.msk.ebs_gib} GiB | "
-                     f"{', '.join(f'{x.name} ({x.partitions}p)' for x in t.topics)} | "
-                     f"USD {t.budget_usd_per_month} |")
+        lines.append(
+            f"| {t.name} | {t.region} | {t.emr.master.count} x {t.emr.master.instance_type} | "
+            f"{t.emr.core.count} x {t.emr.core.instance_type} ({t.emr.max_core_instances}) | "
+            f"{t.msk.brokers} x {t.msk.broker_instance_type}, {t.msk.ebs_gib} GiB | "
+            f"{', '.join(f'{x.name} ({x.partitions}p)' for x in t.topics)} | "
+            f"USD {t.budget_usd_per_month} |"
+        )
     return "\n".join(lines)
 
 

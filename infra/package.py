@@ -47,14 +47,33 @@ def lambda_zip() -> Path:
     DIST.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="deploy-lambda-") as tmp:
         target = Path(tmp)
-        run([sys.executable, "-m", "pip", "install", "--quiet", "--target", str(target), "--platform",
-             "manylinux2014_x86_64", "--implementation", "cp", "--python-version", "3.11", "--only-binary=:all:",
-             *LAMBDA_REQUIREMENTS])
+        run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--target",
+                str(target),
+                "--platform",
+                "manylinux2014_x86_64",
+                "--implementation",
+                "cp",
+                "--python-version",
+                "3.11",
+                "--only-binary=:all:",
+                *LAMBDA_REQUIREMENTS,
+            ]
+        )
         (target / "runner").mkdir()
         shutil.copy2(ROOT / "runner" / "__init__.py", target / "runner" / "__init__.py")
         for package in LAMBDA_PACKAGES:
-            shutil.copytree(ROOT / "runner" / package, target / "runner" / package,
-                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            shutil.copytree(
+                ROOT / "runner" / package,
+                target / "runner" / package,
+                ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+            )
         with zipfile.ZipFile(LAMBDA_ZIP, "w", zipfile.ZIP_DEFLATED) as archive:
             for path in sorted(target.rglob("*")):
                 if path.is_file() and "__pycache__" not in path.parts:
@@ -71,7 +90,8 @@ def missing() -> list[str]:
     """What `make package` has not built yet."""
     wheels = sorted(DIST.glob("spark_sql_runner-*.whl"))
     return [str(p.relative_to(ROOT)) for p in (LAMBDA_ZIP, DIST / BOOTSTRAP.name) if not p.exists()] + (
-        [] if wheels else ["dist/spark_sql_runner-*.whl"])
+        [] if wheels else ["dist/spark_sql_runner-*.whl"]
+    )
 
 
 def push(team_name: str) -> None:
@@ -88,8 +108,11 @@ def push(team_name: str) -> None:
     absent = missing()
     if absent:
         raise SystemExit(f"nothing pushed: {', '.join(absent)} missing; run `make package` first")
-    uploads = [(wheels[-1], f"runner/{wheels[-1].name}"), (LAMBDA_ZIP, LAMBDA_ZIP_KEY),
-               (DIST / BOOTSTRAP.name, BOOTSTRAP_KEY)]
+    uploads = [
+        (wheels[-1], f"runner/{wheels[-1].name}"),
+        (LAMBDA_ZIP, LAMBDA_ZIP_KEY),
+        (DIST / BOOTSTRAP.name, BOOTSTRAP_KEY),
+    ]
     uploads += [(jar, f"jars/{jar.name}") for jar in sorted((DIST / "jars").glob("*.jar"))]
     try:
         s3 = boto3.client("s3", region_name=team.region)

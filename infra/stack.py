@@ -108,12 +108,17 @@ from runner.core import layout
 BUCKET_ROLES = ("logs", "manifests", "checkpoints", "savepoints", "artifacts")  # logs first: the others log to it
 LAMBDA_ZIP_KEY = "lambda/deploy-lambda.zip"
 BOOTSTRAP_KEY = "bootstrap/install-runner.sh"
+ROCKSDB_STATE_STORE = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 NONCURRENT_DAYS = {"manifests": 90, "checkpoints": 7, "savepoints": 30, "artifacts": 30, "logs": 30}
 
 
 def default_tags(platform: Platform, team: Team) -> dict[str, str]:
-    return {"team": team.name, "cost-centre": team.cost_centre, "environment": platform.environment,
-            "managed-by": "sql-runner-infra"}
+    return {
+        "team": team.name,
+        "cost-centre": team.cost_centre,
+        "environment": platform.environment,
+        "managed-by": "sql-runner-infra",
+    }
 
 
 def prefix(platform: Platform, team: Team) -> str:
@@ -153,111 +158,238 @@ class TeamStack(TerraformStack):
     # ---- provider, key, buckets -------------------------------------------------------------------------
 
     def _provider_and_backend(self, state_key: str) -> None:
-        AwsProvider(self, "aws", region=self.team.region,
-                    default_tags=[AwsProviderDefaultTags(tags=default_tags(self.platform, self.team))])
-        S3Backend(self, bucket=self.platform.state_bucket, key=state_key, region=self.platform.state_region,
-                  encrypt=True)
+        AwsProvider(
+            self,
+            "aws",
+            region=self.team.region,
+            default_tags=[AwsProviderDefaultTags(tags=default_tags(self.platform, self.team))],
+        )
+        S3Backend(
+            self, bucket=self.platform.state_bucket, key=state_key, region=self.platform.state_region, encrypt=True
+        )
         self.add_override("terraform.backend.s3.use_lockfile", True)  # S3-native state locking
 
     def _kms_key(self) -> KmsKey:
-        key = KmsKey(self, "key", description=f"{self.name}: buckets, logs, queue, MSK and EMR disks",
-                     enable_key_rotation=True, deletion_window_in_days=30, policy=_policy(
-                         {"Sid": "AccountAdministers", "Effect": "Allow",
-                          "Principal": {"AWS": f"arn:aws:iam::{self.account}:root"}, "Action": "kms:*",
-                          "Resource": "*"},
-                         {"Sid": "LogsEncrypt", "Effect": "Allow",
-                          "Principal": {"Service": f"logs.{self.team.region}.amazonaws.com"},
-                          "Action": ["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*",
-                                     "kms:Describe*"], "Resource": "*"}))
+        key = KmsKey(
+            self,
+            "key",
+            description=f"{self.name}: buckets, logs, queue, MSK and EMR disks",
+            enable_key_rotation=True,
+            deletion_window_in_days=30,
+            policy=_policy(
+                {
+                    "Sid": "AccountAdministers",
+                    "Effect": "Allow",
+                    "Principal": {"AWS": f"arn:aws:iam::{self.account}:root"},
+                    "Action": "kms:*",
+                    "Resource": "*",
+                },
+                {
+                    "Sid": "LogsEncrypt",
+                    "Effect": "Allow",
+                    "Principal": {"Service": f"logs.{self.team.region}.amazonaws.com"},
+                    "Action": [
+                        "kms:Encrypt*",
+                        "kms:Decrypt*",
+                        "kms:ReEncrypt*",
+                        "kms:GenerateDataKey*",
+                        "kms:Describe*",
+                    ],
+                    "Resource": "*",
+                },
+            ),
+        )
         KmsAlias(self, "key-alias", name=f"alias/{self.name}", target_key_id=key.key_id)
         return key
 
     def _bucket(self, role: str) -> S3Bucket:
-        bucket = S3Bucket(self, f"{role}-bucket", bucket=self.team.bucket(role, self.platform.environment),
-                          force_destroy=False)
-        S3BucketOwnershipControls(self, f"{role}-ownership", bucket=bucket.id,
-                                  rule=S3BucketOwnershipControlsRule(object_ownership="BucketOwnerEnforced"))
-        S3BucketPublicAccessBlock(self, f"{role}-public-access", bucket=bucket.id, block_public_acls=True,
-                                  block_public_policy=True, ignore_public_acls=True, restrict_public_buckets=True)
-        S3BucketVersioningA(self, f"{role}-versioning", bucket=bucket.id,
-                            versioning_configuration=S3BucketVersioningVersioningConfiguration(status="Enabled"))
+        bucket = S3Bucket(
+            self, f"{role}-bucket", bucket=self.team.bucket(role, self.platform.environment), force_destroy=False
+        )
+        S3BucketOwnershipControls(
+            self,
+            f"{role}-ownership",
+            bucket=bucket.id,
+            rule=S3BucketOwnershipControlsRule(object_ownership="BucketOwnerEnforced"),
+        )
+        S3BucketPublicAccessBlock(
+            self,
+            f"{role}-public-access",
+            bucket=bucket.id,
+            block_public_acls=True,
+            block_public_policy=True,
+            ignore_public_acls=True,
+            restrict_public_buckets=True,
+        )
+        S3BucketVersioningA(
+            self,
+            f"{role}-versioning",
+            bucket=bucket.id,
+            versioning_configuration=S3BucketVersioningVersioningConfiguration(status="Enabled"),
+        )
         by_default = S3BucketServerSideEncryptionConfigurationRuleApplyServerSideEncryptionByDefaultA(
-            sse_algorithm="aws:kms", kms_master_key_id=self.key.arn)
-        S3BucketServerSideEncryptionConfigurationA(self, f"{role}-encryption", bucket=bucket.id, rule=[
-            S3BucketServerSideEncryptionConfigurationRuleA(apply_server_side_encryption_by_default=by_default,
-                                                           bucket_key_enabled=True)])
-        S3BucketPolicy(self, f"{role}-tls-only", bucket=bucket.id, policy=_policy(
-            {"Sid": "DenyInsecureTransport", "Effect": "Deny", "Principal": "*", "Action": "s3:*",
-             "Resource": [bucket.arn, f"{bucket.arn}/*"], "Condition": {"Bool": {"aws:SecureTransport": "false"}}},
-            *([{"Sid": "AccessLogDelivery", "Effect": "Allow", "Principal": {"Service": "logging.s3.amazonaws.com"},
-                "Action": "s3:PutObject", "Resource": f"{bucket.arn}/s3-access/*",
-                "Condition": {"StringEquals": {"aws:SourceAccount": self.account}}}] if role == "logs" else [])))
-        rules = [S3BucketLifecycleConfigurationRule(
-            id="expire-noncurrent-versions", status="Enabled",
-            filter=[S3BucketLifecycleConfigurationRuleFilter(prefix="")],
-            noncurrent_version_expiration=[S3BucketLifecycleConfigurationRuleNoncurrentVersionExpiration(
-                noncurrent_days=NONCURRENT_DAYS[role])],
-            abort_incomplete_multipart_upload=[S3BucketLifecycleConfigurationRuleAbortIncompleteMultipartUpload(
-                days_after_initiation=7)])]
-        expiring = {"manifests": (layout.DEPLOY_REQUESTS_PREFIX, 30),  # the Lambda's claims of handled S3 events
-                    "logs": ("", 90)}
+            sse_algorithm="aws:kms", kms_master_key_id=self.key.arn
+        )
+        S3BucketServerSideEncryptionConfigurationA(
+            self,
+            f"{role}-encryption",
+            bucket=bucket.id,
+            rule=[
+                S3BucketServerSideEncryptionConfigurationRuleA(
+                    apply_server_side_encryption_by_default=by_default, bucket_key_enabled=True
+                )
+            ],
+        )
+        S3BucketPolicy(
+            self,
+            f"{role}-tls-only",
+            bucket=bucket.id,
+            policy=_policy(
+                {
+                    "Sid": "DenyInsecureTransport",
+                    "Effect": "Deny",
+                    "Principal": "*",
+                    "Action": "s3:*",
+                    "Resource": [bucket.arn, f"{bucket.arn}/*"],
+                    "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+                },
+                *(
+                    [
+                        {
+                            "Sid": "AccessLogDelivery",
+                            "Effect": "Allow",
+                            "Principal": {"Service": "logging.s3.amazonaws.com"},
+                            "Action": "s3:PutObject",
+                            "Resource": f"{bucket.arn}/s3-access/*",
+                            "Condition": {"StringEquals": {"aws:SourceAccount": self.account}},
+                        }
+                    ]
+                    if role == "logs"
+                    else []
+                ),
+            ),
+        )
+        rules = [
+            S3BucketLifecycleConfigurationRule(
+                id="expire-noncurrent-versions",
+                status="Enabled",
+                filter=[S3BucketLifecycleConfigurationRuleFilter(prefix="")],
+                noncurrent_version_expiration=[
+                    S3BucketLifecycleConfigurationRuleNoncurrentVersionExpiration(noncurrent_days=NONCURRENT_DAYS[role])
+                ],
+                abort_incomplete_multipart_upload=[
+                    S3BucketLifecycleConfigurationRuleAbortIncompleteMultipartUpload(days_after_initiation=7)
+                ],
+            )
+        ]
+        expiring = {
+            "manifests": (layout.DEPLOY_REQUESTS_PREFIX, 30),  # the Lambda's claims of handled S3 events
+            "logs": ("", 90),
+        }
         if role in expiring:
             where, days = expiring[role]
-            rules.append(S3BucketLifecycleConfigurationRule(
-                id=f"expire-{where.strip('/') or 'logs'}", status="Enabled",
-                filter=[S3BucketLifecycleConfigurationRuleFilter(prefix=where)],
-                expiration=[S3BucketLifecycleConfigurationRuleExpiration(days=days)]))
+            rules.append(
+                S3BucketLifecycleConfigurationRule(
+                    id=f"expire-{where.strip('/') or 'logs'}",
+                    status="Enabled",
+                    filter=[S3BucketLifecycleConfigurationRuleFilter(prefix=where)],
+                    expiration=[S3BucketLifecycleConfigurationRuleExpiration(days=days)],
+                )
+            )
         S3BucketLifecycleConfiguration(self, f"{role}-lifecycle", bucket=bucket.id, rule=rules)
         if role != "logs":
-            S3BucketLoggingA(self, f"{role}-access-logs", bucket=bucket.id, target_bucket=self.buckets["logs"].id,
-                             target_prefix=f"s3-access/{role}/")
+            S3BucketLoggingA(
+                self,
+                f"{role}-access-logs",
+                bucket=bucket.id,
+                target_bucket=self.buckets["logs"].id,
+                target_prefix=f"s3-access/{role}/",
+            )
         return bucket
 
     # ---- network --------------------------------------------------------------------------------------
 
     def _security_groups(self) -> tuple[SecurityGroup, dict[str, SecurityGroup]]:
         vpc = self.team.network.vpc_id
-        emr = {kind: SecurityGroup(self, f"emr-{kind}-sg", name=f"{self.name}-emr-{kind}", vpc_id=vpc,
-                                   description=f"EMR-managed rules for the {kind} nodes of {self.name}",
-                                   revoke_rules_on_delete=True)
-               for kind in ("primary", "core", "service-access")}
-        msk = SecurityGroup(self, "msk-sg", name=f"{self.name}-msk", vpc_id=vpc,
-                            description=f"Kafka over TLS with IAM auth for {self.name}'s EMR nodes",
-                            ingress=[SecurityGroupIngress(
-                                description="Kafka IAM/TLS from the team's EMR nodes", from_port=9098,
-                                to_port=9098, protocol="tcp", security_groups=[emr["primary"].id, emr["core"].id])],
-                            egress=[SecurityGroupEgress(
-                                description="replies and broker traffic inside the VPC", from_port=0, to_port=0,
-                                protocol="-1", cidr_blocks=[self.team.network.vpc_cidr])])
+        emr = {
+            kind: SecurityGroup(
+                self,
+                f"emr-{kind}-sg",
+                name=f"{self.name}-emr-{kind}",
+                vpc_id=vpc,
+                description=f"EMR-managed rules for the {kind} nodes of {self.name}",
+                revoke_rules_on_delete=True,
+            )
+            for kind in ("primary", "core", "service-access")
+        }
+        msk = SecurityGroup(
+            self,
+            "msk-sg",
+            name=f"{self.name}-msk",
+            vpc_id=vpc,
+            description=f"Kafka over TLS with IAM auth for {self.name}'s EMR nodes",
+            ingress=[
+                SecurityGroupIngress(
+                    description="Kafka IAM/TLS from the team's EMR nodes",
+                    from_port=9098,
+                    to_port=9098,
+                    protocol="tcp",
+                    security_groups=[emr["primary"].id, emr["core"].id],
+                )
+            ],
+            egress=[
+                SecurityGroupEgress(
+                    description="replies and broker traffic inside the VPC",
+                    from_port=0,
+                    to_port=0,
+                    protocol="-1",
+                    cidr_blocks=[self.team.network.vpc_cidr],
+                )
+            ],
+        )
         return msk, emr
 
     # ---- MSK ------------------------------------------------------------------------------------------
 
     def _msk(self) -> MskCluster:
-        logs = CloudwatchLogGroup(self, "msk-logs", name=f"/aws/msk/{self.name}", retention_in_days=365,
-                                  kms_key_id=self.key.arn)
+        logs = CloudwatchLogGroup(
+            self, "msk-logs", name=f"/aws/msk/{self.name}", retention_in_days=365, kms_key_id=self.key.arn
+        )
         msk = self.team.msk
         return MskCluster(
-            self, "msk", cluster_name=self.name, kafka_version=msk.kafka_version,
-            number_of_broker_nodes=msk.brokers, enhanced_monitoring="PER_TOPIC_PER_BROKER",
+            self,
+            "msk",
+            cluster_name=self.name,
+            kafka_version=msk.kafka_version,
+            number_of_broker_nodes=msk.brokers,
+            enhanced_monitoring="PER_TOPIC_PER_BROKER",
             broker_node_group_info=MskClusterBrokerNodeGroupInfo(
-                instance_type=msk.broker_instance_type, client_subnets=self.team.network.subnet_ids,
+                instance_type=msk.broker_instance_type,
+                client_subnets=self.team.network.subnet_ids,
                 security_groups=[self.msk_security_group.id],
                 storage_info=MskClusterBrokerNodeGroupInfoStorageInfo(
-                    ebs_storage_info=MskClusterBrokerNodeGroupInfoStorageInfoEbsStorageInfo(volume_size=msk.ebs_gib)),
+                    ebs_storage_info=MskClusterBrokerNodeGroupInfoStorageInfoEbsStorageInfo(volume_size=msk.ebs_gib)
+                ),
                 connectivity_info=MskClusterBrokerNodeGroupInfoConnectivityInfo(
-                    public_access=MskClusterBrokerNodeGroupInfoConnectivityInfoPublicAccess(type="DISABLED"))),
+                    public_access=MskClusterBrokerNodeGroupInfoConnectivityInfoPublicAccess(type="DISABLED")
+                ),
+            ),
             encryption_info=MskClusterEncryptionInfo(
                 encryption_at_rest_kms_key_arn=self.key.arn,
-                encryption_in_transit=MskClusterEncryptionInfoEncryptionInTransit(client_broker="TLS",
-                                                                                  in_cluster=True)),
+                encryption_in_transit=MskClusterEncryptionInfoEncryptionInTransit(client_broker="TLS", in_cluster=True),
+            ),
             client_authentication=MskClusterClientAuthentication(
-                sasl=MskClusterClientAuthenticationSasl(iam=True), unauthenticated=False),
-            logging_info=MskClusterLoggingInfo(broker_logs=MskClusterLoggingInfoBrokerLogs(
-                cloudwatch_logs=MskClusterLoggingInfoBrokerLogsCloudwatchLogs(enabled=True, log_group=logs.name))))
+                sasl=MskClusterClientAuthenticationSasl(iam=True), unauthenticated=False
+            ),
+            logging_info=MskClusterLoggingInfo(
+                broker_logs=MskClusterLoggingInfoBrokerLogs(
+                    cloudwatch_logs=MskClusterLoggingInfoBrokerLogsCloudwatchLogs(enabled=True, log_group=logs.name)
+                )
+            ),
+        )
 
     def topic_arn(self, topic: str) -> str:
-        return (f"arn:aws:kafka:{self.team.region}:{self.account}:topic/{self.name}/*/{topic}")
+        return f"arn:aws:kafka:{self.team.region}:{self.account}:topic/{self.name}/*/{topic}"
 
     # ---- EMR ------------------------------------------------------------------------------------------
 
@@ -266,95 +398,198 @@ class TeamStack(TerraformStack):
         return {"Effect": "Allow", "Action": actions, "Resource": resources}
 
     def _emr_roles(self) -> tuple[IamRole, IamRole]:
-        instance = IamRole(self, "emr-instance-role", name=f"{self.name}-emr-instance",
-                           assume_role_policy=_assume("ec2.amazonaws.com"))
-        IamRolePolicy(self, "emr-instance-policy", role=instance.id, name="team-resources-only", policy=_policy(
-            self._bucket_access(("manifests", "checkpoints", "savepoints"),
-                                ["s3:GetObject", "s3:GetObjectVersion", "s3:PutObject", "s3:DeleteObject",
-                                 "s3:ListBucket", "s3:GetBucketLocation"]),
-            self._bucket_access(("artifacts",), ["s3:GetObject", "s3:ListBucket"]),
-            {"Effect": "Allow", "Action": ["s3:PutObject"], "Resource": [f"{self.buckets['logs'].arn}/emr/*"]},
-            {"Effect": "Allow", "Action": ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey*", "kms:DescribeKey"],
-             "Resource": [self.key.arn]},
-            {"Effect": "Allow", "Action": ["kafka-cluster:Connect", "kafka-cluster:DescribeCluster"],
-             "Resource": [self.msk.arn]},
-            {"Effect": "Allow", "Action": ["kafka-cluster:DescribeTopic", "kafka-cluster:ReadData",
-                                           "kafka-cluster:WriteData"],
-             "Resource": [self.topic_arn(t.name) for t in self.team.topics] or [self.topic_arn("none")]},
-            {"Effect": "Allow", "Action": ["kafka-cluster:AlterGroup", "kafka-cluster:DescribeGroup"],
-             "Resource": [f"arn:aws:kafka:{self.team.region}:{self.account}:group/{self.name}/*/*"]}))
-        self.instance_profile = IamInstanceProfile(self, "emr-instance-profile", name=f"{self.name}-emr-instance",
-                                                   role=instance.name)
-        service = IamRole(self, "emr-service-role", name=f"{self.name}-emr-service",
-                          assume_role_policy=_assume("elasticmapreduce.amazonaws.com"))
+        instance = IamRole(
+            self, "emr-instance-role", name=f"{self.name}-emr-instance", assume_role_policy=_assume("ec2.amazonaws.com")
+        )
+        IamRolePolicy(
+            self,
+            "emr-instance-policy",
+            role=instance.id,
+            name="team-resources-only",
+            policy=_policy(
+                self._bucket_access(
+                    ("manifests", "checkpoints", "savepoints"),
+                    [
+                        "s3:GetObject",
+                        "s3:GetObjectVersion",
+                        "s3:PutObject",
+                        "s3:DeleteObject",
+                        "s3:ListBucket",
+                        "s3:GetBucketLocation",
+                    ],
+                ),
+                self._bucket_access(("artifacts",), ["s3:GetObject", "s3:ListBucket"]),
+                {"Effect": "Allow", "Action": ["s3:PutObject"], "Resource": [f"{self.buckets['logs'].arn}/emr/*"]},
+                {
+                    "Effect": "Allow",
+                    "Action": ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey*", "kms:DescribeKey"],
+                    "Resource": [self.key.arn],
+                },
+                {
+                    "Effect": "Allow",
+                    "Action": ["kafka-cluster:Connect", "kafka-cluster:DescribeCluster"],
+                    "Resource": [self.msk.arn],
+                },
+                {
+                    "Effect": "Allow",
+                    "Action": ["kafka-cluster:DescribeTopic", "kafka-cluster:ReadData", "kafka-cluster:WriteData"],
+                    "Resource": [self.topic_arn(t.name) for t in self.team.topics] or [self.topic_arn("none")],
+                },
+                {
+                    "Effect": "Allow",
+                    "Action": ["kafka-cluster:AlterGroup", "kafka-cluster:DescribeGroup"],
+                    "Resource": [f"arn:aws:kafka:{self.team.region}:{self.account}:group/{self.name}/*/*"],
+                },
+            ),
+        )
+        self.instance_profile = IamInstanceProfile(
+            self, "emr-instance-profile", name=f"{self.name}-emr-instance", role=instance.name
+        )
+        service = IamRole(
+            self,
+            "emr-service-role",
+            name=f"{self.name}-emr-service",
+            assume_role_policy=_assume("elasticmapreduce.amazonaws.com"),
+        )
         # AWS's v2 service policy acts only on resources tagged for-use-with-amazon-emr-managed-policies.
-        IamRolePolicyAttachment(self, "emr-service-managed", role=service.name,
-                                policy_arn="arn:aws:iam::aws:policy/service-role/AmazonEMRServicePolicy_v2")
-        IamRolePolicy(self, "emr-service-pass-role", role=service.id, name="pass-the-team-instance-role",
-                      policy=_policy({"Effect": "Allow", "Action": "iam:PassRole", "Resource": [instance.arn],
-                                      "Condition": {"StringLike": {"iam:PassedToService": "ec2.amazonaws.com*"}}},
-                                     {"Effect": "Allow", "Action": ["kms:CreateGrant", "kms:DescribeKey"],
-                                      "Resource": [self.key.arn]}))
+        IamRolePolicyAttachment(
+            self,
+            "emr-service-managed",
+            role=service.name,
+            policy_arn="arn:aws:iam::aws:policy/service-role/AmazonEMRServicePolicy_v2",
+        )
+        IamRolePolicy(
+            self,
+            "emr-service-pass-role",
+            role=service.id,
+            name="pass-the-team-instance-role",
+            policy=_policy(
+                {
+                    "Effect": "Allow",
+                    "Action": "iam:PassRole",
+                    "Resource": [instance.arn],
+                    "Condition": {"StringLike": {"iam:PassedToService": "ec2.amazonaws.com*"}},
+                },
+                {"Effect": "Allow", "Action": ["kms:CreateGrant", "kms:DescribeKey"], "Resource": [self.key.arn]},
+            ),
+        )
         return instance, service
 
     @property
     def step_command(self) -> StepCommand:
         """How EMR steps run the runner: the cluster's first step here, the Lambda's steps later."""
-        return StepCommand(self.team.name, self.buckets["manifests"].bucket, self.buckets["checkpoints"].bucket,
-                           self.buckets["savepoints"].bucket)
+        return StepCommand(
+            self.team.name,
+            self.buckets["manifests"].bucket,
+            self.buckets["checkpoints"].bucket,
+            self.buckets["savepoints"].bucket,
+        )
 
     def _emr(self) -> EmrCluster:
         emr = self.team.emr
         artifacts = self.buckets["artifacts"].bucket
-        security = EmrSecurityConfiguration(self, "emr-security", name=f"{self.name}-encryption",
-                                            configuration=json.dumps({"EncryptionConfiguration": {
-                                                "EnableAtRestEncryption": True, "EnableInTransitEncryption": False,
-                                                "AtRestEncryptionConfiguration": {
-                                                    "S3EncryptionConfiguration": {"EncryptionMode": "SSE-KMS",
-                                                                                  "AwsKmsKey": self.key.arn},
-                                                    "LocalDiskEncryptionConfiguration": {
-                                                        "EncryptionKeyProviderType": "AwsKms",
-                                                        "AwsKmsKey": self.key.arn, "EnableEbsEncryption": True}}}}))
+        security = EmrSecurityConfiguration(
+            self,
+            "emr-security",
+            name=f"{self.name}-encryption",
+            configuration=json.dumps(
+                {
+                    "EncryptionConfiguration": {
+                        "EnableAtRestEncryption": True,
+                        "EnableInTransitEncryption": False,
+                        "AtRestEncryptionConfiguration": {
+                            "S3EncryptionConfiguration": {"EncryptionMode": "SSE-KMS", "AwsKmsKey": self.key.arn},
+                            "LocalDiskEncryptionConfiguration": {
+                                "EncryptionKeyProviderType": "AwsKms",
+                                "AwsKmsKey": self.key.arn,
+                                "EnableEbsEncryption": True,
+                            },
+                        },
+                    }
+                }
+            ),
+        )
         cluster = EmrCluster(
-            self, "emr", name=self.name, release_label=emr.release_label, applications=["Spark"],
-            service_role=self.service_role.arn, security_configuration=security.name,
-            log_uri=f"s3://{self.buckets['logs'].bucket}/emr/", step_concurrency_level=emr.step_concurrency,
-            keep_job_flow_alive_when_no_steps=True, termination_protection=True,
+            self,
+            "emr",
+            name=self.name,
+            release_label=emr.release_label,
+            applications=["Spark"],
+            service_role=self.service_role.arn,
+            security_configuration=security.name,
+            log_uri=f"s3://{self.buckets['logs'].bucket}/emr/",
+            step_concurrency_level=emr.step_concurrency,
+            keep_job_flow_alive_when_no_steps=True,
+            termination_protection=True,
             ebs_root_volume_size=32,
             ec2_attributes=EmrClusterEc2Attributes(
-                subnet_id=self.team.network.subnet_ids[0], instance_profile=self.instance_profile.arn,
+                subnet_id=self.team.network.subnet_ids[0],
+                instance_profile=self.instance_profile.arn,
                 emr_managed_master_security_group=self.emr_groups["primary"].id,
                 emr_managed_slave_security_group=self.emr_groups["core"].id,
-                service_access_security_group=self.emr_groups["service-access"].id),
+                service_access_security_group=self.emr_groups["service-access"].id,
+            ),
             master_instance_group=EmrClusterMasterInstanceGroup(
-                instance_type=emr.master.instance_type, instance_count=emr.master.count,
-                ebs_config=[EmrClusterMasterInstanceGroupEbsConfig(size=emr.master.ebs_gib, type="gp3",
-                                                                   volumes_per_instance=1)]),
+                instance_type=emr.master.instance_type,
+                instance_count=emr.master.count,
+                ebs_config=[
+                    EmrClusterMasterInstanceGroupEbsConfig(size=emr.master.ebs_gib, type="gp3", volumes_per_instance=1)
+                ],
+            ),
             core_instance_group=EmrClusterCoreInstanceGroup(
-                instance_type=emr.core.instance_type, instance_count=emr.core.count,
-                ebs_config=[EmrClusterCoreInstanceGroupEbsConfig(size=emr.core.ebs_gib, type="gp3",
-                                                                 volumes_per_instance=1)]),
-            bootstrap_action=[EmrClusterBootstrapAction(
-                name="install sql-runner and the Kafka connector", path=f"s3://{artifacts}/{BOOTSTRAP_KEY}",
-                args=[f"s3://{artifacts}/runner/", f"s3://{artifacts}/jars/"])],
-            step=[EmrClusterStep(
-                name="sql-runner deploy --all (resume every job from its saved state)", action_on_failure="CONTINUE",
-                hadoop_jar_step=[EmrClusterStepHadoopJarStep(
-                    jar="command-runner.jar",
-                    args=self.step_command.args("deploy", "--all"))])],
-            configurations_json=json.dumps([{"Classification": "spark-defaults", "Properties": {
-                "spark.jars": "/usr/lib/sql-runner/jars/*",
-                "spark.pyspark.python": "/usr/bin/python3.11",  # where the bootstrap installed the runner
-                "spark.sql.streaming.stateStore.providerClass":
-                    "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"}}]),
+                instance_type=emr.core.instance_type,
+                instance_count=emr.core.count,
+                ebs_config=[
+                    EmrClusterCoreInstanceGroupEbsConfig(size=emr.core.ebs_gib, type="gp3", volumes_per_instance=1)
+                ],
+            ),
+            bootstrap_action=[
+                EmrClusterBootstrapAction(
+                    name="install sql-runner and the Kafka connector",
+                    path=f"s3://{artifacts}/{BOOTSTRAP_KEY}",
+                    args=[f"s3://{artifacts}/runner/", f"s3://{artifacts}/jars/"],
+                )
+            ],
+            step=[
+                EmrClusterStep(
+                    name="sql-runner deploy --all (resume every job from its saved state)",
+                    action_on_failure="CONTINUE",
+                    hadoop_jar_step=[
+                        EmrClusterStepHadoopJarStep(
+                            jar="command-runner.jar", args=self.step_command.args("deploy", "--all")
+                        )
+                    ],
+                )
+            ],
+            configurations_json=json.dumps(
+                [
+                    {
+                        "Classification": "spark-defaults",
+                        "Properties": {
+                            "spark.jars": "/usr/lib/sql-runner/jars/*",
+                            "spark.pyspark.python": "/usr/bin/python3.11",  # where the bootstrap installed the runner
+                            "spark.sql.streaming.stateStore.providerClass": ROCKSDB_STATE_STORE,
+                        },
+                    }
+                ]
+            ),
             tags={"for-use-with-amazon-emr-managed-policies": "true"},
             lifecycle=TerraformResourceLifecycle(ignore_changes=["step"]),  # the deploy Lambda adds steps
-            depends_on=[self.instance_role, self.instance_profile])
-        EmrManagedScalingPolicy(self, "emr-scaling", cluster_id=cluster.id, compute_limits=[
-            EmrManagedScalingPolicyComputeLimits(
-                unit_type="Instances", minimum_capacity_units=emr.core.count + emr.master.count,
-                maximum_capacity_units=emr.max_core_instances + emr.master.count,
-                maximum_core_capacity_units=emr.max_core_instances)])
+            depends_on=[self.instance_role, self.instance_profile],
+        )
+        EmrManagedScalingPolicy(
+            self,
+            "emr-scaling",
+            cluster_id=cluster.id,
+            compute_limits=[
+                EmrManagedScalingPolicyComputeLimits(
+                    unit_type="Instances",
+                    minimum_capacity_units=emr.core.count + emr.master.count,
+                    maximum_capacity_units=emr.max_core_instances + emr.master.count,
+                    maximum_core_capacity_units=emr.max_core_instances,
+                )
+            ],
+        )
         return cluster
 
     # ---- deploy Lambda --------------------------------------------------------------------------------
@@ -362,61 +597,130 @@ class TeamStack(TerraformStack):
     def _deploy_lambda(self) -> LambdaFunction:
         function_name = f"{self.name}-deploy"
         manifests = self.buckets["manifests"]
-        queue = SqsQueue(self, "deploy-dlq", name=f"{function_name}-dlq", kms_master_key_id=self.key.arn,
-                         message_retention_seconds=14 * 24 * 3600)
-        logs = CloudwatchLogGroup(self, "deploy-logs", name=f"/aws/lambda/{function_name}", retention_in_days=365,
-                                  kms_key_id=self.key.arn)
+        queue = SqsQueue(
+            self,
+            "deploy-dlq",
+            name=f"{function_name}-dlq",
+            kms_master_key_id=self.key.arn,
+            message_retention_seconds=14 * 24 * 3600,
+        )
+        logs = CloudwatchLogGroup(
+            self, "deploy-logs", name=f"/aws/lambda/{function_name}", retention_in_days=365, kms_key_id=self.key.arn
+        )
         role = IamRole(self, "deploy-role", name=function_name, assume_role_policy=_assume("lambda.amazonaws.com"))
         cluster_arn = f"arn:aws:elasticmapreduce:{self.team.region}:{self.account}:cluster/{self.emr.id}"
-        IamRolePolicy(self, "deploy-policy", role=role.id, name="team-resources-only", policy=_policy(
-            {"Effect": "Allow", "Action": ["s3:GetObject", "s3:GetObjectVersion"],
-             "Resource": [f"{manifests.arn}/{layout.DESIRED_PREFIX}*"]},
-            {"Effect": "Allow", "Action": ["s3:PutObject", "s3:DeleteObject"],
-             "Resource": [f"{manifests.arn}/{layout.DEPLOY_ERRORS_PREFIX}*",
-                          f"{manifests.arn}/{layout.DEPLOY_REQUESTS_PREFIX}*"]},
-            {"Effect": "Allow", "Action": ["elasticmapreduce:AddJobFlowSteps", "elasticmapreduce:ListSteps"],
-             "Resource": [cluster_arn]},
-            {"Effect": "Allow", "Action": "sqs:SendMessage", "Resource": [queue.arn]},
-            {"Effect": "Allow", "Action": ["kms:Decrypt", "kms:GenerateDataKey"], "Resource": [self.key.arn]},
-            {"Effect": "Allow", "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
-             "Resource": [f"{logs.arn}:*"]},
-            {"Effect": "Allow", "Action": ["xray:PutTraceSegments", "xray:PutTelemetryRecords"], "Resource": "*"}))
+        IamRolePolicy(
+            self,
+            "deploy-policy",
+            role=role.id,
+            name="team-resources-only",
+            policy=_policy(
+                {
+                    "Effect": "Allow",
+                    "Action": ["s3:GetObject", "s3:GetObjectVersion"],
+                    "Resource": [f"{manifests.arn}/{layout.DESIRED_PREFIX}*"],
+                },
+                {
+                    "Effect": "Allow",
+                    "Action": ["s3:PutObject", "s3:DeleteObject"],
+                    "Resource": [
+                        f"{manifests.arn}/{layout.DEPLOY_ERRORS_PREFIX}*",
+                        f"{manifests.arn}/{layout.DEPLOY_REQUESTS_PREFIX}*",
+                    ],
+                },
+                {
+                    "Effect": "Allow",
+                    "Action": ["elasticmapreduce:AddJobFlowSteps", "elasticmapreduce:ListSteps"],
+                    "Resource": [cluster_arn],
+                },
+                {"Effect": "Allow", "Action": "sqs:SendMessage", "Resource": [queue.arn]},
+                {"Effect": "Allow", "Action": ["kms:Decrypt", "kms:GenerateDataKey"], "Resource": [self.key.arn]},
+                {
+                    "Effect": "Allow",
+                    "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
+                    "Resource": [f"{logs.arn}:*"],
+                },
+                {"Effect": "Allow", "Action": ["xray:PutTraceSegments", "xray:PutTelemetryRecords"], "Resource": "*"},
+            ),
+        )
         function = LambdaFunction(
-            self, "deploy", function_name=function_name, role=role.arn, runtime="python3.11",
+            self,
+            "deploy",
+            function_name=function_name,
+            role=role.arn,
+            runtime="python3.11",
             handler=f"{deploy_lambda.__name__}.{deploy_lambda.handler.__name__}",
-            s3_bucket=self.buckets["artifacts"].bucket, s3_key=LAMBDA_ZIP_KEY, timeout=60, memory_size=256,
+            s3_bucket=self.buckets["artifacts"].bucket,
+            s3_key=LAMBDA_ZIP_KEY,
+            timeout=60,
+            memory_size=256,
             reserved_concurrent_executions=5,
-            kms_key_arn=self.key.arn, dead_letter_config=LambdaFunctionDeadLetterConfig(target_arn=queue.arn),
+            kms_key_arn=self.key.arn,
+            dead_letter_config=LambdaFunctionDeadLetterConfig(target_arn=queue.arn),
             tracing_config=LambdaFunctionTracingConfig(mode="Active"),
             logging_config=LambdaFunctionLoggingConfig(log_format="JSON", log_group=logs.name),
-            environment=LambdaFunctionEnvironment(variables={
-                "CLUSTER_ID": self.emr.id, "TEAM": self.team.name, "MANIFESTS_BUCKET": manifests.bucket,
-                "CHECKPOINTS_BUCKET": self.buckets["checkpoints"].bucket,
-                "SAVEPOINTS_BUCKET": self.buckets["savepoints"].bucket,
-                "SQL_RUNNER": self.step_command.sql_runner, "SPARK_SUBMIT": self.step_command.spark_submit}),
-            depends_on=[logs])
-        permission = LambdaPermission(self, "deploy-from-s3", statement_id="deploy-on-manifest-change",
-                                      action="lambda:InvokeFunction", function_name=function.function_name,
-                                      principal="s3.amazonaws.com", source_arn=manifests.arn,
-                                      source_account=self.account)
-        S3BucketNotification(self, "manifests-notification", bucket=manifests.id, lambda_function=[
-            S3BucketNotificationLambdaFunction(id="deploy-on-manifest-change", lambda_function_arn=function.arn,
-                                               events=["s3:ObjectCreated:*", "s3:ObjectRemoved:*"],
-                                               filter_prefix=layout.DESIRED_PREFIX)],
-            depends_on=[permission])
+            environment=LambdaFunctionEnvironment(
+                variables={
+                    "CLUSTER_ID": self.emr.id,
+                    "TEAM": self.team.name,
+                    "MANIFESTS_BUCKET": manifests.bucket,
+                    "CHECKPOINTS_BUCKET": self.buckets["checkpoints"].bucket,
+                    "SAVEPOINTS_BUCKET": self.buckets["savepoints"].bucket,
+                    "SQL_RUNNER": self.step_command.sql_runner,
+                    "SPARK_SUBMIT": self.step_command.spark_submit,
+                }
+            ),
+            depends_on=[logs],
+        )
+        permission = LambdaPermission(
+            self,
+            "deploy-from-s3",
+            statement_id="deploy-on-manifest-change",
+            action="lambda:InvokeFunction",
+            function_name=function.function_name,
+            principal="s3.amazonaws.com",
+            source_arn=manifests.arn,
+            source_account=self.account,
+        )
+        S3BucketNotification(
+            self,
+            "manifests-notification",
+            bucket=manifests.id,
+            lambda_function=[
+                S3BucketNotificationLambdaFunction(
+                    id="deploy-on-manifest-change",
+                    lambda_function_arn=function.arn,
+                    events=["s3:ObjectCreated:*", "s3:ObjectRemoved:*"],
+                    filter_prefix=layout.DESIRED_PREFIX,
+                )
+            ],
+            depends_on=[permission],
+        )
         return function
 
     # ---- budget ---------------------------------------------------------------------------------------
 
     def _budget(self) -> None:
-        BudgetsBudget(self, "budget", name=self.name, budget_type="COST", time_unit="MONTHLY",
-                      limit_amount=str(self.team.budget_usd_per_month), limit_unit="USD",
-                      cost_filter=[BudgetsBudgetCostFilter(name="TagKeyValue",
-                                                           values=[f"user:team${self.team.name}"])],
-                      notification=[BudgetsBudgetNotification(
-                          comparison_operator="GREATER_THAN", threshold=threshold, threshold_type="PERCENTAGE",
-                          notification_type=kind, subscriber_email_addresses=self.platform.budget_alert_emails)
-                          for threshold, kind in ((80, "FORECASTED"), (100, "ACTUAL"))])
+        BudgetsBudget(
+            self,
+            "budget",
+            name=self.name,
+            budget_type="COST",
+            time_unit="MONTHLY",
+            limit_amount=str(self.team.budget_usd_per_month),
+            limit_unit="USD",
+            cost_filter=[BudgetsBudgetCostFilter(name="TagKeyValue", values=[f"user:team${self.team.name}"])],
+            notification=[
+                BudgetsBudgetNotification(
+                    comparison_operator="GREATER_THAN",
+                    threshold=threshold,
+                    threshold_type="PERCENTAGE",
+                    notification_type=kind,
+                    subscriber_email_addresses=self.platform.budget_alert_emails,
+                )
+                for threshold, kind in ((80, "FORECASTED"), (100, "ACTUAL"))
+            ],
+        )
 
 
 class TopicsStack(TerraformStack):
@@ -425,18 +729,33 @@ class TopicsStack(TerraformStack):
     def __init__(self, scope: Construct, platform: Platform, team: Team):
         super().__init__(scope, f"team-{team.name}-topics")
         name = prefix(platform, team)
-        AwsProvider(self, "aws", region=team.region,
-                    default_tags=[AwsProviderDefaultTags(tags=default_tags(platform, team))])
-        S3Backend(self, bucket=platform.state_bucket, key=f"teams/{team.name}/topics.tfstate",
-                  region=platform.state_region, encrypt=True)
+        AwsProvider(
+            self, "aws", region=team.region, default_tags=[AwsProviderDefaultTags(tags=default_tags(platform, team))]
+        )
+        S3Backend(
+            self,
+            bucket=platform.state_bucket,
+            key=f"teams/{team.name}/topics.tfstate",
+            region=platform.state_region,
+            encrypt=True,
+        )
         self.add_override("terraform.backend.s3.use_lockfile", True)
         cluster = DataAwsMskCluster(self, "cluster", cluster_name=name)
         brokers = DataAwsMskBootstrapBrokers(self, "brokers", cluster_arn=cluster.arn)
-        kafka = KafkaProvider(self, "kafka", region=team.region,
-                              bootstrap_servers=Fn.split(",", brokers.bootstrap_brokers_sasl_iam))
+        kafka = KafkaProvider(
+            self, "kafka", region=team.region, bootstrap_servers=Fn.split(",", brokers.bootstrap_brokers_sasl_iam)
+        )
         for topic in team.topics:
-            KafkaTopic(self, f"topic-{topic.name}", provider=kafka, name=topic.name, partitions=topic.partitions,
-                       replication_factor=topic.replication,
-                       config={"retention.ms": str(topic.retention_hours * 3600 * 1000),
-                               "min.insync.replicas": str(min(2, topic.replication)),
-                               "cleanup.policy": "delete"})
+            KafkaTopic(
+                self,
+                f"topic-{topic.name}",
+                provider=kafka,
+                name=topic.name,
+                partitions=topic.partitions,
+                replication_factor=topic.replication,
+                config={
+                    "retention.ms": str(topic.retention_hours * 3600 * 1000),
+                    "min.insync.replicas": str(min(2, topic.replication)),
+                    "cleanup.policy": "delete",
+                },
+            )

@@ -59,8 +59,7 @@ class Emr(_Strict):
         if self.master.count not in (1, 3):
             raise ValueError("master.count must be 1 or 3 (EMR supports one or three primary nodes)")
         if self.max_core_instances < self.core.count:
-            raise ValueError(f"max-core-instances ({self.max_core_instances}) is below core.count "
-                             f"({self.core.count})")
+            raise ValueError(f"max-core-instances ({self.max_core_instances}) is below core.count ({self.core.count})")
         return self
 
 
@@ -91,12 +90,15 @@ class Team(_Strict):
     @model_validator(mode="after")
     def _consistent(self) -> Team:
         if self.msk.brokers % len(self.network.subnet_ids):
-            raise ValueError(f"msk.brokers ({self.msk.brokers}) must be a multiple of the number of subnets "
-                             f"({len(self.network.subnet_ids)}): MSK spreads brokers evenly across them")
+            raise ValueError(
+                f"msk.brokers ({self.msk.brokers}) must be a multiple of the number of subnets "
+                f"({len(self.network.subnet_ids)}): MSK spreads brokers evenly across them"
+            )
         for topic in self.topics:
             if topic.replication > self.msk.brokers:
-                raise ValueError(f"topic {topic.name}: replication {topic.replication} exceeds the "
-                                 f"{self.msk.brokers} brokers")
+                raise ValueError(
+                    f"topic {topic.name}: replication {topic.replication} exceeds the {self.msk.brokers} brokers"
+                )
         names = [t.name for t in self.topics]
         if len(names) != len(set(names)):
             raise ValueError("topic names repeat")

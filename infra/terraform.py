@@ -23,11 +23,15 @@ from infra import package
 from infra.main import ROOT, synth
 from infra.teams import TEAMS_FILE, TeamsError, load_teams
 
-ARTIFACTS_BUCKET_PARTS = (("aws_s3_bucket", "bucket"), ("aws_s3_bucket_versioning", "versioning"),
-                          ("aws_s3_bucket_server_side_encryption_configuration", "encryption"),
-                          ("aws_s3_bucket_public_access_block", "public-access"),
-                          ("aws_s3_bucket_policy", "tls-only"), ("aws_s3_bucket_ownership_controls", "ownership"),
-                          ("aws_s3_bucket_logging", "access-logs"))
+ARTIFACTS_BUCKET_PARTS = (
+    ("aws_s3_bucket", "bucket"),
+    ("aws_s3_bucket_versioning", "versioning"),
+    ("aws_s3_bucket_server_side_encryption_configuration", "encryption"),
+    ("aws_s3_bucket_public_access_block", "public-access"),
+    ("aws_s3_bucket_policy", "tls-only"),
+    ("aws_s3_bucket_ownership_controls", "ownership"),
+    ("aws_s3_bucket_logging", "access-logs"),
+)
 
 
 class Stop(Exception):
@@ -41,8 +45,10 @@ def check_credentials(region: str) -> str:
     try:
         identity = boto3.client("sts", region_name=region).get_caller_identity()
     except NoCredentialsError:
-        raise Stop("no AWS credentials found: set AWS_PROFILE (or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY) "
-                   "for the account the team's environment lives in. Nothing was changed.") from None
+        raise Stop(
+            "no AWS credentials found: set AWS_PROFILE (or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY) "
+            "for the account the team's environment lives in. Nothing was changed."
+        ) from None
     except (BotoCoreError, ClientError) as error:
         raise Stop(f"the AWS credentials do not work ({error}). Nothing was changed.") from None
     return identity["Arn"]

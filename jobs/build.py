@@ -45,8 +45,15 @@ class BuiltJob:
 class _Sources:
     """Registers each declared table once per build, as a view over its valid rows."""
 
-    def __init__(self, spark: SparkSession, catalog: Catalog, env: Mapping[str, str], streaming: bool,
-                 reuse: BuiltQuery | None = None, starts: Starts | None = None):
+    def __init__(
+        self,
+        spark: SparkSession,
+        catalog: Catalog,
+        env: Mapping[str, str],
+        streaming: bool,
+        reuse: BuiltQuery | None = None,
+        starts: Starts | None = None,
+    ):
         self.spark = spark
         self.reuse = reuse
         self.starts = starts or {}
@@ -107,9 +114,18 @@ class _LazyTables(Mapping[str, DataFrame]):
         return len(self._sources.catalog.tables)
 
 
-def build_query(spark: SparkSession, manifest: Manifest, catalog: Catalog, env: Mapping[str, str], *,
-                streaming: bool, file: str | None = None, line: int | None = None,
-                reuse: BuiltQuery | None = None, starts: Starts | None = None) -> BuiltQuery:
+def build_query(
+    spark: SparkSession,
+    manifest: Manifest,
+    catalog: Catalog,
+    env: Mapping[str, str],
+    *,
+    streaming: bool,
+    file: str | None = None,
+    line: int | None = None,
+    reuse: BuiltQuery | None = None,
+    starts: Starts | None = None,
+) -> BuiltQuery:
     """The query's result over the declared tables (SQL or a code snippet).
 
     ``reuse``: an earlier build whose frames serve every table declared the same way,
@@ -134,17 +150,23 @@ def sql_preview_query(spark: SparkSession, sql: str, catalog: Catalog, env: Mapp
     return BuiltQuery(result, dict(registry.tables), dict(registry.frames), registry.dead_letters)
 
 
-def _run_code(spark: SparkSession, manifest: Manifest, registry: _Sources, streaming: bool, file: str | None,
-              line: int | None) -> DataFrame:
+def _run_code(
+    spark: SparkSession, manifest: Manifest, registry: _Sources, streaming: bool, file: str | None, line: int | None
+) -> DataFrame:
     filename = f"<{manifest.name} code>"
     where = Location(file, "code", line)
 
     def table(name: str) -> DataFrame:
         found = registry.catalog.lookup_name(name)
         if found is None:
-            raise UserError.of("UNKNOWN_TABLE", file=file, field="code", line=line,
-                               reason=f"table {name} is not declared",
-                               hint=f"declared tables: {', '.join(registry.catalog.names)}")
+            raise UserError.of(
+                "UNKNOWN_TABLE",
+                file=file,
+                field="code",
+                line=line,
+                reason=f"table {name} is not declared",
+                hint=f"declared tables: {', '.join(registry.catalog.names)}",
+            )
         return registry.register(found)
 
     def sql(text: str) -> DataFrame:
@@ -158,13 +180,15 @@ def _run_code(spark: SparkSession, manifest: Manifest, registry: _Sources, strea
     except (UserError, KeyboardInterrupt):
         raise
     except AnalysisException as error:
-        raise UserError.of("SQL_ANALYSIS_ERROR", file=file, field="code", line=line,
-                           reason=error.getMessage().splitlines()[0]) from None
+        raise UserError.of(
+            "SQL_ANALYSIS_ERROR", file=file, field="code", line=line, reason=error.getMessage().splitlines()[0]
+        ) from None
     except Exception as error:  # noqa: BLE001 - any failure in user code is reported as theirs
         frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename == filename]
         at = f" at line {frames[-1].lineno} of the code" if frames else ""
-        raise UserError.of("CODE_ERROR", file=file, field="code", line=line, error=type(error).__name__, at=at,
-                           reason=str(error)) from None
+        raise UserError.of(
+            "CODE_ERROR", file=file, field="code", line=line, error=type(error).__name__, at=at, reason=str(error)
+        ) from None
     output = namespace.get("execution_output")
     if not isinstance(output, DataFrame):
         raise UserError.of("CODE_NO_OUTPUT", file=file, field="code", line=line, kind=type(output).__name__)
@@ -173,9 +197,17 @@ def _run_code(spark: SparkSession, manifest: Manifest, registry: _Sources, strea
     return analysed(lambda: output, where)
 
 
-def build_job(spark: SparkSession, manifest: Manifest, catalog: Catalog, env: Mapping[str, str], *,
-              streaming: bool, file: str | None = None, lines: Mapping[str, int] | None = None,
-              starts: Starts | None = None) -> BuiltJob:
+def build_job(
+    spark: SparkSession,
+    manifest: Manifest,
+    catalog: Catalog,
+    env: Mapping[str, str],
+    *,
+    streaming: bool,
+    file: str | None = None,
+    lines: Mapping[str, int] | None = None,
+    starts: Starts | None = None,
+) -> BuiltJob:
     """The full output of a job: query result checked against the target, plus metadata.
 
     A streaming job writes metadata columns, so its manifest must carry the runner's meta
@@ -184,16 +216,23 @@ def build_job(spark: SparkSession, manifest: Manifest, catalog: Catalog, env: Ma
     lines = lines or {}
     target = catalog.lookup_name(manifest.target_table)
     if target is None:
-        raise UserError.of("UNKNOWN_TABLE", file=file, field="target-table", line=lines.get("target-table"),
-                           reason=f"target table {manifest.target_table} is not declared",
-                           hint=f"declared tables: {', '.join(catalog.names) or 'none'}")
+        raise UserError.of(
+            "UNKNOWN_TABLE",
+            file=file,
+            field="target-table",
+            line=lines.get("target-table"),
+            reason=f"target table {manifest.target_table} is not declared",
+            hint=f"declared tables: {', '.join(catalog.names) or 'none'}",
+        )
     check_sink(target)
     query_field = "sql" if manifest.sql is not None else "code"
-    query = build_query(spark, manifest, catalog, env, streaming=streaming, file=file, line=lines.get(query_field),
-                        starts=starts)
+    query = build_query(
+        spark, manifest, catalog, env, streaming=streaming, file=file, line=lines.get(query_field), starts=starts
+    )
     if target.key in {t.key for t in query.sources.values()}:
-        raise UserError.of("TARGET_IS_SOURCE", file=file, field="target-table", line=lines.get("target-table"),
-                           table=target.name)
+        raise UserError.of(
+            "TARGET_IS_SOURCE", file=file, field="target-table", line=lines.get("target-table"), table=target.name
+        )
     conformed = conform(query.result, target, file=file, field="target-table")
     output = with_metadata(conformed, manifest) if streaming or manifest.meta else conformed
     return BuiltJob(output, target, query)

@@ -45,8 +45,15 @@ class JobControl:
         """Write the job's status; failures to publish never stop the job."""
         if self.bucket is None:
             return
-        record = {"name": self.spec.manifest.name, "version": self.version, "run-id": self.spec.run_id,
-                  "state": state, "started-at": self.started, "updated-at": _now(), **extra}
+        record = {
+            "name": self.spec.manifest.name,
+            "version": self.version,
+            "run-id": self.spec.run_id,
+            "state": state,
+            "started-at": self.started,
+            "updated-at": _now(),
+            **extra,
+        }
         if progress is not None:
             self._last_progress = progress
         if self._last_progress is not None:  # a stopped or failed job still shows where it got to
@@ -87,9 +94,17 @@ class JobControl:
                 self.stop_requested.set()
                 self.log(f"stop requested ({request.get('id')}): stopping after the current micro-batch")
                 stop_between_batches(queries)
-                self.bucket.write(layout.stop_acknowledged(self.spec.manifest.name), json.dumps(
-                    {"id": request.get("id"), "version": self.version, "run-id": self.spec.run_id,
-                     "stopped-at": _now()}).encode())
+                self.bucket.write(
+                    layout.stop_acknowledged(self.spec.manifest.name),
+                    json.dumps(
+                        {
+                            "id": request.get("id"),
+                            "version": self.version,
+                            "run-id": self.spec.run_id,
+                            "stopped-at": _now(),
+                        }
+                    ).encode(),
+                )
                 return
             self._done.wait(POLL_SECONDS)
 
@@ -116,12 +131,15 @@ class StatusPublisher(ProgressListener):
         if progress.name != self.query_name:
             return
         event_time = progress.eventTime or {}
-        self.control.publish("running", {
-            "batch": progress.batchId,
-            "timestamp": progress.timestamp,
-            "input-rows": progress.numInputRows,
-            "input-rows-per-second": progress.inputRowsPerSecond,
-            "processed-rows-per-second": progress.processedRowsPerSecond,
-            "batch-duration-ms": (progress.durationMs or {}).get("triggerExecution"),
-            "watermark": event_time.get("watermark"),
-        })
+        self.control.publish(
+            "running",
+            {
+                "batch": progress.batchId,
+                "timestamp": progress.timestamp,
+                "input-rows": progress.numInputRows,
+                "input-rows-per-second": progress.inputRowsPerSecond,
+                "processed-rows-per-second": progress.processedRowsPerSecond,
+                "batch-duration-ms": (progress.durationMs or {}).get("triggerExecution"),
+                "watermark": event_time.get("watermark"),
+            },
+        )

@@ -64,8 +64,11 @@ def main(argv: list[str] | None = None) -> int:
         queries.extend(runtime.start(spark, built, spec, os.environ, counts))
         control.publish("running")
         control.watch(queries)
-        log(spec, f"started: writing to {built.target.name}, checkpoint {spec.checkpoint}"
-                  + (" (once: stops when the available input is processed)" if spec.once else ""))
+        log(
+            spec,
+            f"started: writing to {built.target.name}, checkpoint {spec.checkpoint}"
+            + (" (once: stops when the available input is processed)" if spec.once else ""),
+        )
         try:
             runtime.wait(spark, queries, once=spec.once)
         except KeyboardInterrupt:

@@ -69,7 +69,8 @@ def latest_batch(spark: SparkSession, path: str) -> int | None:
     jvm = spark.sparkContext._jvm
     none = scala_none(jvm)
     log = jvm.org.apache.spark.sql.execution.streaming.FileStreamSinkLog(
-        1, spark._jsparkSession, f"{path.rstrip('/')}/_spark_metadata", none)
+        1, spark._jsparkSession, f"{path.rstrip('/')}/_spark_metadata", none
+    )
     latest = log.getLatestBatchId()
     return int(latest.get()) if latest.isDefined() else None
 
@@ -92,8 +93,16 @@ def batch_base(spark: SparkSession, checkpoint: str, path: str) -> int:
 class FileSinkWriter:
     """A ``foreachBatch`` callback writing each batch through Spark's file sink at ``base + batch id``."""
 
-    def __init__(self, spark: SparkSession, *, fmt: str, path: str, options: Mapping[str, str],
-                 partition_by: Sequence[str], base: int):
+    def __init__(
+        self,
+        spark: SparkSession,
+        *,
+        fmt: str,
+        path: str,
+        options: Mapping[str, str],
+        partition_by: Sequence[str],
+        base: int,
+    ):
         jvm = spark.sparkContext._jvm
         utils = jvm.org.apache.spark.api.python.PythonUtils
         none = scala_none(jvm)
@@ -104,8 +113,15 @@ class FileSinkWriter:
         for column in partition_by:
             partitions.add(column)
         source = jvm.org.apache.spark.sql.execution.datasources.DataSource(
-            spark._jsparkSession, fmt, utils.toSeq(jvm.java.util.ArrayList()), none, utils.toSeq(partitions), none,
-            utils.toScalaMap(java_options), none)
+            spark._jsparkSession,
+            fmt,
+            utils.toSeq(jvm.java.util.ArrayList()),
+            none,
+            utils.toSeq(partitions),
+            none,
+            utils.toScalaMap(java_options),
+            none,
+        )
         self.sink = source.createSink(jvm.org.apache.spark.sql.streaming.OutputMode.Append())
         self.base = base
 
@@ -113,7 +129,20 @@ class FileSinkWriter:
         self.sink.addBatch(self.base + batch_id, batch._jdf)
 
 
-def file_sink_writer(spark: SparkSession, *, checkpoint: str, fmt: str, path: str,
-                     options: Mapping[str, str] | None = None, partition_by: Sequence[str] = ()) -> FileSinkWriter:
-    return FileSinkWriter(spark, fmt=fmt, path=path, options=options or {}, partition_by=partition_by,
-                          base=batch_base(spark, checkpoint, path))
+def file_sink_writer(
+    spark: SparkSession,
+    *,
+    checkpoint: str,
+    fmt: str,
+    path: str,
+    options: Mapping[str, str] | None = None,
+    partition_by: Sequence[str] = (),
+) -> FileSinkWriter:
+    return FileSinkWriter(
+        spark,
+        fmt=fmt,
+        path=path,
+        options=options or {},
+        partition_by=partition_by,
+        base=batch_base(spark, checkpoint, path),
+    )

@@ -15,13 +15,18 @@ from runner.core.tables import TableDef
 CONNECTOR_CLASS = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
 SPARK_KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.5"
 # The jars spark.jars.packages would fetch, for machines that cannot reach Maven Central.
-CONNECTOR_JARS = ("spark-sql-kafka-0-10_2.13-4.0.5.jar", "spark-token-provider-kafka-0-10_2.13-4.0.5.jar",
-                  "kafka-clients-3.9.0.jar", "commons-pool2-2.12.0.jar")
+CONNECTOR_JARS = (
+    "spark-sql-kafka-0-10_2.13-4.0.5.jar",
+    "spark-token-provider-kafka-0-10_2.13-4.0.5.jar",
+    "kafka-clients-3.9.0.jar",
+    "commons-pool2-2.12.0.jar",
+)
 
 
 def _kafka_properties(options: dict[str, str]) -> dict[str, str]:
-    return {"kafka." + key[len("properties."):]: value for key, value in options.items()
-            if key.startswith("properties.")}
+    return {
+        "kafka." + key[len("properties.") :]: value for key, value in options.items() if key.startswith("properties.")
+    }
 
 
 def _topics(options: dict[str, str]) -> list[str]:
@@ -63,8 +68,9 @@ def specific_offsets_json(table: TableDef, options: dict[str, str]) -> str:
         fields = dict(part.split(":", 1) for part in entry.split(",") if ":" in part)
         partition, offset = fields.get("partition", "").strip(), fields.get("offset", "").strip()
         if not partition.isdigit() or not offset.lstrip("-").isdigit():
-            raise _option_error(table, f"scan.startup.specific-offsets entry {entry!r} is not "
-                                       "'partition:<n>,offset:<n>'")
+            raise _option_error(
+                table, f"scan.startup.specific-offsets entry {entry!r} is not 'partition:<n>,offset:<n>'"
+            )
         offsets[partition] = int(offset)
     if not offsets:
         raise _option_error(table, "scan.startup.specific-offsets is empty")
@@ -80,5 +86,11 @@ def sink_options(table: TableDef, options: dict[str, str]) -> dict[str, str]:
 
 
 def _option_error(table: TableDef, message: str) -> UserError:
-    return UserError.of("DDL_INVALID_CONNECTOR_OPTION", file=table.file, line=table.line, table=table.name,
-                        reason=message, hint="see the kafka connector's options in the README")
+    return UserError.of(
+        "DDL_INVALID_CONNECTOR_OPTION",
+        file=table.file,
+        line=table.line,
+        table=table.name,
+        reason=message,
+        hint="see the kafka connector's options in the README",
+    )

@@ -99,8 +99,9 @@ def table_references(spark: SparkSession, sql: str, where: Location) -> list[Tab
             visit_expression(child)
 
     visit_plan(plan)
-    return sorted((r for r in refs.values() if not (len(r.parts) == 1 and r.parts[0].lower() in ctes)),
-                  key=lambda r: r.start)
+    return sorted(
+        (r for r in refs.values() if not (len(r.parts) == 1 and r.parts[0].lower() in ctes)), key=lambda r: r.start
+    )
 
 
 def bind(spark: SparkSession, sql: str, catalog: Catalog, where: Location) -> BoundSql:
@@ -112,9 +113,12 @@ def bind(spark: SparkSession, sql: str, catalog: Catalog, where: Location) -> Bo
         raise UserError(
             [
                 Problem.of(
-                    "UNKNOWN_TABLE", file=where.file, field=where.field, line=where.line,
+                    "UNKNOWN_TABLE",
+                    file=where.file,
+                    field=where.field,
+                    line=where.line,
                     reason=f"table {'.'.join(f'`{p}`' for p in r.parts)} is not declared "
-                           f"({_line_pos(sql, r.start)} of the {where.field})",
+                    f"({_line_pos(sql, r.start)} of the {where.field})",
                     hint=f"declare it in manifests/tables/*.sql; declared tables: {declared}",
                 )
                 for r in unknown
@@ -158,8 +162,9 @@ _CODES = {
 }
 
 
-def _problem_from_spark(error: AnalysisException, default_code: str, where: Location,
-                        bound: BoundSql | None) -> Problem:
+def _problem_from_spark(
+    error: AnalysisException, default_code: str, where: Location, bound: BoundSql | None
+) -> Problem:
     condition = error.getCondition() or ""
     code = _CODES.get(condition.split(".")[0], default_code)
     message = error.getMessage() or str(error)
@@ -177,8 +182,9 @@ def _problem_from_spark(error: AnalysisException, default_code: str, where: Loca
             original = bound.original_offset(start) if bound else start
             position = f" ({_line_pos(where.text, original)} of the {where.field})"
     # Spark's own message says what is wrong; the templates of the codes it maps to take it as the reason.
-    return Problem.of(code, file=where.file, field=where.field, line=where.line, reason=message.strip() + position,
-                      hint="")
+    return Problem.of(
+        code, file=where.file, field=where.field, line=where.line, reason=message.strip() + position, hint=""
+    )
 
 
 def analysed(run: Callable[[], DataFrame], where: Location, bound: BoundSql | None = None) -> DataFrame:

@@ -74,8 +74,10 @@ class _ProgressLog(ProgressListener):
                 bad = metrics[DEAD_LETTER_METRIC]["rows"]
                 self.counts.dead_lettered += bad
                 if bad:
-                    print(f"[{self.label}] batch {progress.batchId}: {bad} malformed records to the dead-letter "
-                          "location", flush=True)
+                    print(
+                        f"[{self.label}] batch {progress.batchId}: {bad} malformed records to the dead-letter location",
+                        flush=True,
+                    )
 
 
 def query_name(spec: JobSpec) -> str:
@@ -83,8 +85,9 @@ def query_name(spec: JobSpec) -> str:
     return f"{spec.manifest.name}-v{spec.manifest.version}"
 
 
-def start(spark: SparkSession, built: BuiltJob, spec: JobSpec, env: Mapping[str, str],
-          counts: Counts | None = None) -> list[StreamingQuery]:
+def start(
+    spark: SparkSession, built: BuiltJob, spec: JobSpec, env: Mapping[str, str], counts: Counts | None = None
+) -> list[StreamingQuery]:
     """Start the output query and the dead-letter queries; returns them, output first."""
     manifest = spec.manifest
     trigger = Trigger(interval=manifest.trigger_interval, available_now=spec.once)
@@ -96,14 +99,19 @@ def start(spark: SparkSession, built: BuiltJob, spec: JobSpec, env: Mapping[str,
     queries = [start_sink(observed, built.target, env, checkpoint=spec.checkpoint, trigger=trigger, query_name=name)]
     for table, frame in built.query.dead_letters:
         slug = table.slug
-        rejected = sources.invalid_rows(frame, table).select(
-            "*", F.lit(manifest.name).alias("query_name"), F.lit(manifest.version).alias("query_version")
-        ).observe(DEAD_LETTER_METRIC, F.count(F.lit(1)).alias("rows"))
+        rejected = (
+            sources.invalid_rows(frame, table)
+            .select("*", F.lit(manifest.name).alias("query_name"), F.lit(manifest.version).alias("query_version"))
+            .observe(DEAD_LETTER_METRIC, F.count(F.lit(1)).alias("rows"))
+        )
         checkpoint = f"{spec.checkpoint.rstrip('/')}/{dead_letter_role(table)}"
         writer = (
             rejected.writeStream.queryName(f"{name}-dead-letter-{slug}")
-            .foreachBatch(file_sink_writer(spark, checkpoint=checkpoint, fmt="json",
-                                           path=f"{spec.dead_letter.rstrip('/')}/{slug}"))
+            .foreachBatch(
+                file_sink_writer(
+                    spark, checkpoint=checkpoint, fmt="json", path=f"{spec.dead_letter.rstrip('/')}/{slug}"
+                )
+            )
             .option("checkpointLocation", checkpoint)
             .outputMode("append")
         )

@@ -41,8 +41,9 @@ class Trigger:
 def check_sink(target: TableDef) -> None:
     """The target's connector can be written, in a mode it supports."""
     if target.connector == "datagen":
-        raise UserError.of("CONNECTOR_NOT_A_SINK", file=target.file, line=target.line, table=target.name,
-                           connector=target.connector)
+        raise UserError.of(
+            "CONNECTOR_NOT_A_SINK", file=target.file, line=target.line, table=target.name, connector=target.connector
+        )
     if target.connector == "filesystem" and target.primary_key:
         raise UserError.of("SINK_PRIMARY_KEY_UNSUPPORTED", file=target.file, line=target.line, table=target.name)
 
@@ -51,8 +52,9 @@ def output_mode(target: TableDef) -> str:
     return "update" if target.primary_key else "append"
 
 
-def start_sink(frame: DataFrame, target: TableDef, env: Mapping[str, str], *, checkpoint: str,
-               trigger: Trigger, query_name: str):  # StreamingQuery
+def start_sink(
+    frame: DataFrame, target: TableDef, env: Mapping[str, str], *, checkpoint: str, trigger: Trigger, query_name: str
+):  # StreamingQuery
     """Start the streaming query that writes ``frame`` to ``target``."""
     check_sink(target)
     options = resolved_options(target, env)
@@ -63,18 +65,29 @@ def start_sink(frame: DataFrame, target: TableDef, env: Mapping[str, str], *, ch
     writer = frame.writeStream.queryName(query_name).option("checkpointLocation", checkpoint)
     writer = trigger.apply(writer.outputMode(output_mode(target)))
     if connector == "filesystem":
-        format_options = {"sep": options["csv.field-delimiter"]} if (
-            options["format"] == "csv" and "csv.field-delimiter" in options) else {}
-        writer = writer.foreachBatch(file_sink_writer(frame.sparkSession, checkpoint=checkpoint, fmt=options["format"],
-                                                      path=options["path"], options=format_options,
-                                                      partition_by=target.partitioned_by))
+        format_options = (
+            {"sep": options["csv.field-delimiter"]}
+            if (options["format"] == "csv" and "csv.field-delimiter" in options)
+            else {}
+        )
+        writer = writer.foreachBatch(
+            file_sink_writer(
+                frame.sparkSession,
+                checkpoint=checkpoint,
+                fmt=options["format"],
+                path=options["path"],
+                options=format_options,
+                partition_by=target.partitioned_by,
+            )
+        )
     elif connector == "kafka":
         writer = writer.format("kafka").options(**kafka.sink_options(target, options))
     elif connector == "blackhole":
         writer = writer.format("noop")
     elif connector == "print":
-        writer = writer.foreachBatch(_printer(options.get("print-identifier", target.parts[-1]),
-                                              int(options.get("print.max-rows", "100"))))
+        writer = writer.foreachBatch(
+            _printer(options.get("print-identifier", target.parts[-1]), int(options.get("print.max-rows", "100")))
+        )
     return writer.start()
 
 

@@ -38,8 +38,14 @@ def require_connector(spark: SparkSession, table: TableDef) -> None:
     try:
         jvm.java.lang.Class.forName(kafka.CONNECTOR_CLASS, False, loader)
     except Exception:  # noqa: BLE001 - py4j wraps ClassNotFoundException
-        raise UserError.of("KAFKA_CONNECTOR_MISSING", file=table.file, line=table.line, table=table.name,
-                           package=kafka.SPARK_KAFKA_PACKAGE, jars=", ".join(kafka.CONNECTOR_JARS)) from None
+        raise UserError.of(
+            "KAFKA_CONNECTOR_MISSING",
+            file=table.file,
+            line=table.line,
+            table=table.name,
+            package=kafka.SPARK_KAFKA_PACKAGE,
+            jars=", ".join(kafka.CONNECTOR_JARS),
+        ) from None
 
 
 SOURCE_CONNECTORS = ("filesystem", "datagen", "kafka")
@@ -48,8 +54,9 @@ SOURCE_CONNECTORS = ("filesystem", "datagen", "kafka")
 def require_source(table: TableDef) -> None:
     """Fail clearly when a query reads a table whose connector only writes."""
     if table.connector not in SOURCE_CONNECTORS:
-        raise UserError.of("CONNECTOR_NOT_A_SOURCE", file=table.file, line=table.line, table=table.name,
-                           connector=table.connector)
+        raise UserError.of(
+            "CONNECTOR_NOT_A_SOURCE", file=table.file, line=table.line, table=table.name, connector=table.connector
+        )
 
 
 def read_table(spark: SparkSession, table: TableDef, env: Mapping[str, str], start: Start | None = None) -> DataFrame:
@@ -89,8 +96,9 @@ def _skip_files(spark: SparkSession, frame: DataFrame, start: Start | None) -> D
     return tagged.join(F.broadcast(read), on=SKIP_PATH, how="left_anti").drop(SKIP_PATH)
 
 
-def _filesystem(spark: SparkSession, table: TableDef, options: dict[str, str], schema: T.StructType,
-                start: Start | None = None) -> DataFrame:
+def _filesystem(
+    spark: SparkSession, table: TableDef, options: dict[str, str], schema: T.StructType, start: Start | None = None
+) -> DataFrame:
     path = options["path"]
     fmt = options["format"]
     if "://" not in path or path.startswith("file://"):
@@ -105,13 +113,19 @@ def _filesystem(spark: SparkSession, table: TableDef, options: dict[str, str], s
         reader = reader.schema(T.StructType([*schema.fields, T.StructField(RAW, T.StringType())]))
         reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", RAW)
         if fmt == "csv":
-            for ours, spark_name in (("csv.field-delimiter", "sep"), ("csv.quote-character", "quote"),
-                                     ("csv.null-literal", "nullValue"), ("csv.header", "header")):
+            for ours, spark_name in (
+                ("csv.field-delimiter", "sep"),
+                ("csv.quote-character", "quote"),
+                ("csv.null-literal", "nullValue"),
+                ("csv.header", "header"),
+            ):
                 if ours in options:
                     reader = reader.option(spark_name, options[ours])
         frame = _skip_files(spark, reader.load(path), start)
-        reason = _json_reason(table) if fmt == "json" else F.lit(
-            "CSV line does not match the declared columns (count or types)"
+        reason = (
+            _json_reason(table)
+            if fmt == "json"
+            else F.lit("CSV line does not match the declared columns (count or types)")
         )
         return _with_error(frame, table, F.when(F.col(RAW).isNotNull(), reason))
     frame = _skip_files(spark, reader.schema(schema).load(path), start).withColumn(RAW, F.lit(None).cast("string"))
@@ -141,8 +155,9 @@ def _json_reason(table: TableDef) -> Column:
     field_errors = [
         F.when(
             as_map.getItem(f.name).isNotNull() & F.col(f.name).isNull(),
-            F.concat(F.lit(f"field '{f.name}': "), as_map.getItem(f.name),
-                     F.lit(f" is not a valid {type_sql(f.dataType)}")),
+            F.concat(
+                F.lit(f"field '{f.name}': "), as_map.getItem(f.name), F.lit(f" is not a valid {type_sql(f.dataType)}")
+            ),
         )
         for f in spark_schema(table).fields
     ]
@@ -157,8 +172,9 @@ def _json_reason(table: TableDef) -> Column:
 def _with_error(frame: DataFrame, table: TableDef, parse_error: Column) -> DataFrame:
     """Add ERROR (parse problems, then NOT NULL violations) and make RAW hold every bad record."""
     required = [c for c in table.columns if not c.computed and not c.nullable]
-    null_errors = [F.when(F.col(c.name).isNull(), F.lit(f"field '{c.name}' is missing (declared NOT NULL)"))
-                   for c in required]
+    null_errors = [
+        F.when(F.col(c.name).isNull(), F.lit(f"field '{c.name}' is missing (declared NOT NULL)")) for c in required
+    ]
     null_error = F.nullif(F.concat_ws("; ", *null_errors), F.lit("")) if null_errors else F.lit(None)
     error = F.coalesce(parse_error, null_error).cast("string")
     physical = [F.col(f.name) for f in spark_schema(table).fields]

@@ -73,17 +73,23 @@ def conform(result: DataFrame, target: TableDef, *, file: str | None, field: str
         if column is None:
             mismatch(f"target {target.name} does not declare metadata column {name} {dtype.sql()}", METADATA_HINT)
         elif not _same(spark_type(column.type), spark_type(dtype)):
-            mismatch(f"target {target.name} declares {name} as {column.type.sql()}, expected {dtype.sql()}",
-                     f"declare {name} {dtype.sql()}")
+            mismatch(
+                f"target {target.name} declares {name} as {column.type.sql()}, expected {dtype.sql()}",
+                f"declare {name} {dtype.sql()}",
+            )
     wanted = [c for c in declared if c.name.lower() not in meta_names]
     produced = {f.name.lower(): f for f in result.schema.fields}
     for field_ in result.schema.fields:
         if field_.name.lower() in meta_names:
-            mismatch(f"the query produces {field_.name}, a name reserved for metadata columns",
-                     "rename that column in the query")
+            mismatch(
+                f"the query produces {field_.name}, a name reserved for metadata columns",
+                "rename that column in the query",
+            )
         elif field_.name.lower() not in declared_by_name:
-            mismatch(f"query column '{field_.name}' ({type_sql(field_.dataType)}) is not declared in target "
-                     f"{target.name}", f"declare it in {target.file or 'the target DDL'} or drop it from the query")
+            mismatch(
+                f"query column '{field_.name}' ({type_sql(field_.dataType)}) is not declared in target {target.name}",
+                f"declare it in {target.file or 'the target DDL'} or drop it from the query",
+            )
     if len(produced) != len(result.schema.fields):
         mismatch("the query produces duplicate column names", "give every output column its own alias")
     selected = []
@@ -91,12 +97,16 @@ def conform(result: DataFrame, target: TableDef, *, file: str | None, field: str
         got = produced.get(column.name.lower())
         declared_type = spark_type(column.type)
         if got is None:
-            mismatch(f"target column '{column.name}' ({column.type.sql()}) is not produced by the query",
-                     f"add it to the SELECT list, e.g. ... AS {column.name}")
+            mismatch(
+                f"target column '{column.name}' ({column.type.sql()}) is not produced by the query",
+                f"add it to the SELECT list, e.g. ... AS {column.name}",
+            )
         elif not widens(got.dataType, declared_type):
-            mismatch(f"column '{column.name}': the query produces {type_sql(got.dataType)}, target {target.name} "
-                     f"declares {column.type.sql()}",
-                     f"CAST(... AS {column.type.sql()}) in the query, or change the DDL")
+            mismatch(
+                f"column '{column.name}': the query produces {type_sql(got.dataType)}, target {target.name} "
+                f"declares {column.type.sql()}",
+                f"CAST(... AS {column.type.sql()}) in the query, or change the DDL",
+            )
         else:
             expr = F.col(f"`{got.name}`")
             if not _same(got.dataType, declared_type):

@@ -22,10 +22,18 @@ def cli_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "COLUMNS": "200", **(extra or {})}
 
 
-def cli(project: ProjectDir, *args: str, check: bool = True,
-        env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    result = subprocess.run([SQL_RUNNER, *args], cwd=project.root, capture_output=True, text=True, timeout=300,
-                            env=cli_env(env), check=False)
+def cli(
+    project: ProjectDir, *args: str, check: bool = True, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    result = subprocess.run(
+        [SQL_RUNNER, *args],
+        cwd=project.root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=cli_env(env),
+        check=False,
+    )
     if check:
         assert result.returncode == 0, result.stdout + result.stderr
     return result

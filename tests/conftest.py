@@ -70,7 +70,8 @@ def project(tmp_path: Path):
     kill_recorded_jobs(folder.root / ".sql-runner")
 
 
-TRANSACTIONS_DDL = """
+TRANSACTIONS_DDL = (
+    """
 CREATE TABLE `demo`.`card-transactions` (
   transaction_id STRING,
   account_id     STRING NOT NULL,
@@ -84,9 +85,12 @@ CREATE TABLE `demo`.`high-value-tx` (
   transaction_id STRING,
   account_id STRING,
   amount DOUBLE,
-  ts TIMESTAMP(3)""" + METADATA_DDL + """
+  ts TIMESTAMP(3)"""
+    + METADATA_DDL
+    + """
 ) WITH ('connector' = 'filesystem', 'path' = 'data/out', 'format' = 'json');
 """
+)
 
 HIGH_VALUE_MANIFEST = """
 name: high-value

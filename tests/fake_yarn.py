@@ -56,10 +56,15 @@ class FakeResourceManager:
     def add_app(self, name: str, tags: list[str], state: str = "RUNNING") -> str:
         with self._lock:
             app_id = f"application_{CLUSTER_TIMESTAMP}_{next(self._ids):04d}"
-            self.apps[app_id] = {"id": app_id, "name": name, "state": state, "queue": "default",
-                                 "applicationTags": ",".join(t.lower() for t in tags),
-                                 "startedTime": int(time.time() * 1000),
-                                 "trackingUrl": f"http://fake-rm:8088/proxy/{app_id}/"}
+            self.apps[app_id] = {
+                "id": app_id,
+                "name": name,
+                "state": state,
+                "queue": "default",
+                "applicationTags": ",".join(t.lower() for t in tags),
+                "startedTime": int(time.time() * 1000),
+                "trackingUrl": f"http://fake-rm:8088/proxy/{app_id}/",
+            }
             return app_id
 
     def state(self, app_id: str) -> str:
@@ -92,9 +97,12 @@ class FakeResourceManager:
                 tags = {t.lower() for v in query.get("applicationTags", []) for t in v.split(",") if t}
                 states = {s for v in query.get("states", []) for s in v.split(",") if s}
                 with rm._lock:
-                    apps = [a for a in rm.apps.values()
-                            if (not tags or tags & set(a["applicationTags"].split(",")))
-                            and (not states or a["state"] in states)]
+                    apps = [
+                        a
+                        for a in rm.apps.values()
+                        if (not tags or tags & set(a["applicationTags"].split(",")))
+                        and (not states or a["state"] in states)
+                    ]
                 self._reply(200, {"apps": {"app": apps} if apps else None})
 
             def do_PUT(self) -> None:

@@ -44,12 +44,23 @@ class StandaloneCluster:
 
     def _spawn(self, role: str, args: list[str]) -> None:
         home = Path(pyspark.__file__).parent
-        env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1",
-               "SPARK_WORKER_DIR": str(self.work_dir / "work")}
+        env = {
+            **os.environ,
+            "SPARK_HOME": str(home),
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "SPARK_WORKER_DIR": str(self.work_dir / "work"),
+        }
         self.work_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.work_dir / f"{role}.log", "ab")  # noqa: SIM115 - kept open for the process's life
-        self.processes.append(subprocess.Popen([str(home / "bin" / "spark-class"), *args], env=env, stdout=log,
-                                               stderr=subprocess.STDOUT, start_new_session=True))
+        self.processes.append(
+            subprocess.Popen(
+                [str(home / "bin" / "spark-class"), *args],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        )
 
     def status(self) -> dict:
         with urllib.request.urlopen(f"{self.web_ui}/json/", timeout=2) as response:
@@ -57,11 +68,33 @@ class StandaloneCluster:
 
     def start(self, timeout: float = 90.0) -> StandaloneCluster:
         """Start master and worker; return when the worker is registered."""
-        self._spawn("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                               "--port", str(self.port), "--webui-port", str(self.web_port)])
-        self._spawn("worker", ["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                               "--webui-port", str(free_port()), "--cores", str(self.worker_cores),
-                               "--memory", self.worker_memory, self.master_url])
+        self._spawn(
+            "master",
+            [
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--webui-port",
+                str(self.web_port),
+            ],
+        )
+        self._spawn(
+            "worker",
+            [
+                "org.apache.spark.deploy.worker.Worker",
+                "--host",
+                "127.0.0.1",
+                "--webui-port",
+                str(free_port()),
+                "--cores",
+                str(self.worker_cores),
+                "--memory",
+                self.worker_memory,
+                self.master_url,
+            ],
+        )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:

@@ -23,8 +23,15 @@ PACKAGES = ("runner", "jobs", "infra", "demo")
 
 def lint_imports(root: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(root)}  # the packages under root, not the installed ones
-    return subprocess.run([str(LINT_IMPORTS), "--config", str(root / "pyproject.toml"), "--no-cache", "--no-logo"],
-                          cwd=root, env=env, capture_output=True, text=True, timeout=300, check=False)
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--config", str(root / "pyproject.toml"), "--no-cache", "--no-logo"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 def test_every_layer_and_cycle_contract_is_kept():
@@ -46,10 +53,16 @@ def copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ("module", "added", "broken"),
     [
         ("runner/core/datatypes.py", "import pyspark.sql.types", "runner.core is not allowed to import pyspark"),
-        ("runner/core/tables.py", "from runner.cli.output import step",
-         "runner.core is not allowed to import runner.cli"),
-        ("runner/core/sqltokens.py", "from runner.core.catalog import Catalog",
-         "No import cycles among sibling packages and modules"),
+        (
+            "runner/core/tables.py",
+            "from runner.cli.output import step",
+            "runner.core is not allowed to import runner.cli",
+        ),
+        (
+            "runner/core/sqltokens.py",
+            "from runner.core.catalog import Catalog",
+            "No import cycles among sibling packages and modules",
+        ),
     ],
 )
 def test_a_forbidden_import_breaks_a_contract(copy: Path, module: str, added: str, broken: str):

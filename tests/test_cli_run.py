@@ -19,8 +19,15 @@ START = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def sql_runner(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([str(Path(sys.executable).parent / "sql-runner"), *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=300, env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}, check=False)
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "sql-runner"), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
+        check=False,
+    )
 
 
 def test_run_once_twice_processes_exactly_the_new_input(demo_project: ProjectDir):
@@ -62,15 +69,32 @@ def test_preview_prints_rows_and_touches_no_state(spark, demo_project: ProjectDi
     rows = transactions(12, start=START, seed=13)
     write_batch(demo_project.root / "data" / "in", "b1", rows)
     runner = CliRunner()
-    result = runner.invoke(cli, ["preview", "--project", str(demo_project.root), "-n", "50",
-                                 str(demo_project.root / "manifests" / "high-value.yaml")])
+    result = runner.invoke(
+        cli,
+        [
+            "preview",
+            "--project",
+            str(demo_project.root),
+            "-n",
+            "50",
+            str(demo_project.root / "manifests" / "high-value.yaml"),
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     high = [t for t in rows if t.amount > 500]
     for t in high:
         assert t.transaction_id in result.stdout
     assert f"{len(high)} row(s)" in result.stdout
-    result = runner.invoke(cli, ["preview", "--project", str(demo_project.root), "--sql",
-                                 "SELECT payee, COUNT(*) AS n FROM `demo`.`card-transactions` GROUP BY payee"])
+    result = runner.invoke(
+        cli,
+        [
+            "preview",
+            "--project",
+            str(demo_project.root),
+            "--sql",
+            "SELECT payee, COUNT(*) AS n FROM `demo`.`card-transactions` GROUP BY payee",
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     assert f"{len({t.payee for t in rows})} row(s)" in result.stdout
     assert not (demo_project.root / ".sql-runner").exists()

@@ -32,8 +32,12 @@ def s3_env(monkeypatch):
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
-    env = {"AWS_ENDPOINT_URL": f"http://{host}:{port}", "AWS_ACCESS_KEY_ID": "testing",
-           "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+    env = {
+        "AWS_ENDPOINT_URL": f"http://{host}:{port}",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     boto3.client("s3").create_bucket(Bucket=BUCKET)
@@ -48,8 +52,17 @@ def s3_env(monkeypatch):
 
 def race(project: ProjectDir, options: list[str], env: dict, done: str) -> str:
     """Two deploys at once: exactly one does ``done``; the other stood down or found nothing to do."""
-    racers = [subprocess.Popen([SQL_RUNNER, "deploy", *options], cwd=project.root, env=cli_env(env),
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    racers = [
+        subprocess.Popen(
+            [SQL_RUNNER, "deploy", *options],
+            cwd=project.root,
+            env=cli_env(env),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     results = [(p.wait(timeout=300), *p.communicate()) for p in racers]
     winners = [r for r in results if r[0] == 0 and f"high-value: {done}" in r[1] and " -> ok, job " in r[1]]
     assert len(winners) == 1, results
@@ -66,8 +79,10 @@ def test_two_deploys_at_once_leave_exactly_one_job(demo_project: ProjectDir, s3_
     expected = ["start"]
     first = race(demo_project, options, s3_env, "start v1 with clean state")
     expected += [] if first == "stood down" else ["nothing"]
-    wait_for(lambda: json.loads(cli(demo_project, "status", "--json", *options).stdout)["state"] == "running",
-             "the one job to run")
+    wait_for(
+        lambda: json.loads(cli(demo_project, "status", "--json", *options).stdout)["state"] == "running",
+        "the one job to run",
+    )
 
     before = json.loads(bucket.read(layout.job_record("high-value")).text)
 

@@ -45,8 +45,9 @@ def test_kafka_sources_continue_from_the_last_committed_offsets(spark, tmp_path:
     assert kafka_offsets(found, "other-topic") is None
 
 
-def test_a_file_source_continues_after_the_files_the_previous_version_read(spark, demo_project: ProjectDir,
-                                                                           tmp_path: Path):
+def test_a_file_source_continues_after_the_files_the_previous_version_read(
+    spark, demo_project: ProjectDir, tmp_path: Path
+):
     events = demo_project.root / "data" / "in"
     first = transactions(10, start=START, seed=1)
     write_batch(events, "b1", first)
@@ -57,8 +58,14 @@ def test_a_file_source_continues_after_the_files_the_previous_version_read(spark
 
     def run(checkpoint: str, out: str, start: SkipFiles | None = None) -> list[str]:
         frame = sources.valid_rows(sources.read_table(spark, table, {}, start), table)
-        query = (frame.select("transaction_id").writeStream.format("json").option("path", str(tmp_path / out))
-                 .option("checkpointLocation", bucket.uri(checkpoint)).trigger(availableNow=True).start())
+        query = (
+            frame.select("transaction_id")
+            .writeStream.format("json")
+            .option("path", str(tmp_path / out))
+            .option("checkpointLocation", bucket.uri(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
         query.awaitTermination()
         return sorted(r.transaction_id for r in spark.read.json(str(tmp_path / out)).collect())
 

@@ -26,23 +26,45 @@ sql: SELECT * FROM `demo`.`card-transactions` WHERE amount > 500
 """
 
 
-def s3_event(key: str, version_id: str | None, *, created: bool = True, bucket: str = BUCKET,
-             name: str | None = None) -> dict:
+def s3_event(
+    key: str, version_id: str | None, *, created: bool = True, bucket: str = BUCKET, name: str | None = None
+) -> dict:
     """One record as S3 sends it to Lambda (keys URL-encoded, spaces as '+')."""
-    obj = {"key": urllib.parse.quote_plus(key, safe="/"), "size": 120, "eTag": "0123456789abcdef",
-           "sequencer": "0065A1B2C3D4E5F601"}
+    obj = {
+        "key": urllib.parse.quote_plus(key, safe="/"),
+        "size": 120,
+        "eTag": "0123456789abcdef",
+        "sequencer": "0065A1B2C3D4E5F601",
+    }
     if version_id:
         obj["versionId"] = version_id
-    return {"Records": [{
-        "eventVersion": "2.1", "eventSource": "aws:s3", "awsRegion": "eu-west-1",
-        "eventTime": "2026-11-21T07:00:00.000Z",
-        "eventName": name or ("ObjectCreated:Put" if created else "ObjectRemoved:DeleteMarkerCreated"),
-        "userIdentity": {"principalId": "AWS:AIDAEXAMPLE"}, "requestParameters": {"sourceIPAddress": "10.0.0.1"},
-        "responseElements": {"x-amz-request-id": "C3D13FE58DE4C810", "x-amz-id-2": "FMyUVURIY8/IgAtTv8xRjskZQpcIZ9"},
-        "s3": {"s3SchemaVersion": "1.0", "configurationId": "deploy-on-manifest",
-               "bucket": {"name": bucket, "ownerIdentity": {"principalId": "A3NL1KOZZKExample"},
-                          "arn": f"arn:aws:s3:::{bucket}"},
-               "object": obj}}]}
+    return {
+        "Records": [
+            {
+                "eventVersion": "2.1",
+                "eventSource": "aws:s3",
+                "awsRegion": "eu-west-1",
+                "eventTime": "2026-11-21T07:00:00.000Z",
+                "eventName": name or ("ObjectCreated:Put" if created else "ObjectRemoved:DeleteMarkerCreated"),
+                "userIdentity": {"principalId": "AWS:AIDAEXAMPLE"},
+                "requestParameters": {"sourceIPAddress": "10.0.0.1"},
+                "responseElements": {
+                    "x-amz-request-id": "C3D13FE58DE4C810",
+                    "x-amz-id-2": "FMyUVURIY8/IgAtTv8xRjskZQpcIZ9",
+                },
+                "s3": {
+                    "s3SchemaVersion": "1.0",
+                    "configurationId": "deploy-on-manifest",
+                    "bucket": {
+                        "name": bucket,
+                        "ownerIdentity": {"principalId": "A3NL1KOZZKExample"},
+                        "arn": f"arn:aws:s3:::{bucket}",
+                    },
+                    "object": obj,
+                },
+            }
+        ]
+    }
 
 
 @pytest.fixture
@@ -55,12 +77,20 @@ def aws(monkeypatch):
         s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
         s3.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
         emr = boto3.client("emr")
-        cluster = emr.run_job_flow(Name="team-a-streaming", ReleaseLabel="emr-spark-8.0.0",
-                                   Instances={"MasterInstanceType": "m6g.xlarge", "InstanceCount": 1,
-                                              "KeepJobFlowAliveWhenNoSteps": True},
-                                   JobFlowRole="EMR_EC2_DefaultRole", ServiceRole="EMR_DefaultRole")["JobFlowId"]
-        config = {"CLUSTER_ID": cluster, "TEAM": TEAM, "MANIFESTS_BUCKET": BUCKET,
-                  "CHECKPOINTS_BUCKET": "team-a-checkpoints", "SAVEPOINTS_BUCKET": "team-a-savepoints"}
+        cluster = emr.run_job_flow(
+            Name="team-a-streaming",
+            ReleaseLabel="emr-spark-8.0.0",
+            Instances={"MasterInstanceType": "m6g.xlarge", "InstanceCount": 1, "KeepJobFlowAliveWhenNoSteps": True},
+            JobFlowRole="EMR_EC2_DefaultRole",
+            ServiceRole="EMR_DefaultRole",
+        )["JobFlowId"]
+        config = {
+            "CLUSTER_ID": cluster,
+            "TEAM": TEAM,
+            "MANIFESTS_BUCKET": BUCKET,
+            "CHECKPOINTS_BUCKET": "team-a-checkpoints",
+            "SAVEPOINTS_BUCKET": "team-a-savepoints",
+        }
         for key, value in config.items():
             monkeypatch.setenv(key, value)
         yield s3, emr, cluster
@@ -99,11 +129,14 @@ def test_a_pushed_manifest_adds_one_step_for_exactly_that_object_version(aws):
     assert [s["Name"] for s in steps(emr, cluster)][-1] == f"sql-runner deploy high-value ({newer})"
 
 
-@pytest.mark.parametrize(("text", "code"), [
-    (MANIFEST.replace("target-table", "tagret-table"), "MANIFEST_UNKNOWN_FIELD"),
-    (MANIFEST.replace("name: high-value", "name: other-name"), "MANIFEST_NAME_MISMATCH"),
-    ("name: high-value\nsql: [oops\n", "MANIFEST_INVALID_YAML"),
-])
+@pytest.mark.parametrize(
+    ("text", "code"),
+    [
+        (MANIFEST.replace("target-table", "tagret-table"), "MANIFEST_UNKNOWN_FIELD"),
+        (MANIFEST.replace("name: high-value", "name: other-name"), "MANIFEST_NAME_MISMATCH"),
+        ("name: high-value\nsql: [oops\n", "MANIFEST_INVALID_YAML"),
+    ],
+)
 def test_an_invalid_manifest_adds_no_step_and_says_why_in_errors(aws, text, code):
     s3, emr, cluster = aws
     version = push(s3, "manifests/high-value.yaml", text)
@@ -151,9 +184,17 @@ def test_a_table_or_template_change_redeploys_everything(aws):
     assert "manifests/tables/demo tables.sql" in step["Name"]
 
 
-@pytest.mark.parametrize("key", ["deployed/high-value.yaml", "history/high-value/20261121T070000Z.json",
-                                 "errors/high-value.json", "deploy-requests/high-value/abc.json",
-                                 "status/high-value.json", "manifests/README.md"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "deployed/high-value.yaml",
+        "history/high-value/20261121T070000Z.json",
+        "errors/high-value.json",
+        "deploy-requests/high-value/abc.json",
+        "status/high-value.json",
+        "manifests/README.md",
+    ],
+)
 def test_the_runners_own_writes_and_other_files_never_add_a_step(aws, key):
     s3, emr, cluster = aws
     version = push(s3, key, "{}")

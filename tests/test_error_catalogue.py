@@ -70,18 +70,24 @@ def test_every_code_raised_is_registered_and_every_registered_code_is_raised():
 
 
 def test_problems_are_made_from_the_catalogue_only():
-    direct = [f"{path.relative_to(ROOT)}:{node.lineno}" for path in SOURCES if path.name != "errors.py"
-              for node in ast.walk(ast.parse(path.read_text()))
-              if isinstance(node, ast.Call) and ast.unparse(node.func) in ("Problem", "PydanticCustomError")
-              and "CATALOGUE[" not in ast.unparse(node)]
+    direct = [
+        f"{path.relative_to(ROOT)}:{node.lineno}"
+        for path in SOURCES
+        if path.name != "errors.py"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call)
+        and ast.unparse(node.func) in ("Problem", "PydanticCustomError")
+        and "CATALOGUE[" not in ast.unparse(node)
+    ]
     assert not direct, f"problems built without the catalogue: {direct}"
 
 
 @pytest.mark.parametrize("code", sorted(CATALOGUE))
 def test_templates_render_and_user_errors_exit_2(code: str):
     entry = CATALOGUE[code]
-    fields = {name for text in (entry.message, entry.hint or "") for _, name, _, _ in string.Formatter().parse(text)
-              if name}
+    fields = {
+        name for text in (entry.message, entry.hint or "") for _, name, _, _ in string.Formatter().parse(text) if name
+    }
     problem = Problem.of(code, **{name: f"<{name}>" for name in fields})
     assert problem.message and "{" not in problem.message.replace("${", "")
     assert entry.exit_code == 2 and UserError(problem).exit_code == 2
@@ -96,8 +102,9 @@ def test_a_job_spec_too_large_for_the_command_line_is_a_user_error_with_a_hint()
     from runner.core.catalog import Catalog
     from runner.core.manifest import Manifest
 
-    manifest = Manifest.model_validate({"name": "big", "target-table": "t", "sql": "SELECT 1",
-                                        "description": "x" * MAX_SPEC_BYTES})
+    manifest = Manifest.model_validate(
+        {"name": "big", "target-table": "t", "sql": "SELECT 1", "description": "x" * MAX_SPEC_BYTES}
+    )
     with pytest.raises(UserError) as caught:
         JobSpec(manifest, Catalog(), "/c", "/d").to_json()
     (problem,) = caught.value.problems
@@ -111,8 +118,10 @@ def test_deploying_a_manifest_whose_spec_is_too_large_changes_nothing(spark, dem
     from runner.cli.main import cli
     from tests.conftest import HIGH_VALUE_MANIFEST
 
-    demo_project.manifest("high-value", HIGH_VALUE_MANIFEST.replace(
-        '"Card transactions above 500"', '"' + "very " * (MAX_SPEC_BYTES // 5) + 'big"'))
+    demo_project.manifest(
+        "high-value",
+        HIGH_VALUE_MANIFEST.replace('"Card transactions above 500"', '"' + "very " * (MAX_SPEC_BYTES // 5) + 'big"'),
+    )
     result = CliRunner().invoke(cli, ["deploy", "--project", str(demo_project.root)])
     assert result.exit_code == 2, result.output
     lines = [line for line in result.stderr.splitlines() if "JOB_SPEC_TOO_LARGE" in line]

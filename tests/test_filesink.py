@@ -20,8 +20,12 @@ def run_once(spark, source: Path, table: Path, checkpoint: Path) -> None:
     """Everything new in ``source``, written to the file table through one checkpoint."""
     frame = spark.readStream.schema("id BIGINT").json(str(source))
     writer = file_sink_writer(spark, checkpoint=str(checkpoint), fmt="json", path=str(table))
-    query = (frame.writeStream.foreachBatch(writer).option("checkpointLocation", str(checkpoint))
-             .trigger(availableNow=True).start())
+    query = (
+        frame.writeStream.foreachBatch(writer)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
     query.awaitTermination()
 
 

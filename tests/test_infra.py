@@ -27,7 +27,8 @@ def stacks(tmp_path_factory) -> dict[str, dict]:
     out = tmp_path_factory.mktemp("cdktf.out")
     names = synth(TEAMS_FILE, out)
     return {name: json.loads((out / "stacks" / name / "cdk.tf.json").read_text()) for name in names} | {
-        "_dir": {"path": str(out)}}
+        "_dir": {"path": str(out)}
+    }
 
 
 def resources(stack: dict, kind: str) -> dict[str, dict]:
@@ -47,11 +48,20 @@ def test_one_stack_and_one_topics_stack_per_team(stacks):
 def test_tags_state_and_budget_are_per_team(stacks, team):
     stack, spec = stacks[f"team-{team}"], CONFIG.team(team)
     tags = stack["provider"]["aws"][0]["default_tags"][0]["tags"]
-    assert tags == {"team": team, "cost-centre": spec.cost_centre, "environment": CONFIG.platform.environment,
-                    "managed-by": "sql-runner-infra"}
+    assert tags == {
+        "team": team,
+        "cost-centre": spec.cost_centre,
+        "environment": CONFIG.platform.environment,
+        "managed-by": "sql-runner-infra",
+    }
     backend = stack["terraform"]["backend"]["s3"]
-    assert backend == {"bucket": CONFIG.platform.state_bucket, "key": f"teams/{team}/terraform.tfstate",
-                       "region": CONFIG.platform.state_region, "encrypt": True, "use_lockfile": True}
+    assert backend == {
+        "bucket": CONFIG.platform.state_bucket,
+        "key": f"teams/{team}/terraform.tfstate",
+        "region": CONFIG.platform.state_region,
+        "encrypt": True,
+        "use_lockfile": True,
+    }
     assert stack["terraform"]["required_providers"]["aws"]["version"] == "5.100.0"
     budget = one(stack, "aws_budgets_budget", "budget")
     assert budget["limit_amount"] == str(spec.budget_usd_per_month) and budget["time_unit"] == "MONTHLY"
@@ -67,13 +77,18 @@ def test_buckets_are_encrypted_versioned_private_tls_only_logged_and_expire_old_
     for role in roles:
         ref = f"${{aws_s3_bucket.{role}-bucket.id}}"
         assert one(stack, "aws_s3_bucket_versioning", f"{role}-versioning")["versioning_configuration"] == {
-            "status": "Enabled"}
+            "status": "Enabled"
+        }
         [rule] = one(stack, "aws_s3_bucket_server_side_encryption_configuration", f"{role}-encryption")["rule"]
-        assert rule["apply_server_side_encryption_by_default"] == {"sse_algorithm": "aws:kms",
-                                                                   "kms_master_key_id": "${aws_kms_key.key.arn}"}
+        assert rule["apply_server_side_encryption_by_default"] == {
+            "sse_algorithm": "aws:kms",
+            "kms_master_key_id": "${aws_kms_key.key.arn}",
+        }
         block = one(stack, "aws_s3_bucket_public_access_block", f"{role}-public-access")
-        assert block["bucket"] == ref and all(block[k] is True for k in (
-            "block_public_acls", "block_public_policy", "ignore_public_acls", "restrict_public_buckets"))
+        assert block["bucket"] == ref and all(
+            block[k] is True
+            for k in ("block_public_acls", "block_public_policy", "ignore_public_acls", "restrict_public_buckets")
+        )
         policy = json.loads(one(stack, "aws_s3_bucket_policy", f"{role}-tls-only")["policy"])
         deny = policy["Statement"][0]
         assert deny["Effect"] == "Deny" and deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
@@ -125,9 +140,9 @@ def test_topics_stack_creates_the_teams_topics_on_its_cluster(stacks, team):
     stack, spec = stacks[f"team-{team}-topics"], CONFIG.team(team)
     assert stack["terraform"]["required_providers"]["kafka"]["source"] == "Mongey/kafka"
     topics = resources(stack, "kafka_topic")
-    assert {t["name"]: (t["partitions"], t["replication_factor"], t["config"]["retention.ms"])
-            for t in topics.values()} == {t.name: (t.partitions, t.replication, str(t.retention_hours * 3_600_000))
-                                          for t in spec.topics}
+    assert {
+        t["name"]: (t["partitions"], t["replication_factor"], t["config"]["retention.ms"]) for t in topics.values()
+    } == {t.name: (t.partitions, t.replication, str(t.retention_hours * 3_600_000)) for t in spec.topics}
     assert stack["data"]["aws_msk_cluster"]["cluster"]["cluster_name"] == f"sql-runner-prod-{team}"
     assert stack["provider"]["kafka"][0]["sasl_mechanism"] == "aws-iam"
 
@@ -149,8 +164,16 @@ def test_the_deploy_lambda_fires_on_manifests_only_with_a_dead_letter_queue_and_
     # the runner writes deployed/, history/, errors/, status/ ...: none of them is under manifests/
     from runner.core import layout
 
-    for key in (layout.deployed("x"), layout.history("x"), layout.deploy_error("x"), layout.status("x"),
-                layout.lock("x"), layout.deploy_request("x", "v"), layout.job_record("x"), layout.stop_request("x")):
+    for key in (
+        layout.deployed("x"),
+        layout.history("x"),
+        layout.deploy_error("x"),
+        layout.status("x"),
+        layout.lock("x"),
+        layout.deploy_request("x", "v"),
+        layout.job_record("x"),
+        layout.stop_request("x"),
+    ):
         assert not key.startswith(trigger["filter_prefix"]), key
 
 
@@ -183,8 +206,9 @@ def test_iam_policies_reach_only_the_teams_own_resources(stacks, team):
 
 
 def test_a_mistake_in_teams_yaml_names_the_team_and_field(tmp_path):
-    text = TEAMS_FILE.read_text().replace("master: {instance-type: m6g.xlarge, count: 1}",
-                                          "master: {instance-type: m6g.xlarge, count: 2}", 1)
+    text = TEAMS_FILE.read_text().replace(
+        "master: {instance-type: m6g.xlarge, count: 1}", "master: {instance-type: m6g.xlarge, count: 2}", 1
+    )
     text = text.replace("brokers: 2\n", "brokers: 3\n")
     bad = tmp_path / "teams.yaml"
     bad.write_text(text)
@@ -196,10 +220,28 @@ def test_a_mistake_in_teams_yaml_names_the_team_and_field(tmp_path):
 
 
 def _terraform_validate(stack_dir: Path) -> subprocess.CompletedProcess:
-    subprocess.run(["terraform", f"-chdir={stack_dir}", "init", "-backend=false", "-input=false", "-no-color",
-                    f"-plugin-dir={PLUGINS}"], check=True, capture_output=True, text=True, timeout=300)
-    return subprocess.run(["terraform", f"-chdir={stack_dir}", "validate", "-json", "-no-color"],
-                          capture_output=True, text=True, timeout=300, check=False)
+    subprocess.run(
+        [
+            "terraform",
+            f"-chdir={stack_dir}",
+            "init",
+            "-backend=false",
+            "-input=false",
+            "-no-color",
+            f"-plugin-dir={PLUGINS}",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return subprocess.run(
+        ["terraform", f"-chdir={stack_dir}", "validate", "-json", "-no-color"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 @pytest.mark.parametrize("team", TEAMS)
@@ -216,8 +258,10 @@ def test_terraform_validates_each_team_stack_offline(stacks, team, tmp_path):
 @pytest.mark.parametrize("team", TEAMS)
 def test_terraform_validates_each_topics_stack_when_the_kafka_provider_is_mirrored(stacks, team, tmp_path):
     if shutil.which("terraform") is None or not (PLUGINS / "registry.terraform.io" / "mongey" / "kafka").is_dir():
-        pytest.skip(f"the Kafka provider (Mongey/kafka) is not in the mirror at {PLUGINS}; topics stacks are "
-                    "validated where it is")
+        pytest.skip(
+            f"the Kafka provider (Mongey/kafka) is not in the mirror at {PLUGINS}; topics stacks are "
+            "validated where it is"
+        )
     stack_dir = tmp_path / f"team-{team}-topics"
     stack_dir.mkdir()
     (stack_dir / "cdk.tf.json").write_text(json.dumps(stacks[f"team-{team}-topics"]))
@@ -231,12 +275,15 @@ def test_the_lambda_zip_validates_manifests_without_spark(tmp_path):
         archive.extractall(tmp_path)
     assert sorted(p.name for p in (tmp_path / "runner").iterdir()) == ["__init__.py", "authoring", "aws", "core"]
     assert not (tmp_path / "jobs").exists(), "no Spark code in the Lambda"
-    probe = ("import sys; sys.path.insert(0, sys.argv[1]); import runner.aws.deploy_lambda as d; "
-             "from runner.authoring.manifest_file import parse_manifest; "
-             "m = parse_manifest('name: a\\ntarget-table: t\\nsql: SELECT 1\\n'); "
-             "assert not {'pyspark', 'typer', 'click'} & set(sys.modules); print(m.name, d.PREFIX)")
-    result = subprocess.run([sys.executable, "-S", "-c", probe, str(tmp_path)], capture_output=True, text=True,
-                            check=False, timeout=60)
+    probe = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import runner.aws.deploy_lambda as d; "
+        "from runner.authoring.manifest_file import parse_manifest; "
+        "m = parse_manifest('name: a\\ntarget-table: t\\nsql: SELECT 1\\n'); "
+        "assert not {'pyspark', 'typer', 'click'} & set(sys.modules); print(m.name, d.PREFIX)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-S", "-c", probe, str(tmp_path)], capture_output=True, text=True, check=False, timeout=60
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["a", "manifests/"]
 
@@ -253,9 +300,24 @@ def test_checkov_passes_every_stack_outside_the_justified_skip_list(stacks):
     skips = yaml.safe_load(SKIPS.read_text())
     assert all(len(entry["reason"].split()) >= 10 for entry in skips), "every skip says why"
     ids = [entry["id"] for entry in skips]
-    result = subprocess.run([str(CHECKOV), "--skip-download", "--framework", "terraform_json", "--quiet",
-                             "--compact", "-o", "json", "-d", str(Path(stacks["_dir"]["path"]) / "stacks")],
-                            capture_output=True, text=True, timeout=600, check=False)
+    result = subprocess.run(
+        [
+            str(CHECKOV),
+            "--skip-download",
+            "--framework",
+            "terraform_json",
+            "--quiet",
+            "--compact",
+            "-o",
+            "json",
+            "-d",
+            str(Path(stacks["_dir"]["path"]) / "stacks"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     reports = json.loads(result.stdout)
     reports = reports if isinstance(reports, list) else [reports]
     failed = {(f["check_id"], f["resource"]) for r in reports for f in r.get("results", {}).get("failed_checks", [])}
@@ -269,19 +331,43 @@ def test_deploy_infra_without_credentials_stops_before_doing_anything(tmp_path):
     import os
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env |= {"AWS_CONFIG_FILE": str(tmp_path / "none"), "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
-            "AWS_EC2_METADATA_DISABLED": "true"}
+    env |= {
+        "AWS_CONFIG_FILE": str(tmp_path / "none"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
     out = tmp_path / "cdktf.out"
-    result = subprocess.run([sys.executable, "-m", "infra.terraform", "deploy", "--team", TEAMS[0], "--out",
-                             str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
+    result = subprocess.run(
+        [sys.executable, "-m", "infra.terraform", "deploy", "--team", TEAMS[0], "--out", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 2
     assert "no AWS credentials found" in result.stderr and "Nothing was changed." in result.stderr
     assert not out.exists(), "nothing synthesised, no terraform run"
-    unknown = subprocess.run([sys.executable, "-m", "infra.terraform", "deploy", "--team", "nobody"], cwd=ROOT,
-                             env=env, capture_output=True, text=True, timeout=120, check=False)
+    unknown = subprocess.run(
+        [sys.executable, "-m", "infra.terraform", "deploy", "--team", "nobody"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert unknown.returncode == 2 and "no team 'nobody' in teams.yaml" in unknown.stderr
-    usage = subprocess.run(["make", "--no-print-directory", "deploy-infra"], cwd=ROOT, env=env, capture_output=True,
-                           text=True, timeout=120, check=False)
+    usage = subprocess.run(
+        ["make", "--no-print-directory", "deploy-infra"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert usage.returncode == 2 and "usage: make deploy-infra TEAM=" in usage.stdout
 
 

@@ -34,10 +34,14 @@ def run_once(spark, project: ProjectDir, manifest_name: str, state: Path, *, onc
     """Run a manifest in this process at version 1 on one checkpoint (reruns resume it)."""
     proj = load_project(project.root)
     manifest = proj.load_manifest(project.root / "manifests" / f"{manifest_name}.yaml")
-    meta = Meta(query_id=str(uuid.uuid5(uuid.NAMESPACE_URL, manifest_name)), query_version=1,
-                query_create_timestamp=START)
-    prepared = Run(manifest.model_copy(update={"meta": meta}), state / "checkpoints" / manifest_name,
-                   state / "dead-letter" / manifest_name)
+    meta = Meta(
+        query_id=str(uuid.uuid5(uuid.NAMESPACE_URL, manifest_name)), query_version=1, query_create_timestamp=START
+    )
+    prepared = Run(
+        manifest.model_copy(update={"meta": meta}),
+        state / "checkpoints" / manifest_name,
+        state / "dead-letter" / manifest_name,
+    )
     spec = JobSpec(prepared.manifest, proj.catalog, str(prepared.checkpoint), str(prepared.dead_letter), once)
     built = build_job(spark, spec.manifest, spec.catalog, {}, streaming=True)
     queries = runtime.start(spark, built, spec, {})
@@ -84,8 +88,9 @@ def test_exact_rows_then_only_new_rows_on_rerun(spark, demo_project: ProjectDir,
     assert len(ids) == len(set(ids)), "a rerun on the same checkpoint must not duplicate rows"
 
 
-def test_malformed_records_go_to_dead_letters_and_the_job_keeps_running(spark, demo_project: ProjectDir,
-                                                                        tmp_path: Path):
+def test_malformed_records_go_to_dead_letters_and_the_job_keeps_running(
+    spark, demo_project: ProjectDir, tmp_path: Path
+):
     events = demo_project.root / "data" / "in"
     path = demo_project.root / "manifests" / "high-value.yaml"
     path.write_text(path.read_text() + "trigger-interval: 500 milliseconds\n")
@@ -123,20 +128,26 @@ def test_malformed_records_go_to_dead_letters_and_the_job_keeps_running(spark, d
 
 
 def test_windowed_aggregation_with_watermark(spark, demo_project: ProjectDir, tmp_path: Path):
-    demo_project.ddl("agg", """
+    demo_project.ddl(
+        "agg",
+        """
         CREATE TABLE per_minute (window_start TIMESTAMP, account_id STRING, n BIGINT, total DOUBLE,
           __create_timestamp TIMESTAMP, __query_name STRING, __query_description STRING, __query_id STRING,
           __query_version INT, __query_create_timestamp TIMESTAMP)
         WITH ('connector' = 'filesystem', 'path' = 'data/agg', 'format' = 'parquet');
-    """)
-    demo_project.manifest("per-minute", """
+    """,
+    )
+    demo_project.manifest(
+        "per-minute",
+        """
         name: per-minute
         target-table: per_minute
         sql: |
           SELECT window.start AS window_start, account_id, COUNT(*) AS n, SUM(amount) AS total
           FROM `demo`.`card-transactions`
           GROUP BY window(ts, '1 minute'), account_id
-    """)
+    """,
+    )
     rows = transactions(40, start=START, seed=5, step_seconds=6)  # 4 minutes of event time
     write_batch(demo_project.root / "data" / "in", "b1", rows)
     run_once(spark, demo_project, "per-minute", tmp_path / "state")
@@ -155,7 +166,9 @@ def test_windowed_aggregation_with_watermark(spark, demo_project: ProjectDir, tm
 
 
 def test_datagen_source_respects_bounds_and_cardinality(spark, project: ProjectDir, tmp_path: Path):
-    project.ddl("gen", """
+    project.ddl(
+        "gen",
+        """
         CREATE TABLE gen (id BIGINT, account STRING, amount DOUBLE, flag BOOLEAN, at TIMESTAMP)
         WITH ('connector' = 'datagen', 'rows-per-second' = '200', 'number-of-rows' = '50',
               'fields.id.kind' = 'sequence', 'fields.id.start' = '1',
@@ -164,9 +177,13 @@ def test_datagen_source_respects_bounds_and_cardinality(spark, project: ProjectD
           __create_timestamp TIMESTAMP, __query_name STRING, __query_description STRING, __query_id STRING,
           __query_version INT, __query_create_timestamp TIMESTAMP)
         WITH ('connector' = 'filesystem', 'path' = 'data/gen', 'format' = 'json');
-    """)
-    project.manifest("gen", "name: gen\ntarget-table: sink\ntrigger-interval: 1 second\n"
-                            "sql: SELECT id, account, amount, flag, at FROM gen\n")
+    """,
+    )
+    project.manifest(
+        "gen",
+        "name: gen\ntarget-table: sink\ntrigger-interval: 1 second\n"
+        "sql: SELECT id, account, amount, flag, at FROM gen\n",
+    )
     _, queries = run_once(spark, project, "gen", tmp_path / "state", once=False)
     try:
         out = project.root / "data" / "gen"
@@ -183,18 +200,24 @@ def test_datagen_source_respects_bounds_and_cardinality(spark, project: ProjectD
 
 
 def test_code_snippet_and_print_sink(spark, demo_project: ProjectDir, tmp_path: Path, capfd):
-    demo_project.ddl("print", "CREATE TABLE console (transaction_id STRING, band STRING, __create_timestamp "
-                              "TIMESTAMP, __query_name STRING, __query_description STRING, __query_id STRING, "
-                              "__query_version INT, __query_create_timestamp TIMESTAMP) "
-                              "WITH ('connector' = 'print', 'print-identifier' = 'bands');")
-    demo_project.manifest("bands", """
+    demo_project.ddl(
+        "print",
+        "CREATE TABLE console (transaction_id STRING, band STRING, __create_timestamp "
+        "TIMESTAMP, __query_name STRING, __query_description STRING, __query_id STRING, "
+        "__query_version INT, __query_create_timestamp TIMESTAMP) "
+        "WITH ('connector' = 'print', 'print-identifier' = 'bands');",
+    )
+    demo_project.manifest(
+        "bands",
+        """
         name: bands
         target-table: console
         code: |
           tx = table("`demo`.`card-transactions`")
           execution_output = tx.select("transaction_id",
                                        F.when(F.col("amount") > 500, "high").otherwise("low").alias("band"))
-    """)
+    """,
+    )
     rows = transactions(6, start=START, seed=9)
     write_batch(demo_project.root / "data" / "in", "b1", rows)
     run_once(spark, demo_project, "bands", tmp_path / "state")

@@ -44,10 +44,16 @@ def test_source_options_map_properties_and_startup_mode():
     [
         ("latest-offset", "", {"startingOffsets": "latest"}),
         ("timestamp", ", 'scan.startup.timestamp-millis' = '1700000000000'", {"startingTimestamp": "1700000000000"}),
-        ("specific-offsets", ", 'scan.startup.specific-offsets' = 'partition:0,offset:42;partition:1,offset:300'",
-         {"startingOffsets": json.dumps({"transactions": {"0": 42, "1": 300}}, separators=(",", ":"))}),
-        ("earliest-offset", ", 'scan.max-offsets-per-trigger' = '1000', 'scan.fail-on-data-loss' = 'false'",
-         {"startingOffsets": "earliest", "maxOffsetsPerTrigger": "1000", "failOnDataLoss": "false"}),
+        (
+            "specific-offsets",
+            ", 'scan.startup.specific-offsets' = 'partition:0,offset:42;partition:1,offset:300'",
+            {"startingOffsets": json.dumps({"transactions": {"0": 42, "1": 300}}, separators=(",", ":"))},
+        ),
+        (
+            "earliest-offset",
+            ", 'scan.max-offsets-per-trigger' = '1000', 'scan.fail-on-data-loss' = 'false'",
+            {"startingOffsets": "earliest", "maxOffsetsPerTrigger": "1000", "failOnDataLoss": "false"},
+        ),
     ],
 )
 def test_startup_modes(mode: str, extra: str, expected: dict):
@@ -65,14 +71,19 @@ def test_bad_specific_offsets_is_a_user_error():
 
 
 def test_topic_pattern_and_sink_options():
-    (pattern,) = parse_ddl("CREATE TABLE p (a INT) WITH ('connector' = 'kafka', 'topic-pattern' = 'tx-.*', "
-                           "'format' = 'json', 'properties.bootstrap.servers' = 'b:9092')")
+    (pattern,) = parse_ddl(
+        "CREATE TABLE p (a INT) WITH ('connector' = 'kafka', 'topic-pattern' = 'tx-.*', "
+        "'format' = 'json', 'properties.bootstrap.servers' = 'b:9092')"
+    )
     assert kafka.source_options(pattern, pattern.options)["subscribePattern"] == "tx-.*"
     with pytest.raises(UserError):
         kafka.sink_options(pattern, pattern.options)
     t = table()
     assert kafka.sink_options(t, resolved_options(t, {"BOOTSTRAP": "b:9092"})) == {
-        "kafka.bootstrap.servers": "b:9092", "kafka.security.protocol": "SASL_SSL", "topic": "transactions"}
+        "kafka.bootstrap.servers": "b:9092",
+        "kafka.security.protocol": "SASL_SSL",
+        "topic": "transactions",
+    }
 
 
 def test_unresolved_placeholder_names_the_variable_and_hides_nothing_else():
@@ -85,8 +96,13 @@ def test_unresolved_placeholder_names_the_variable_and_hides_nothing_else():
 
 def test_json_values_decode_against_the_schema_and_bad_ones_get_reasons(spark):
     t = table()
-    values = ['{"account_id": "a", "amount": 1.5, "ts": "2026-01-01T00:00:00Z"}', "{broken",
-              '{"account_id": "b", "amount": "lots"}', '{"account_id": "c"}', None]
+    values = [
+        '{"account_id": "a", "amount": 1.5, "ts": "2026-01-01T00:00:00Z"}',
+        "{broken",
+        '{"account_id": "b", "amount": "lots"}',
+        '{"account_id": "c"}',
+        None,
+    ]
     frame = spark.createDataFrame([(v,) for v in values], "value STRING").select(F.col("value").cast("binary"))
     decoded = {r["account_id"] or r[RAW]: r for r in decode_json_values(frame, t).collect()}
     assert decoded["a"]["amount"] == 1.5 and decoded["a"]["__sql_runner_error"] is None
@@ -98,9 +114,11 @@ def test_json_values_decode_against_the_schema_and_bad_ones_get_reasons(spark):
 
 
 def test_sink_records_are_keyed_by_the_primary_key(spark):
-    (sink,) = parse_ddl("CREATE TABLE s (id STRING, n INT, PRIMARY KEY (id) NOT ENFORCED) WITH ("
-                        "'connector' = 'kafka', 'topic' = 'out', 'format' = 'json', "
-                        "'properties.bootstrap.servers' = 'b:9092')")
+    (sink,) = parse_ddl(
+        "CREATE TABLE s (id STRING, n INT, PRIMARY KEY (id) NOT ENFORCED) WITH ("
+        "'connector' = 'kafka', 'topic' = 'out', 'format' = 'json', "
+        "'properties.bootstrap.servers' = 'b:9092')"
+    )
     rows = kafka_records(spark.createDataFrame([("x", 1)], "id STRING, n INT"), sink).collect()
     assert (rows[0]["key"], rows[0]["value"]) == ('{"id":"x"}', '{"id":"x","n":1}')
 

@@ -37,8 +37,10 @@ def test_stateless_job_through_every_deploy_branch(stateless: ProjectDir):
 
     def expect_rows() -> list[str]:
         expected = sorted(t.transaction_id for t in written if t.amount > 500)
-        wait_for(lambda: sorted(r["transaction_id"] for r in committed_json_rows(out)) == expected,
-                 f"{len(expected)} output rows")
+        wait_for(
+            lambda: sorted(r["transaction_id"] for r in committed_json_rows(out)) == expected,
+            f"{len(expected)} output rows",
+        )
         return expected
 
     def add_events(batch: str, seed: int) -> None:
@@ -105,8 +107,7 @@ def test_stateless_job_through_every_deploy_branch(stateless: ProjectDir):
     rows = committed_json_rows(out)
     assert Counter(r["transaction_id"] for r in rows).most_common(1)[0][1] == 1, "no duplicates"
     assert {r["__query_version"] for r in rows} == {1}
-    assert rows[-1]["__query_description"] in ("Card transactions above 500",
-                                               "Card transactions above 500 (audited)")
+    assert rows[-1]["__query_description"] in ("Card transactions above 500", "Card transactions above 500 (audited)")
 
     # a running job whose description changes -> stop with savepoint, restore
     edit(manifest, "(audited)", "(audited twice)")
@@ -147,8 +148,21 @@ def test_stateless_job_through_every_deploy_branch(stateless: ProjectDir):
     assert status(project, "high-value")["state"] == "removed"
 
     decisions = [e["decision"] for e in history(project, "high-value")]
-    assert decisions == ["start", "nothing", "restore", "restore", "restore", "stop", "restore", "restore",
-                         "remove", "restore", "stop", "remove", "error"]
+    assert decisions == [
+        "start",
+        "nothing",
+        "restore",
+        "restore",
+        "restore",
+        "stop",
+        "restore",
+        "restore",
+        "remove",
+        "restore",
+        "stop",
+        "remove",
+        "error",
+    ]
     table = cli(project, "history", "high-value").stdout
     assert "mark removed" in table and "state-compatible" in table
 
@@ -159,11 +173,15 @@ def manifest_text(project: ProjectDir) -> str:
     return HIGH_VALUE_MANIFEST + "trigger-interval: 1 second\n"
 
 
-COUNTS_DDL = """
+COUNTS_DDL = (
+    """
 CREATE TABLE `demo`.`counts` (
-  k STRING, window_start TIMESTAMP(3), n BIGINT""" + METADATA_DDL + """
+  k STRING, window_start TIMESTAMP(3), n BIGINT"""
+    + METADATA_DDL
+    + """
 ) WITH ('connector' = 'filesystem', 'path' = 'data/counts', 'format' = 'json');
 """
+)
 
 COUNTS_MANIFEST = """
 name: counts
@@ -178,8 +196,11 @@ sql: |
 
 def events_between(first_minute: int, last_minute: int, seed: int, prefix: str) -> list:
     """Transactions inside [first_minute, last_minute), then one 'tick' 3 minutes later that closes their windows."""
-    rows = [t for t in transactions(40, start=START + timedelta(minutes=first_minute), seed=seed)
-            if t.ts < START + timedelta(minutes=last_minute)]
+    rows = [
+        t
+        for t in transactions(40, start=START + timedelta(minutes=first_minute), seed=seed)
+        if t.ts < START + timedelta(minutes=last_minute)
+    ]
     tick = replace(rows[0], ts=START + timedelta(minutes=last_minute + 3))
     return [replace(t, transaction_id=f"{prefix}-{i:03d}") for i, t in enumerate([*rows, tick])]
 
@@ -200,15 +221,22 @@ def test_incompatible_change_starts_next_version_that_continues_without_duplicat
     plan = json.loads(cli(project, "plan", "--json").stdout)
     assert plan["summary"] == "stop with savepoint, then start v2 with clean state (query changed)"
     assert any(r.startswith("aggregation 1 changed: aggregation by window, account_id") for r in plan["reasons"])
-    assert plan["sources"] == [{"table": "`demo`.`card-transactions`", "how": "continue",
-                                "detail": "continues after the files v1 read (skips them)"}]
+    assert plan["sources"] == [
+        {
+            "table": "`demo`.`card-transactions`",
+            "how": "continue",
+            "detail": "continues after the files v1 read (skips them)",
+        }
+    ]
     result = cli(project, "deploy")
     assert "skips the 1 files read up to batch" in result.stderr
 
     after = events_between(6, 8, seed=6, prefix="after")
     write_batch(events, "after", after)
-    wait_for(lambda: sum(r["n"] for r in committed_json_rows(out) if r["__query_version"] == 2) == len(after) - 1,
-             "v2's closed windows")
+    wait_for(
+        lambda: sum(r["n"] for r in committed_json_rows(out) if r["__query_version"] == 2) == len(after) - 1,
+        "v2's closed windows",
+    )
     rows = committed_json_rows(out)
     v1, v2 = Counter(), Counter()
     for row in rows:
@@ -226,12 +254,19 @@ def test_incompatible_change_starts_next_version_that_continues_without_duplicat
     edit(manifest, ", payee", ", account_id")
     plan = json.loads(cli(project, "plan", "--json").stdout)
     assert plan["summary"] == "stop with savepoint, then start v3 with clean state (query changed)"
-    assert plan["sources"] == [{"table": "`demo`.`card-transactions`", "how": "startup-position",
-                                "detail": "from its startup position (on-query-change: reprocess)"}]
+    assert plan["sources"] == [
+        {
+            "table": "`demo`.`card-transactions`",
+            "how": "startup-position",
+            "detail": "from its startup position (on-query-change: reprocess)",
+        }
+    ]
     cli(project, "deploy")
     everything = Counter(t.account_id for t in [*before, *after[:-1]])
-    wait_for(lambda: sum(r["n"] for r in committed_json_rows(out) if r["__query_version"] == 3)
-             == sum(everything.values()), "v3's recount of every closed window")
+    wait_for(
+        lambda: sum(r["n"] for r in committed_json_rows(out) if r["__query_version"] == 3) == sum(everything.values()),
+        "v3's recount of every closed window",
+    )
     v3 = Counter()
     for row in committed_json_rows(out):
         if row["__query_version"] == 3:

@@ -57,7 +57,7 @@ def test_trailing_semicolon_is_accepted():
         ("", "MANIFEST_EMPTY"),
         (VALID + "colour: blue\n", "MANIFEST_UNKNOWN_FIELD"),
         (VALID.replace("name: high-value\n", ""), "MANIFEST_MISSING_REQUIRED_FIELD"),
-        (VALID.replace("target-table: \"`kafka`.`out`\"\n", ""), "MANIFEST_MISSING_REQUIRED_FIELD"),
+        (VALID.replace('target-table: "`kafka`.`out`"\n', ""), "MANIFEST_MISSING_REQUIRED_FIELD"),
         (VALID.replace("high-value", "High_Value"), "MANIFEST_INVALID_NAME"),
         (VALID.replace("high-value", "-starts-with-dash"), "MANIFEST_INVALID_NAME"),
         (VALID.replace("high-value", "a" * 64), "MANIFEST_INVALID_NAME"),

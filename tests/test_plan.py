@@ -34,8 +34,9 @@ SAME = QueryDiff(changed=False, state_compatible=True)
 COMPATIBLE = QueryDiff(changed=True, state_compatible=True, reasons=("the query's meaning changed",))
 INCOMPATIBLE = QueryDiff(changed=True, state_compatible=False, reasons=("aggregation 1 changed",))
 RUNNING = Observed(running=True, running_version=1, ever_ran=True)
-SAVEPOINT = StateRef("savepoint", 1, "savepoints/job/1/savepoint-20260101T000500Z-aaaaaa/",
-                     datetime(2026, 1, 1, 0, 5, tzinfo=UTC))
+SAVEPOINT = StateRef(
+    "savepoint", 1, "savepoints/job/1/savepoint-20260101T000500Z-aaaaaa/", datetime(2026, 1, 1, 0, 5, tzinfo=UTC)
+)
 CHECKPOINT = StateRef("checkpoint", 1, "checkpoints/job/1/run-20260101T000000Z-bbbbbb/", T0)
 
 
@@ -84,16 +85,22 @@ def test_continuing_after_a_stateful_query_says_that_rows_held_in_its_state_are_
     held = QueryDiff(changed=True, state_compatible=False, reasons=("aggregation 1 changed",), held_state=True)
     action = plan_one("job", desired(held), deployed(), RUNNING)
     assert any("emitted by neither version" in r for r in action.reasons)
-    assert not any("neither version" in r for r in plan_one("job", desired(INCOMPATIBLE), deployed(),
-                                                              RUNNING).reasons), "a stateless query held nothing"
-    reprocess = plan_one("job", desired(held, **{"on-query-change": "reprocess"}),
-                         deployed(**{"on-query-change": "reprocess"}), RUNNING)
+    assert not any(
+        "neither version" in r for r in plan_one("job", desired(INCOMPATIBLE), deployed(), RUNNING).reasons
+    ), "a stateless query held nothing"
+    reprocess = plan_one(
+        "job", desired(held, **{"on-query-change": "reprocess"}), deployed(**{"on-query-change": "reprocess"}), RUNNING
+    )
     assert not any("neither version" in r for r in reprocess.reasons), "reprocessing recomputes them"
 
 
 def test_reprocess_policy_reads_from_the_startup_position():
-    action = plan_one("job", desired(INCOMPATIBLE, **{"on-query-change": "reprocess"}),
-                      deployed(**{"on-query-change": "reprocess"}), RUNNING)
+    action = plan_one(
+        "job",
+        desired(INCOMPATIBLE, **{"on-query-change": "reprocess"}),
+        deployed(**{"on-query-change": "reprocess"}),
+        RUNNING,
+    )
     assert action.kind == "start" and action.version == 2 and action.continue_from is None
     assert [s.how for s in action.sources] == ["startup-position"]
     assert "reprocess" in action.sources[0].detail
@@ -114,8 +121,9 @@ def test_not_running_incompatible_change_continues_from_the_latest_state():
 
 
 def test_not_running_config_change_restores_the_latest_state():
-    newer_run = StateRef("checkpoint", 1, "checkpoints/job/1/run-20260101T001000Z-cccccc/",
-                         datetime(2026, 1, 1, 0, 10, tzinfo=UTC))
+    newer_run = StateRef(
+        "checkpoint", 1, "checkpoints/job/1/run-20260101T001000Z-cccccc/", datetime(2026, 1, 1, 0, 10, tzinfo=UTC)
+    )
     observed = Observed(savepoints=(SAVEPOINT,), checkpoints=(CHECKPOINT, newer_run), ever_ran=True)
     action = plan_one("job", desired(SAME, **{"trigger-interval": "1 minute"}), deployed(), observed)
     assert (action.kind, action.stop, action.restore_from) == ("restore", False, newer_run)
@@ -168,6 +176,7 @@ def test_a_job_of_another_version_running_is_stopped_first():
 
 
 def test_plan_covers_desired_and_deployed_names_in_order():
-    actions = plan({"b": desired(), "a": desired(SAME)}, {"a": deployed(), "c": deployed()},
-                   {"a": RUNNING, "c": RUNNING})
+    actions = plan(
+        {"b": desired(), "a": desired(SAME)}, {"a": deployed(), "c": deployed()}, {"a": RUNNING, "c": RUNNING}
+    )
     assert [(a.name, a.kind) for a in actions] == [("a", "nothing"), ("b", "start"), ("c", "remove")]

@@ -9,17 +9,23 @@ from runner.authoring.project import load_project
 from runner.core.manifest import Manifest
 from tests.conftest import METADATA_DDL, TRANSACTIONS_DDL, ProjectDir
 
-COUNTS_DDL = """
-CREATE TABLE `demo`.`counts` (k STRING, w TIMESTAMP(3), n BIGINT, total DOUBLE""" + METADATA_DDL + """
+COUNTS_DDL = (
+    """
+CREATE TABLE `demo`.`counts` (k STRING, w TIMESTAMP(3), n BIGINT, total DOUBLE"""
+    + METADATA_DDL
+    + """
 ) WITH ('connector' = 'blackhole');
 CREATE TABLE `demo`.`refunds` (transaction_id STRING, account_id STRING, amount DOUBLE, ts TIMESTAMP(3),
   WATERMARK FOR ts AS ts - INTERVAL '5' SECOND
 ) WITH ('connector' = 'filesystem', 'path' = 'data/refunds', 'format' = 'json');
 """
+)
 
 FILTER = "SELECT transaction_id, account_id, amount, ts FROM `demo`.`card-transactions` WHERE amount > 500"
-GROUPED = ("SELECT account_id AS k, window.start AS w, COUNT(*) AS n, SUM(amount) AS total "
-           "FROM `demo`.`card-transactions` GROUP BY window(ts, '1 minute'), account_id")
+GROUPED = (
+    "SELECT account_id AS k, window.start AS w, COUNT(*) AS n, SUM(amount) AS total "
+    "FROM `demo`.`card-transactions` GROUP BY window(ts, '1 minute'), account_id"
+)
 
 
 @pytest.fixture
@@ -37,11 +43,14 @@ def diff(spark, catalog, old: str, new: str, target: str = "`demo`.`high-value-t
     return diff_queries(spark, manifest(old, target), tables, manifest(new, target), catalog, {})
 
 
-@pytest.mark.parametrize("edit", [
-    "select transaction_id,account_id , amount,ts\n from `demo`.`card-transactions`  where amount>500",
-    "SELECT transaction_id, account_id, amount, ts -- the rows we want\nFROM `demo`.`card-transactions`\n"
-    "/* only big ones */ WHERE amount > 500;",
-])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        "select transaction_id,account_id , amount,ts\n from `demo`.`card-transactions`  where amount>500",
+        "SELECT transaction_id, account_id, amount, ts -- the rows we want\nFROM `demo`.`card-transactions`\n"
+        "/* only big ones */ WHERE amount > 500;",
+    ],
+)
 def test_layout_comments_and_case_are_not_changes(spark, catalog, edit):
     result = diff(spark, catalog, FILTER, edit)
     assert not result.changed and result.state_compatible and result.reasons == ()
@@ -61,18 +70,22 @@ def test_a_renamed_column_changes_the_output(spark, catalog):
 
 
 def test_a_filter_before_an_aggregation_keeps_its_state(spark, catalog):
-    result = diff(spark, catalog, GROUPED, GROUPED.replace("GROUP BY", "WHERE amount > 1 GROUP BY"),
-                  "`demo`.`counts`")
+    result = diff(spark, catalog, GROUPED, GROUPED.replace("GROUP BY", "WHERE amount > 1 GROUP BY"), "`demo`.`counts`")
     assert result.changed and result.state_compatible
 
 
-@pytest.mark.parametrize(("new", "why"), [
-    (GROUPED.replace("account_id AS k", "payee AS k").replace(", account_id", ", payee"),
-     "aggregation 1 changed: aggregation by window, account_id of "),
-    (GROUPED.replace("'1 minute'", "'2 minutes'"), "aggregation 1 changed: aggregation by window, account_id of"),
-    (GROUPED.replace("SUM(amount)", "MAX(amount)"), "aggregation 1 changed: "),
-    (GROUPED.replace("COUNT(*) AS n", "COUNT(DISTINCT payee) AS n"), "aggregation 1 changed"),
-])
+@pytest.mark.parametrize(
+    ("new", "why"),
+    [
+        (
+            GROUPED.replace("account_id AS k", "payee AS k").replace(", account_id", ", payee"),
+            "aggregation 1 changed: aggregation by window, account_id of ",
+        ),
+        (GROUPED.replace("'1 minute'", "'2 minutes'"), "aggregation 1 changed: aggregation by window, account_id of"),
+        (GROUPED.replace("SUM(amount)", "MAX(amount)"), "aggregation 1 changed: "),
+        (GROUPED.replace("COUNT(*) AS n", "COUNT(DISTINCT payee) AS n"), "aggregation 1 changed"),
+    ],
+)
 def test_changed_grouping_window_or_aggregates_discard_state(spark, catalog, new, why):
     result = diff(spark, catalog, GROUPED, new, "`demo`.`counts`")
     assert result.changed and not result.state_compatible

@@ -19,7 +19,8 @@ def cluster(tmp_path):
 
 
 def test_a_job_runs_on_the_cluster_is_confirmed_by_the_master_and_stops_with_a_savepoint(
-        demo_project: ProjectDir, cluster: StandaloneCluster):
+    demo_project: ProjectDir, cluster: StandaloneCluster
+):
     path = demo_project.root / "manifests" / "high-value.yaml"
     path.write_text(path.read_text() + "trigger-interval: 1 second\n")
     options = ["--target", "standalone", "--master", cluster.master_url, "--master-web-ui", cluster.web_ui]
@@ -28,8 +29,12 @@ def test_a_job_runs_on_the_cluster_is_confirmed_by_the_master_and_stops_with_a_s
 
     assert "start v1 with clean state" in cli(demo_project, "deploy", *options).stdout
     expected = sorted(t.transaction_id for t in rows if t.amount > 500)
-    wait_for(lambda: sorted(r["transaction_id"] for r in committed_json_rows(demo_project.root / "data" / "out"))
-             == expected, f"{len(expected)} rows written by executors on the worker")
+    wait_for(
+        lambda: (
+            sorted(r["transaction_id"] for r in committed_json_rows(demo_project.root / "data" / "out")) == expected
+        ),
+        f"{len(expected)} rows written by executors on the worker",
+    )
     apps = cluster.status()["activeapps"]
     assert [a["name"] for a in apps] == ["sql-runner:local:high-value:v1"]
     row = status(demo_project, "high-value", *options)

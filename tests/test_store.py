@@ -86,12 +86,18 @@ def test_racing_creators_see_exactly_one_winner(bucket):
 
 
 def test_keys_copy_and_delete_prefixes(bucket, other):
-    for key in ("checkpoints/job/1/run-a/offsets/0", "checkpoints/job/1/run-a/commits/0",
-                "checkpoints/job/1/run-a/state/0/0/1.delta", "checkpoints/job/2/run-b/metadata"):
+    for key in (
+        "checkpoints/job/1/run-a/offsets/0",
+        "checkpoints/job/1/run-a/commits/0",
+        "checkpoints/job/1/run-a/state/0/0/1.delta",
+        "checkpoints/job/2/run-b/metadata",
+    ):
         bucket.write(key, key.encode())
-    assert bucket.keys("checkpoints/job/1/") == ["checkpoints/job/1/run-a/commits/0",
-                                                 "checkpoints/job/1/run-a/offsets/0",
-                                                 "checkpoints/job/1/run-a/state/0/0/1.delta"]
+    assert bucket.keys("checkpoints/job/1/") == [
+        "checkpoints/job/1/run-a/commits/0",
+        "checkpoints/job/1/run-a/offsets/0",
+        "checkpoints/job/1/run-a/state/0/0/1.delta",
+    ]
     copied = bucket.copy_prefix("checkpoints/job/1/run-a/", "savepoints/job/1/sp/", into=other)
     assert copied == 3
     assert other.read("savepoints/job/1/sp/state/0/0/1.delta").text == "checkpoints/job/1/run-a/state/0/0/1.delta"

@@ -53,8 +53,10 @@ def test_parses_the_product_example():
         ("DECIMAL(12, 2)", T.DecimalType(12, 2)),
         ("BYTES", T.BinaryType()),
         ("DOUBLE PRECISION", T.DoubleType()),
-        ("ROW<a INT, b ARRAY<STRING>>", T.StructType([T.StructField("a", T.IntegerType()),
-                                                      T.StructField("b", T.ArrayType(T.StringType()))])),
+        (
+            "ROW<a INT, b ARRAY<STRING>>",
+            T.StructType([T.StructField("a", T.IntegerType()), T.StructField("b", T.ArrayType(T.StringType()))]),
+        ),
         ("ROW(a INT NOT NULL)", T.StructType([T.StructField("a", T.IntegerType())])),
         ("STRUCT<a: BIGINT>", T.StructType([T.StructField("a", T.LongType())])),
         ("MAP<STRING, DOUBLE>", T.MapType(T.StringType(), T.DoubleType())),
@@ -84,34 +86,63 @@ def test_several_tables_per_file_and_comments():
     [
         ("CREATE TABLE t (x INT) WITH ('connector' = 'nope');", "DDL_UNKNOWN_CONNECTOR", 1),
         ("CREATE TABLE t (x INT) WITH ('path' = '/x');", "DDL_MISSING_CONNECTOR", 1),
-        ("CREATE TABLE t (x INT)\nWITH ('connector' = 'filesystem', 'format' = 'json');",
-         "DDL_MISSING_CONNECTOR_OPTION", 1),
-        ("CREATE TABLE t (x INT) WITH ('connector' = 'filesystem', 'path' = 'p', 'format' = 'xml');",
-         "DDL_INVALID_CONNECTOR_OPTION", 1),
-        ("CREATE TABLE t (x INT) WITH ('connector' = 'blackhole', 'colour' = 'red');",
-         "DDL_UNKNOWN_CONNECTOR_OPTION", 1),
-        ("CREATE TABLE t (x INT) WITH ('connector' = 'kafka', 'topic' = 't', 'format' = 'json');",
-         "DDL_MISSING_CONNECTOR_OPTION", 1),
-        ("CREATE TABLE t (x INT) WITH ('connector' = 'kafka', 'topic' = 't', 'format' = 'json', "
-         "'properties.bootstrap.servers' = 'b:9092', 'scan.startup.mode' = 'group-offsets');",
-         "DDL_INVALID_CONNECTOR_OPTION", 1),
-        ("CREATE TABLE t (x INT) WITH ('connector' = 'datagen', 'fields.y.min' = '1');",
-         "DDL_UNKNOWN_CONNECTOR_OPTION", 1),
-        ("CREATE TABLE t (x INT) WITH ('connector' = 'datagen', 'rows-per-second' = 'fast');",
-         "DDL_INVALID_CONNECTOR_OPTION", 1),
+        (
+            "CREATE TABLE t (x INT)\nWITH ('connector' = 'filesystem', 'format' = 'json');",
+            "DDL_MISSING_CONNECTOR_OPTION",
+            1,
+        ),
+        (
+            "CREATE TABLE t (x INT) WITH ('connector' = 'filesystem', 'path' = 'p', 'format' = 'xml');",
+            "DDL_INVALID_CONNECTOR_OPTION",
+            1,
+        ),
+        (
+            "CREATE TABLE t (x INT) WITH ('connector' = 'blackhole', 'colour' = 'red');",
+            "DDL_UNKNOWN_CONNECTOR_OPTION",
+            1,
+        ),
+        (
+            "CREATE TABLE t (x INT) WITH ('connector' = 'kafka', 'topic' = 't', 'format' = 'json');",
+            "DDL_MISSING_CONNECTOR_OPTION",
+            1,
+        ),
+        (
+            "CREATE TABLE t (x INT) WITH ('connector' = 'kafka', 'topic' = 't', 'format' = 'json', "
+            "'properties.bootstrap.servers' = 'b:9092', 'scan.startup.mode' = 'group-offsets');",
+            "DDL_INVALID_CONNECTOR_OPTION",
+            1,
+        ),
+        (
+            "CREATE TABLE t (x INT) WITH ('connector' = 'datagen', 'fields.y.min' = '1');",
+            "DDL_UNKNOWN_CONNECTOR_OPTION",
+            1,
+        ),
+        (
+            "CREATE TABLE t (x INT) WITH ('connector' = 'datagen', 'rows-per-second' = 'fast');",
+            "DDL_INVALID_CONNECTOR_OPTION",
+            1,
+        ),
         ("\n\nCREATE TABLE t (\n  x INT,\n  x STRING\n) WITH ('connector' = 'blackhole');", "DDL_SYNTAX_ERROR", 5),
         ("CREATE TABLE t (x FANCY) WITH ('connector' = 'blackhole');", "DDL_SYNTAX_ERROR", 1),
-        ("CREATE TABLE t (x INT,\n WATERMARK FOR x AS x * 2) WITH ('connector' = 'blackhole');",
-         "DDL_INVALID_WATERMARK", 2),
-        ("CREATE TABLE t (x INT, WATERMARK FOR x AS x) WITH ('connector' = 'blackhole');",
-         "DDL_INVALID_WATERMARK", 1),
-        ("CREATE TABLE t (x INT, PRIMARY KEY (y) NOT ENFORCED) WITH ('connector' = 'blackhole');",
-         "DDL_UNKNOWN_COLUMN", 1),
+        (
+            "CREATE TABLE t (x INT,\n WATERMARK FOR x AS x * 2) WITH ('connector' = 'blackhole');",
+            "DDL_INVALID_WATERMARK",
+            2,
+        ),
+        ("CREATE TABLE t (x INT, WATERMARK FOR x AS x) WITH ('connector' = 'blackhole');", "DDL_INVALID_WATERMARK", 1),
+        (
+            "CREATE TABLE t (x INT, PRIMARY KEY (y) NOT ENFORCED) WITH ('connector' = 'blackhole');",
+            "DDL_UNKNOWN_COLUMN",
+            1,
+        ),
         ("CREATE TABLE t (x INT) WITH ('connector' = 'blackhole', 'connector' = 'print');", "DDL_SYNTAX_ERROR", 1),
         ("CREATE VIEW v AS SELECT 1;", "DDL_SYNTAX_ERROR", 1),
         ("CREATE TABLE t (x INT) WITH ('connector' = 'kafka", "SQL_LEXICAL_ERROR", 1),
-        ("CREATE TABLE t (x INT) WITH ('connector' = 'print',\n 'print-identifier' = '${1BAD}');",
-         "DDL_INVALID_PLACEHOLDER", 1),
+        (
+            "CREATE TABLE t (x INT) WITH ('connector' = 'print',\n 'print-identifier' = '${1BAD}');",
+            "DDL_INVALID_PLACEHOLDER",
+            1,
+        ),
     ],
 )
 def test_bad_ddl_is_rejected_with_file_and_line(ddl: str, code: str, line: int):
@@ -123,9 +154,13 @@ def test_bad_ddl_is_rejected_with_file_and_line(ddl: str, code: str, line: int):
 
 
 def test_watermark_units():
-    for expression, delay in [("ts", "0 seconds"), ("ts - INTERVAL '2' MINUTE", "2 minutes"),
-                              ("ts - INTERVAL '500' MILLISECOND", "500 milliseconds"),
-                              ("ts - INTERVAL '1 hour'", "1 hours")]:
-        (table,) = parse_ddl(f"CREATE TABLE t (ts TIMESTAMP, WATERMARK FOR ts AS {expression}) "
-                             "WITH ('connector' = 'blackhole')")
+    for expression, delay in [
+        ("ts", "0 seconds"),
+        ("ts - INTERVAL '2' MINUTE", "2 minutes"),
+        ("ts - INTERVAL '500' MILLISECOND", "500 milliseconds"),
+        ("ts - INTERVAL '1 hour'", "1 hours"),
+    ]:
+        (table,) = parse_ddl(
+            f"CREATE TABLE t (ts TIMESTAMP, WATERMARK FOR ts AS {expression}) WITH ('connector' = 'blackhole')"
+        )
         assert table.watermark and table.watermark.delay == delay

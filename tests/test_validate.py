@@ -20,7 +20,6 @@ def invoke(project: ProjectDir, *args: str):
     return CliRunner().invoke(cli, ["validate", "--project", str(project.root), *args])
 
 
-
 def test_valid_project_passes(spark, demo_project: ProjectDir):
     result = invoke(demo_project)
     assert result.exit_code == 0, result.stderr
@@ -34,43 +33,106 @@ DDL = "manifests/tables/tables.sql"
 @pytest.mark.parametrize(
     ("case", "manifest_edit", "ddl_edit", "expected"),
     [
-        ("bad yaml", lambda m: m.replace('target-table: "`demo`.`high-value-tx`"', 'target-table: [`demo`'), None,
-         (MANIFEST, "MANIFEST_INVALID_YAML")),
-        ("unknown field", lambda m: m + "paralelism: 4\n", None,
-         (MANIFEST + ":8: field 'paralelism'", "MANIFEST_UNKNOWN_FIELD")),
-        ("missing name", lambda m: m.replace("name: high-value\n", ""), None,
-         (MANIFEST + ": field 'name'", "MANIFEST_MISSING_REQUIRED_FIELD")),
-        ("invalid name", lambda m: m.replace("name: high-value", "name: High Value!"), None,
-         (MANIFEST + ":1: field 'name'", "MANIFEST_INVALID_NAME")),
-        ("sql and code", lambda m: m + "code: execution_output = table('x')\n", None,
-         (MANIFEST, "MANIFEST_SQL_AND_CODE")),
-        ("sql syntax error", lambda m: m.replace("WHERE amount > 500", "WHERE amount >> > 500"), None,
-         (MANIFEST + ":4: field 'sql'", "SQL_SYNTAX_ERROR")),
-        ("unknown table", lambda m: m.replace("`demo`.`card-transactions`", "`demo`.`card-transaction`"), None,
-         (MANIFEST + ":4: field 'sql'", "UNKNOWN_TABLE")),
-        ("unknown column", lambda m: m.replace("WHERE amount", "WHERE amount_eur"), None,
-         (MANIFEST + ":4: field 'sql'", "UNKNOWN_COLUMN")),
-        ("type error", lambda m: m.replace("WHERE amount > 500", "WHERE amount > array(1)"), None,
-         (MANIFEST + ":4: field 'sql'", "SQL_TYPE_ERROR")),
-        ("target schema mismatch", lambda m: m.replace("amount, ts", "CAST(amount AS STRING) AS amount, ts"), None,
-         (MANIFEST + ": field 'target-table'", "TARGET_SCHEMA_MISMATCH")),
-        ("unknown connector", None, lambda d: d.replace("'connector' = 'filesystem', 'path' = 'data/out'",
-                                                        "'connector' = 'filesytem', 'path' = 'data/out'"),
-         (DDL + ":10", "DDL_UNKNOWN_CONNECTOR")),
-        ("missing connector option", None, lambda d: d.replace(", 'path' = 'data/in'", ""),
-         (DDL + ":1", "DDL_MISSING_CONNECTOR_OPTION")),
-        ("unresolved variable", None, lambda d: d.replace("'path' = 'data/in'", "'path' = '${NO_SUCH_DIR}/in'"),
-         (DDL + ":8", "UNRESOLVED_PLACEHOLDER")),
-        ("reading a sink-only table", lambda m: m.replace("`demo`.`card-transactions`", "`demo`.`nowhere`"),
-         lambda d: d + "\nCREATE TABLE `demo`.`nowhere` (transaction_id STRING, account_id STRING, amount DOUBLE, "
-                       "ts TIMESTAMP) WITH ('connector' = 'blackhole');",
-         (DDL, "CONNECTOR_NOT_A_SOURCE")),
-        ("failing code", lambda m: m.split("sql: |")[0] + "code: |\n  x = 1 / 0\n  execution_output = x\n", None,
-         (MANIFEST + ":4: field 'code'", "CODE_ERROR")),
+        (
+            "bad yaml",
+            lambda m: m.replace('target-table: "`demo`.`high-value-tx`"', "target-table: [`demo`"),
+            None,
+            (MANIFEST, "MANIFEST_INVALID_YAML"),
+        ),
+        (
+            "unknown field",
+            lambda m: m + "paralelism: 4\n",
+            None,
+            (MANIFEST + ":8: field 'paralelism'", "MANIFEST_UNKNOWN_FIELD"),
+        ),
+        (
+            "missing name",
+            lambda m: m.replace("name: high-value\n", ""),
+            None,
+            (MANIFEST + ": field 'name'", "MANIFEST_MISSING_REQUIRED_FIELD"),
+        ),
+        (
+            "invalid name",
+            lambda m: m.replace("name: high-value", "name: High Value!"),
+            None,
+            (MANIFEST + ":1: field 'name'", "MANIFEST_INVALID_NAME"),
+        ),
+        (
+            "sql and code",
+            lambda m: m + "code: execution_output = table('x')\n",
+            None,
+            (MANIFEST, "MANIFEST_SQL_AND_CODE"),
+        ),
+        (
+            "sql syntax error",
+            lambda m: m.replace("WHERE amount > 500", "WHERE amount >> > 500"),
+            None,
+            (MANIFEST + ":4: field 'sql'", "SQL_SYNTAX_ERROR"),
+        ),
+        (
+            "unknown table",
+            lambda m: m.replace("`demo`.`card-transactions`", "`demo`.`card-transaction`"),
+            None,
+            (MANIFEST + ":4: field 'sql'", "UNKNOWN_TABLE"),
+        ),
+        (
+            "unknown column",
+            lambda m: m.replace("WHERE amount", "WHERE amount_eur"),
+            None,
+            (MANIFEST + ":4: field 'sql'", "UNKNOWN_COLUMN"),
+        ),
+        (
+            "type error",
+            lambda m: m.replace("WHERE amount > 500", "WHERE amount > array(1)"),
+            None,
+            (MANIFEST + ":4: field 'sql'", "SQL_TYPE_ERROR"),
+        ),
+        (
+            "target schema mismatch",
+            lambda m: m.replace("amount, ts", "CAST(amount AS STRING) AS amount, ts"),
+            None,
+            (MANIFEST + ": field 'target-table'", "TARGET_SCHEMA_MISMATCH"),
+        ),
+        (
+            "unknown connector",
+            None,
+            lambda d: d.replace(
+                "'connector' = 'filesystem', 'path' = 'data/out'", "'connector' = 'filesytem', 'path' = 'data/out'"
+            ),
+            (DDL + ":10", "DDL_UNKNOWN_CONNECTOR"),
+        ),
+        (
+            "missing connector option",
+            None,
+            lambda d: d.replace(", 'path' = 'data/in'", ""),
+            (DDL + ":1", "DDL_MISSING_CONNECTOR_OPTION"),
+        ),
+        (
+            "unresolved variable",
+            None,
+            lambda d: d.replace("'path' = 'data/in'", "'path' = '${NO_SUCH_DIR}/in'"),
+            (DDL + ":8", "UNRESOLVED_PLACEHOLDER"),
+        ),
+        (
+            "reading a sink-only table",
+            lambda m: m.replace("`demo`.`card-transactions`", "`demo`.`nowhere`"),
+            lambda d: (
+                d + "\nCREATE TABLE `demo`.`nowhere` (transaction_id STRING, account_id STRING, amount DOUBLE, "
+                "ts TIMESTAMP) WITH ('connector' = 'blackhole');"
+            ),
+            (DDL, "CONNECTOR_NOT_A_SOURCE"),
+        ),
+        (
+            "failing code",
+            lambda m: m.split("sql: |")[0] + "code: |\n  x = 1 / 0\n  execution_output = x\n",
+            None,
+            (MANIFEST + ":4: field 'code'", "CODE_ERROR"),
+        ),
     ],
 )
-def test_bad_input_is_one_clear_line_and_exit_2(spark, demo_project: ProjectDir, monkeypatch, case, manifest_edit,
-                                                 ddl_edit, expected):
+def test_bad_input_is_one_clear_line_and_exit_2(
+    spark, demo_project: ProjectDir, monkeypatch, case, manifest_edit, ddl_edit, expected
+):
     monkeypatch.delenv("NO_SUCH_DIR", raising=False)
     manifest_path = demo_project.root / MANIFEST
     ddl_path = demo_project.root / DDL
@@ -85,17 +147,25 @@ def test_bad_input_is_one_clear_line_and_exit_2(spark, demo_project: ProjectDir,
     lines = [line for line in result.stderr.splitlines() if code in line]
     assert len(lines) == 1, (case, result.stderr)
     assert lines[0].startswith(where), (case, lines[0])
-    assert "hint" in lines[0] or code in ("SQL_SYNTAX_ERROR", "UNKNOWN_COLUMN", "SQL_TYPE_ERROR",
-                                          "MANIFEST_INVALID_YAML", "CODE_ERROR")
+    assert "hint" in lines[0] or code in (
+        "SQL_SYNTAX_ERROR",
+        "UNKNOWN_COLUMN",
+        "SQL_TYPE_ERROR",
+        "MANIFEST_INVALID_YAML",
+        "CODE_ERROR",
+    )
     assert "Traceback" not in result.stderr
     after = sorted(p.relative_to(demo_project.root) for p in demo_project.root.rglob("*"))
     assert after == before, "validate must not create state or data"
 
 
 def test_target_mismatch_lists_every_column(spark, demo_project: ProjectDir):
-    (demo_project.root / MANIFEST).write_text(HIGH_VALUE_MANIFEST.replace(
-        "SELECT transaction_id, account_id, amount, ts", "SELECT transaction_id, payee, CAST(amount AS INT) AS amount"
-    ))
+    (demo_project.root / MANIFEST).write_text(
+        HIGH_VALUE_MANIFEST.replace(
+            "SELECT transaction_id, account_id, amount, ts",
+            "SELECT transaction_id, payee, CAST(amount AS INT) AS amount",
+        )
+    )
     result = invoke(demo_project)
     assert result.exit_code == 2
     mismatches = [line for line in result.stderr.splitlines() if "TARGET_SCHEMA_MISMATCH" in line]
@@ -109,10 +179,13 @@ def test_target_mismatch_lists_every_column(spark, demo_project: ProjectDir):
 
 
 def test_missing_metadata_columns_are_reported(spark, project: ProjectDir):
-    project.ddl("t", """
+    project.ddl(
+        "t",
+        """
         CREATE TABLE src (a INT) WITH ('connector' = 'datagen');
         CREATE TABLE dst (a INT) WITH ('connector' = 'blackhole');
-    """)
+    """,
+    )
     project.manifest("m", "name: m\ntarget-table: dst\nsql: SELECT a FROM src\n")
     result = invoke(project)
     assert result.exit_code == 2
@@ -130,11 +203,15 @@ def test_validate_given_paths_only(spark, demo_project: ProjectDir, tmp_path):
 
 
 def test_unknown_table_in_a_subquery_and_ctes_are_not_tables(spark, demo_project: ProjectDir):
-    (demo_project.root / MANIFEST).write_text(HIGH_VALUE_MANIFEST.replace(
-        "FROM `demo`.`card-transactions`\n  WHERE amount > 500",
-        "FROM big\n  WHERE account_id NOT IN (SELECT account_id FROM blocked)",
-    ).replace("sql: |\n  SELECT",
-              "sql: |\n  WITH big AS (SELECT * FROM `demo`.`card-transactions` WHERE amount > 500)\n  SELECT"))
+    (demo_project.root / MANIFEST).write_text(
+        HIGH_VALUE_MANIFEST.replace(
+            "FROM `demo`.`card-transactions`\n  WHERE amount > 500",
+            "FROM big\n  WHERE account_id NOT IN (SELECT account_id FROM blocked)",
+        ).replace(
+            "sql: |\n  SELECT",
+            "sql: |\n  WITH big AS (SELECT * FROM `demo`.`card-transactions` WHERE amount > 500)\n  SELECT",
+        )
+    )
     result = invoke(demo_project)
     assert result.exit_code == 2
     lines = [line for line in result.stderr.splitlines() if "UNKNOWN_TABLE" in line]

@@ -22,8 +22,9 @@ def tags(team: str, name: str, version: int = 1) -> list[str]:
     return ["sql-runner", f"sql-runner-team:{team}", f"sql-runner-name:{name}", f"sql-runner-version:{version}"]
 
 
-def test_deploy_submits_in_cluster_mode_finds_the_app_by_exact_tags_and_kills_only_it(demo_project: ProjectDir,
-                                                                                       tmp_path: Path):
+def test_deploy_submits_in_cluster_mode_finds_the_app_by_exact_tags_and_kills_only_it(
+    demo_project: ProjectDir, tmp_path: Path
+):
     with FakeResourceManager() as rm:
         decoys = {
             rm.add_app("sql-runner:analytics:high-value-2:v1", tags("analytics", "high-value-2")),
@@ -44,7 +45,8 @@ def test_deploy_submits_in_cluster_mode_finds_the_app_by_exact_tags_and_kills_on
         assert args[args.index("--master") + 1] == "yarn" and args[args.index("--deploy-mode") + 1] == "cluster"
         spec = json.loads(args[args.index("--spec-json") + 1])
         assert spec["manifest"]["name"] == "high-value" and spec["checkpoint"].endswith(
-            f"/checkpoints/high-value/1/{spec['run_id']}")
+            f"/checkpoints/high-value/1/{spec['run_id']}"
+        )
         assert not any(a.startswith("spark.pyspark.python=") for a in args), "the cluster's Python, not this one"
 
         row = status(demo_project, "high-value", *options)
@@ -68,11 +70,21 @@ def test_deploy_submits_in_cluster_mode_finds_the_app_by_exact_tags_and_kills_on
 
 
 def test_a_failing_spark_submit_is_reported_and_the_next_deploy_starts_the_version_that_never_ran(
-        demo_project: ProjectDir, tmp_path: Path):
+    demo_project: ProjectDir, tmp_path: Path
+):
     with FakeResourceManager() as rm:
         submit = fake_spark_submit(tmp_path / "spark-submit", rm.url, fail=True)
-        result = cli(demo_project, "deploy", "--target", "yarn", "--resource-manager", rm.url,
-                     "--spark-submit", str(submit), check=False)
+        result = cli(
+            demo_project,
+            "deploy",
+            "--target",
+            "yarn",
+            "--resource-manager",
+            rm.url,
+            "--spark-submit",
+            str(submit),
+            check=False,
+        )
         assert result.returncode == 2
         assert "SUBMIT_FAILED" in result.stderr and "queue is full" in result.stderr
         assert rm.apps == {}
@@ -81,22 +93,31 @@ def test_a_failing_spark_submit_is_reported_and_the_next_deploy_starts_the_versi
 
         # the next deploy sees a version that was decided but never ran, and starts it as planned
         fake_spark_submit(submit, rm.url)
-        plan = json.loads(cli(demo_project, "plan", "--json", "--target", "yarn", "--resource-manager",
-                              rm.url).stdout)
+        plan = json.loads(cli(demo_project, "plan", "--json", "--target", "yarn", "--resource-manager", rm.url).stdout)
         assert plan["decision"] == "start" and plan["version"] == 1
         assert "v1 never started: starting it as planned" in plan["reasons"]
         cli(demo_project, "deploy", "--target", "yarn", "--resource-manager", rm.url, "--spark-submit", str(submit))
         assert len(rm.apps) == 1
 
 
-def test_an_unreachable_resource_manager_stops_the_deploy_before_anything_changes(demo_project: ProjectDir,
-                                                                                   tmp_path: Path):
+def test_an_unreachable_resource_manager_stops_the_deploy_before_anything_changes(
+    demo_project: ProjectDir, tmp_path: Path
+):
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{probe.getsockname()[1]}"
     submit = fake_spark_submit(tmp_path / "spark-submit", url)
-    result = cli(demo_project, "deploy", "--target", "yarn", "--resource-manager", url, "--spark-submit",
-                 str(submit), check=False)
+    result = cli(
+        demo_project,
+        "deploy",
+        "--target",
+        "yarn",
+        "--resource-manager",
+        url,
+        "--spark-submit",
+        str(submit),
+        check=False,
+    )
     assert result.returncode == 2
     assert "RESOURCE_MANAGER_UNREACHABLE" in result.stderr and url in result.stderr
     record, _ = read_deployed(LocalBucket(demo_project.root / ".sql-runner" / "manifests"), "high-value")

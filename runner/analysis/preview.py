@@ -31,8 +31,9 @@ class PreviewResult:
     timed_out: bool
 
 
-def preview_query(project: Project, *, manifest: Path | None, sql: str | None, limit: int, timeout: float,
-                  log: Callable[[str], None]) -> PreviewResult:
+def preview_query(
+    project: Project, *, manifest: Path | None, sql: str | None, limit: int, timeout: float, log: Callable[[str], None]
+) -> PreviewResult:
     """The first rows of a manifest's query, or of ``sql``, over the project's live sources."""
     log("starting local Spark for the preview")
     spark = local_session("sql-runner-preview")

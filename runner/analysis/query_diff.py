@@ -31,8 +31,14 @@ from runner.core.querydiff import QueryDiff
 from runner.core.tables import TableDef
 
 _KEYED = {"Deduplicate", "DeduplicateWithinWatermark"}
-_OPAQUE = {"FlatMapGroupsWithState", "FlatMapGroupsInPandasWithState", "TransformWithState",
-           "TransformWithStateInPandas", "FlatMapGroupsInPandas", "MapGroups"}
+_OPAQUE = {
+    "FlatMapGroupsWithState",
+    "FlatMapGroupsInPandasWithState",
+    "TransformWithState",
+    "TransformWithStateInPandas",
+    "FlatMapGroupsInPandas",
+    "MapGroups",
+}
 
 
 @dataclass(frozen=True)
@@ -98,17 +104,31 @@ def describe_plan(df: DataFrame) -> list[StatefulOperator]:
             functions = [f for item in scala_list(plan.aggregateExpressions()) for f in _aggregate_expressions(item)]
             shown = ", ".join(_readable(k.sql()) for k in keys) or "(everything)"
             computed = ", ".join(_readable(f.sql()) for f in functions)
-            operators.append(StatefulOperator("aggregation", ("keys", *[lineage.text(k) for k in keys], "functions",
-                                                              *[lineage.text(f) for f in functions]),
-                                              f"aggregation by {shown}" + (f" of {computed}" if computed else "")))
+            operators.append(
+                StatefulOperator(
+                    "aggregation",
+                    ("keys", *[lineage.text(k) for k in keys], "functions", *[lineage.text(f) for f in functions]),
+                    f"aggregation by {shown}" + (f" of {computed}" if computed else ""),
+                )
+            )
         elif name == "Distinct":
             keys = scala_list(plan.child().output())
-            operators.append(StatefulOperator("deduplication", tuple(lineage.text(k) for k in keys),
-                                              f"DISTINCT over {', '.join(k.name() for k in keys)}"))
+            operators.append(
+                StatefulOperator(
+                    "deduplication",
+                    tuple(lineage.text(k) for k in keys),
+                    f"DISTINCT over {', '.join(k.name() for k in keys)}",
+                )
+            )
         elif name in _KEYED:
             keys = scala_list(plan.keys())
-            operators.append(StatefulOperator("deduplication", (name, *[lineage.text(k) for k in keys]),
-                                              f"deduplication on {', '.join(k.name() for k in keys)}"))
+            operators.append(
+                StatefulOperator(
+                    "deduplication",
+                    (name, *[lineage.text(k) for k in keys]),
+                    f"deduplication on {', '.join(k.name() for k in keys)}",
+                )
+            )
         elif name == "Join":
             condition = plan.condition()
             text = lineage.text(condition.get()) if condition.isDefined() else "true"
@@ -116,8 +136,9 @@ def describe_plan(df: DataFrame) -> list[StatefulOperator]:
             shown = _readable(condition.get().sql()) if condition.isDefined() else "no condition"
             operators.append(StatefulOperator("join", (join_type, text), f"{join_type} join on {shown}"))
         elif name == "GlobalLimit":
-            operators.append(StatefulOperator("limit", (lineage.text(plan.limitExpr()),),
-                                              f"LIMIT {plan.limitExpr().sql()}"))
+            operators.append(
+                StatefulOperator("limit", (lineage.text(plan.limitExpr()),), f"LIMIT {plan.limitExpr().sql()}")
+            )
         elif name in _OPAQUE:
             operators.append(StatefulOperator("user state", ("opaque", name), f"{name} (user state function)"))
         for attribute in scala_list(plan.output()):
@@ -136,16 +157,23 @@ def _schema(df: DataFrame) -> list[tuple[str, str]]:
     return [(f.name, f.dataType.simpleString()) for f in df.schema.fields]
 
 
-def diff_queries(spark: SparkSession, old: Manifest, old_tables: list[TableDef], new: Manifest, catalog: Catalog,
-                 env: Mapping[str, str]) -> QueryDiff:
+def diff_queries(
+    spark: SparkSession,
+    old: Manifest,
+    old_tables: list[TableDef],
+    new: Manifest,
+    catalog: Catalog,
+    env: Mapping[str, str],
+) -> QueryDiff:
     """Compare the deployed query (over the tables it was deployed with) with the desired one."""
     before = build_query(spark, old, Catalog(tuple(old_tables)), env, streaming=False)
     after = build_query(spark, new, catalog, env, streaming=False, reuse=before)
     return compare(before, after, old, new, old_tables, catalog)
 
 
-def compare(before: BuiltQuery, after: BuiltQuery, old: Manifest, new: Manifest, old_tables: list[TableDef],
-            catalog: Catalog) -> QueryDiff:
+def compare(
+    before: BuiltQuery, after: BuiltQuery, old: Manifest, new: Manifest, old_tables: list[TableDef], catalog: Catalog
+) -> QueryDiff:
     reasons: list[str] = []
     same_semantics = before.result.sameSemantics(after.result)
     if not same_semantics:
@@ -153,8 +181,12 @@ def compare(before: BuiltQuery, after: BuiltQuery, old: Manifest, new: Manifest,
     old_schema, new_schema = _schema(before.result), _schema(after.result)
     same_schema = old_schema == new_schema
     if not same_schema:
-        reasons.append("output columns changed: " + ", ".join(f"{n} {t}" for n, t in old_schema)
-                       + " -> " + ", ".join(f"{n} {t}" for n, t in new_schema))
+        reasons.append(
+            "output columns changed: "
+            + ", ".join(f"{n} {t}" for n, t in old_schema)
+            + " -> "
+            + ", ".join(f"{n} {t}" for n, t in new_schema)
+        )
     incompatible: list[str] = []
     old_sources = {t.name: t.definition() for t in before.sources.values()}
     new_sources = {t.name: t.definition() for t in after.sources.values()}
@@ -165,8 +197,12 @@ def compare(before: BuiltQuery, after: BuiltQuery, old: Manifest, new: Manifest,
         incompatible.append(f"source table definition changed: {', '.join(changed_tables)}")
     old_target = Catalog(tuple(old_tables)).lookup_name(old.target_table)
     new_target = catalog.lookup_name(new.target_table)
-    target_changed = (old_target is None or new_target is None or old_target.key != new_target.key
-                      or old_target.definition() != new_target.definition())
+    target_changed = (
+        old_target is None
+        or new_target is None
+        or old_target.key != new_target.key
+        or old_target.definition() != new_target.definition()
+    )
     if target_changed:
         incompatible.append(f"target changed: {old.target_table} -> {new.target_table}")
     old_ops = describe_plan(before.result)
@@ -175,13 +211,24 @@ def compare(before: BuiltQuery, after: BuiltQuery, old: Manifest, new: Manifest,
     if any(op.kind == "user state" for op in old_ops + new_ops) and changed:
         incompatible.append("the query keeps user-defined state, whose compatibility cannot be judged")
     if [op.kind for op in old_ops] != [op.kind for op in new_ops]:
-        incompatible.append("stateful operators changed: " + (", ".join(op.shown for op in old_ops) or "none")
-                            + " -> " + (", ".join(op.shown for op in new_ops) or "none"))
+        incompatible.append(
+            "stateful operators changed: "
+            + (", ".join(op.shown for op in old_ops) or "none")
+            + " -> "
+            + (", ".join(op.shown for op in new_ops) or "none")
+        )
     else:
         for position, (a, b) in enumerate(zip(old_ops, new_ops, strict=True), start=1):
             if a.identity != b.identity:
-                change = (f"{a.shown} -> {b.shown}" if a.shown != b.shown else
-                          f"{a.shown}, with keys computed differently (e.g. a window's size or slide)")
+                change = (
+                    f"{a.shown} -> {b.shown}"
+                    if a.shown != b.shown
+                    else f"{a.shown}, with keys computed differently (e.g. a window's size or slide)"
+                )
                 incompatible.append(f"{a.kind} {position} changed: {change}")
-    return QueryDiff(changed=changed, state_compatible=not incompatible, reasons=tuple(reasons + incompatible),
-                     held_state=bool(old_ops))
+    return QueryDiff(
+        changed=changed,
+        state_compatible=not incompatible,
+        reasons=tuple(reasons + incompatible),
+        held_state=bool(old_ops),
+    )

@@ -45,8 +45,15 @@ class Checked:
     analysed: Analysed
 
 
-def analyse(spark: SparkSession, manifest: Manifest, catalog: Catalog, env: Mapping[str, str], *,
-            file: str | None, lines: Mapping[str, int] | None = None) -> Analysed:
+def analyse(
+    spark: SparkSession,
+    manifest: Manifest,
+    catalog: Catalog,
+    env: Mapping[str, str],
+    *,
+    file: str | None,
+    lines: Mapping[str, int] | None = None,
+) -> Analysed:
     """Resolve the query over empty frames of the declared tables and check what it needs to run.
 
     Raises UserError for anything that would stop the job: the query, the target's schema,
@@ -103,8 +110,15 @@ def validate_paths(paths: list[Path], project_dir: Path | None, log: Callable[[s
     names: dict[str, Path] = {}
     for path, manifest in loaded:
         if manifest.name in names:
-            collector.add(Problem.of("MANIFEST_DUPLICATE_NAME", file=project.display(path), field="name",
-                                     name=manifest.name, other=project.display(names[manifest.name])))
+            collector.add(
+                Problem.of(
+                    "MANIFEST_DUPLICATE_NAME",
+                    file=project.display(path),
+                    field="name",
+                    name=manifest.name,
+                    other=project.display(names[manifest.name]),
+                )
+            )
         names[manifest.name] = path
     if not loaded:
         collector.raise_if_any()
@@ -120,8 +134,9 @@ def _analyse(project: Project, loaded: list[tuple[Path, Manifest]], collector: P
     checked: list[Checked] = []
     for path, manifest in loaded:
         try:
-            analysed = analyse(spark, manifest, project.catalog, os.environ, file=project.display(path),
-                               lines=_field_lines(path))
+            analysed = analyse(
+                spark, manifest, project.catalog, os.environ, file=project.display(path), lines=_field_lines(path)
+            )
         except UserError as error:
             collector.capture(error)
             continue

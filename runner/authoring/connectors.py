@@ -26,8 +26,8 @@ class ConnectorSpec:
     integers: tuple[str, ...] = ()
 
     def accepts(self, key: str) -> bool:
-        return key == "connector" or key in self.allowed or key in self.required or key.startswith(
-            self.allowed_prefixes
+        return (
+            key == "connector" or key in self.allowed or key in self.required or key.startswith(self.allowed_prefixes)
         )
 
 
@@ -64,8 +64,13 @@ CONNECTORS: dict[str, ConnectorSpec] = {
             integers=("rows-per-second", "number-of-rows", "seed"),
         ),
         ConnectorSpec("blackhole", source=False, sink=True),
-        ConnectorSpec("print", source=False, sink=True, allowed=frozenset({"print-identifier", "print.max-rows"}),
-                      integers=("print.max-rows",)),
+        ConnectorSpec(
+            "print",
+            source=False,
+            sink=True,
+            allowed=frozenset({"print-identifier", "print.max-rows"}),
+            integers=("print.max-rows",),
+        ),
         ConnectorSpec(
             "kafka",
             source=True,
@@ -103,8 +108,9 @@ CONNECTORS: dict[str, ConnectorSpec] = {
 }
 
 
-def check_options(options: dict[str, str], columns: list[str], *, file: str | None, line: int | None,
-                  table: str) -> list[Problem]:
+def check_options(
+    options: dict[str, str], columns: list[str], *, file: str | None, line: int | None, table: str
+) -> list[Problem]:
     """Problems with a table's WITH options; empty when the options are valid."""
     problems: list[Problem] = []
 
@@ -121,24 +127,36 @@ def check_options(options: dict[str, str], columns: list[str], *, file: str | No
         return problems
     for key in spec.required:
         if key not in options:
-            problem("DDL_MISSING_CONNECTOR_OPTION", reason=f"connector '{connector}' needs option '{key}'",
-                    hint=f"add '{key}' = '...' to WITH (...)")
+            problem(
+                "DDL_MISSING_CONNECTOR_OPTION",
+                reason=f"connector '{connector}' needs option '{key}'",
+                hint=f"add '{key}' = '...' to WITH (...)",
+            )
     for key, value in options.items():
         if not spec.accepts(key):
             known = sorted(spec.allowed | set(spec.required)) + [p + "*" for p in spec.allowed_prefixes]
-            problem("DDL_UNKNOWN_CONNECTOR_OPTION", reason=f"connector '{connector}' has no option '{key}'",
-                    hint=f"allowed: {', '.join(known) or 'no options'}")
+            problem(
+                "DDL_UNKNOWN_CONNECTOR_OPTION",
+                reason=f"connector '{connector}' has no option '{key}'",
+                hint=f"allowed: {', '.join(known) or 'no options'}",
+            )
             continue
         for message in placeholders.check_syntax(value):
             problem("DDL_INVALID_PLACEHOLDER", key=key, reason=message)
         if placeholders.names_in(value):
             continue  # the value is only known at run time
         if key in spec.choices and value not in spec.choices[key]:
-            problem("DDL_INVALID_CONNECTOR_OPTION", reason=f"option '{key}' = {value!r} is not valid",
-                    hint=f"one of: {', '.join(spec.choices[key])}")
+            problem(
+                "DDL_INVALID_CONNECTOR_OPTION",
+                reason=f"option '{key}' = {value!r} is not valid",
+                hint=f"one of: {', '.join(spec.choices[key])}",
+            )
         if key in spec.integers and not value.isdigit():
-            problem("DDL_INVALID_CONNECTOR_OPTION", reason=f"option '{key}' = {value!r} is not a non-negative integer",
-                    hint="a whole number, e.g. '100'")
+            problem(
+                "DDL_INVALID_CONNECTOR_OPTION",
+                reason=f"option '{key}' = {value!r} is not a non-negative integer",
+                hint="a whole number, e.g. '100'",
+            )
     if connector == "kafka":
         _check_kafka(options, problem)
     if connector == "datagen":
@@ -148,26 +166,41 @@ def check_options(options: dict[str, str], columns: list[str], *, file: str | No
 
 def _check_kafka(options: dict[str, str], problem: Callable[..., None]) -> None:
     if "format" not in options and "value.format" not in options:
-        problem("DDL_MISSING_CONNECTOR_OPTION", reason="connector 'kafka' needs option 'format'",
-                hint="'format' = 'json'")
+        problem(
+            "DDL_MISSING_CONNECTOR_OPTION", reason="connector 'kafka' needs option 'format'", hint="'format' = 'json'"
+        )
     if "topic" in options and "topic-pattern" in options:
-        problem("DDL_INVALID_CONNECTOR_OPTION", reason="set either 'topic' or 'topic-pattern', not both",
-                hint="'topic' for named topics, 'topic-pattern' for a regular expression")
+        problem(
+            "DDL_INVALID_CONNECTOR_OPTION",
+            reason="set either 'topic' or 'topic-pattern', not both",
+            hint="'topic' for named topics, 'topic-pattern' for a regular expression",
+        )
     if "topic" not in options and "topic-pattern" not in options:
-        problem("DDL_MISSING_CONNECTOR_OPTION", reason="connector 'kafka' needs option 'topic'",
-                hint="'topic' = 'name' (or 'topic-pattern' = 'regex' for a source)")
+        problem(
+            "DDL_MISSING_CONNECTOR_OPTION",
+            reason="connector 'kafka' needs option 'topic'",
+            hint="'topic' = 'name' (or 'topic-pattern' = 'regex' for a source)",
+        )
     mode = options.get("scan.startup.mode")
     if mode == "specific-offsets" and "scan.startup.specific-offsets" not in options:
-        problem("DDL_MISSING_CONNECTOR_OPTION", reason="scan.startup.mode 'specific-offsets' needs "
-                "'scan.startup.specific-offsets'", hint="'partition:0,offset:42;partition:1,offset:300'")
+        problem(
+            "DDL_MISSING_CONNECTOR_OPTION",
+            reason="scan.startup.mode 'specific-offsets' needs 'scan.startup.specific-offsets'",
+            hint="'partition:0,offset:42;partition:1,offset:300'",
+        )
     if mode == "timestamp" and "scan.startup.timestamp-millis" not in options:
-        problem("DDL_MISSING_CONNECTOR_OPTION",
-                reason="scan.startup.mode 'timestamp' needs 'scan.startup.timestamp-millis'",
-                hint="'scan.startup.timestamp-millis' = '<epoch milliseconds>'")
+        problem(
+            "DDL_MISSING_CONNECTOR_OPTION",
+            reason="scan.startup.mode 'timestamp' needs 'scan.startup.timestamp-millis'",
+            hint="'scan.startup.timestamp-millis' = '<epoch milliseconds>'",
+        )
     if mode == "group-offsets":
-        problem("DDL_INVALID_CONNECTOR_OPTION", reason="scan.startup.mode 'group-offsets' is not available on Spark",
-                hint="Spark tracks Kafka offsets in its checkpoint, not in consumer groups; use 'earliest-offset', "
-                "'latest-offset', 'specific-offsets' or 'timestamp'")
+        problem(
+            "DDL_INVALID_CONNECTOR_OPTION",
+            reason="scan.startup.mode 'group-offsets' is not available on Spark",
+            hint="Spark tracks Kafka offsets in its checkpoint, not in consumer groups; use 'earliest-offset', "
+            "'latest-offset', 'specific-offsets' or 'timestamp'",
+        )
 
 
 def _check_datagen(options: dict[str, str], columns: list[str], problem: Callable[..., None]) -> None:
@@ -177,21 +210,36 @@ def _check_datagen(options: dict[str, str], columns: list[str], problem: Callabl
             continue
         parts = key.split(".")
         if len(parts) != 3 or parts[2] not in DATAGEN_FIELD_OPTIONS:
-            problem("DDL_UNKNOWN_CONNECTOR_OPTION", reason=f"option '{key}' is not a datagen field option",
-                    hint=f"fields.<column>.<{'|'.join(DATAGEN_FIELD_OPTIONS)}>")
+            problem(
+                "DDL_UNKNOWN_CONNECTOR_OPTION",
+                reason=f"option '{key}' is not a datagen field option",
+                hint=f"fields.<column>.<{'|'.join(DATAGEN_FIELD_OPTIONS)}>",
+            )
             continue
         if parts[1].lower() not in lowered:
-            problem("DDL_UNKNOWN_CONNECTOR_OPTION", reason=f"option '{key}' names no declared column '{parts[1]}'",
-                    hint=f"declared: {', '.join(columns)}")
+            problem(
+                "DDL_UNKNOWN_CONNECTOR_OPTION",
+                reason=f"option '{key}' names no declared column '{parts[1]}'",
+                hint=f"declared: {', '.join(columns)}",
+            )
         if parts[2] == "kind" and value not in ("random", "sequence"):
-            problem("DDL_INVALID_CONNECTOR_OPTION", reason=f"option '{key}' = {value!r} is not valid",
-                    hint="random or sequence")
+            problem(
+                "DDL_INVALID_CONNECTOR_OPTION",
+                reason=f"option '{key}' = {value!r} is not valid",
+                hint="random or sequence",
+            )
         if parts[2] in ("length", "cardinality") and not value.isdigit():
-            problem("DDL_INVALID_CONNECTOR_OPTION", reason=f"option '{key}' = {value!r} is not a positive integer",
-                    hint="a whole number, e.g. '10'")
+            problem(
+                "DDL_INVALID_CONNECTOR_OPTION",
+                reason=f"option '{key}' = {value!r} is not a positive integer",
+                hint="a whole number, e.g. '10'",
+            )
         if parts[2] in ("min", "max", "start", "end", "null-rate"):
             try:
                 float(value)
             except ValueError:
-                problem("DDL_INVALID_CONNECTOR_OPTION", reason=f"option '{key}' = {value!r} is not a number",
-                        hint="a number, e.g. '0.5'")
+                problem(
+                    "DDL_INVALID_CONNECTOR_OPTION",
+                    reason=f"option '{key}' = {value!r} is not a number",
+                    hint="a number, e.g. '0.5'",
+                )

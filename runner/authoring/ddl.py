@@ -58,8 +58,10 @@ def _parse_create_table(text: str, first_line: int, file: str | None) -> TableDe
     stream = TokenStream(tokenize(text, file=file, first_line=first_line), file=file, code="DDL_SYNTAX_ERROR")
     start = stream.peek
     if not start.is_word("CREATE"):
-        raise stream.error(f"expected CREATE TABLE, found {start.describe()}",
-                           hint="a DDL file holds only CREATE TABLE statements separated by ';'")
+        raise stream.error(
+            f"expected CREATE TABLE, found {start.describe()}",
+            hint="a DDL file holds only CREATE TABLE statements separated by ';'",
+        )
     stream.next()
     stream.accept_word("TEMPORARY")
     stream.expect_word("TABLE")
@@ -205,9 +207,12 @@ def _parse_watermark(stream: TokenStream, text: str) -> Watermark:
     delay = _watermark_delay(column, expression)
     if delay is None:
         raise UserError.of(
-            "DDL_INVALID_WATERMARK", file=stream.file, line=expr_start.line or wm_tok.line,
+            "DDL_INVALID_WATERMARK",
+            file=stream.file,
+            line=expr_start.line or wm_tok.line,
             reason=f"watermark expression {expression!r} is not supported",
-            hint=f"write WATERMARK FOR {column} AS {column} - INTERVAL '5' SECOND (or AS {column} for no delay)")
+            hint=f"write WATERMARK FOR {column} AS {column} - INTERVAL '5' SECOND (or AS {column} for no delay)",
+        )
     return Watermark(column, delay)
 
 
@@ -244,12 +249,21 @@ def check_table(table: TableDef) -> list[Problem]:
     if table.watermark:
         column = declared(table.watermark.column)
         if column is None:
-            problems.append(Problem.of("DDL_UNKNOWN_COLUMN", table=table.name, kind="watermark",
-                                       column=table.watermark.column, **where))
+            problems.append(
+                Problem.of(
+                    "DDL_UNKNOWN_COLUMN", table=table.name, kind="watermark", column=table.watermark.column, **where
+                )
+            )
         elif column.type is not None and column.type not in T.TIMESTAMPS:
-            problems.append(Problem.of("DDL_INVALID_WATERMARK", table=table.name,
-                                       reason=f"table {table.name}: watermark column '{column.name}' must be a "
-                                              "TIMESTAMP", hint=f"declare {column.name} as TIMESTAMP(3)", **where))
+            problems.append(
+                Problem.of(
+                    "DDL_INVALID_WATERMARK",
+                    table=table.name,
+                    reason=f"table {table.name}: watermark column '{column.name}' must be a TIMESTAMP",
+                    hint=f"declare {column.name} as TIMESTAMP(3)",
+                    **where,
+                )
+            )
     for kind, names in (("primary key", table.primary_key), ("partition", table.partitioned_by)):
         for name in names:
             if declared(name) is None:

@@ -48,8 +48,9 @@ def parse_template(text: str, *, file: str) -> dict[str, Any]:
     problems = []
     for key in data:
         if key in PER_QUERY_KEYS or key == "meta":
-            problems.append(Problem.of("TEMPLATE_PER_QUERY_FIELD", file=file, field=str(key), line=doc.line_of(key),
-                                       key=key))
+            problems.append(
+                Problem.of("TEMPLATE_PER_QUERY_FIELD", file=file, field=str(key), line=doc.line_of(key), key=key)
+            )
         elif key not in ALLOWED_FIELDS:
             problems.append(_unknown_field(str(key), file, doc.line_of(key), "TEMPLATE_UNKNOWN_FIELD"))
     if problems:
@@ -61,8 +62,9 @@ def parse_template(text: str, *, file: str) -> dict[str, Any]:
     return merged
 
 
-def parse_manifest(text: str, template: dict[str, Any] | None = None, *, file: str | None = None,
-                   allow_meta: bool = False) -> Manifest:
+def parse_manifest(
+    text: str, template: dict[str, Any] | None = None, *, file: str | None = None, allow_meta: bool = False
+) -> Manifest:
     """Validate one manifest's text and merge it over the template."""
     doc = yamlfile.load(text, file=file)
     data = doc.data
@@ -76,8 +78,9 @@ def parse_manifest(text: str, template: dict[str, Any] | None = None, *, file: s
     return _validate(merged, file, doc, in_template=False)
 
 
-def load_manifest(path: Path, template: dict[str, Any] | None = None, *, display: str | None = None,
-                  allow_meta: bool = False) -> Manifest:
+def load_manifest(
+    path: Path, template: dict[str, Any] | None = None, *, display: str | None = None, allow_meta: bool = False
+) -> Manifest:
     file = display or str(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -88,8 +91,15 @@ def load_manifest(path: Path, template: dict[str, Any] | None = None, *, display
     if stem not in (manifest.name, "job-template") and not allow_meta:
         # A name/file mismatch makes `sql-runner run x.yaml` deploy something named otherwise.
         doc = yamlfile.load(text, file=file)
-        raise UserError.of("MANIFEST_NAME_MISMATCH", file=file, field="name", line=doc.line_of("name"),
-                           name=manifest.name, file_name=path.name, stem=stem)
+        raise UserError.of(
+            "MANIFEST_NAME_MISMATCH",
+            file=file,
+            field="name",
+            line=doc.line_of("name"),
+            name=manifest.name,
+            file_name=path.name,
+            stem=stem,
+        )
     return manifest
 
 
@@ -106,8 +116,9 @@ def _validate(data: dict[str, Any], file: str | None, doc: yamlfile.YamlDocument
 def _unknown_field(key: str, file: str | None, line: int | None, code: str) -> Problem:
     close = difflib.get_close_matches(key, ALLOWED_FIELDS, n=1)
     suggestion = f"did you mean '{close[0]}'? " if close else ""
-    return Problem.of(code, file=file, field=key, line=line, key=key, suggestion=suggestion,
-                      allowed=", ".join(ALLOWED_FIELDS))
+    return Problem.of(
+        code, file=file, field=key, line=line, key=key, suggestion=suggestion, allowed=", ".join(ALLOWED_FIELDS)
+    )
 
 
 def _problem(err: dict[str, Any], file: str | None, doc: yamlfile.YamlDocument) -> Problem:

@@ -68,8 +68,11 @@ def find_root(start: Path | None = None) -> Path:
     for candidate in (here, *here.parents):
         if (candidate / "manifests").is_dir():
             return candidate
-    raise UserError.of("PROJECT_NOT_FOUND", reason=f"no manifests/ folder in {here} or any parent",
-                       hint="run from a project root or pass --project DIR")
+    raise UserError.of(
+        "PROJECT_NOT_FOUND",
+        reason=f"no manifests/ folder in {here} or any parent",
+        hint="run from a project root or pass --project DIR",
+    )
 
 
 def load_project(root: Path | None = None, *, extra_ddl: list[Path] | None = None) -> Project:
@@ -78,8 +81,11 @@ def load_project(root: Path | None = None, *, extra_ddl: list[Path] | None = Non
         root = find_root()
     root = root.resolve()
     if not (root / "manifests").is_dir():
-        raise UserError.of("PROJECT_NOT_FOUND", reason=f"{root} has no manifests/ folder",
-                           hint="pass --project DIR pointing at the folder that holds manifests/")
+        raise UserError.of(
+            "PROJECT_NOT_FOUND",
+            reason=f"{root} has no manifests/ folder",
+            hint="pass --project DIR pointing at the folder that holds manifests/",
+        )
     project = Project(root=root)
     collector = ProblemCollector()
     template: dict = {}
@@ -87,8 +93,9 @@ def load_project(root: Path | None = None, *, extra_ddl: list[Path] | None = Non
         template = load_template(project.manifests_dir / TEMPLATE_FILE, display=f"manifests/{TEMPLATE_FILE}")
     except UserError as error:
         collector.capture(error)
-    ddl_files = project.ddl_paths() + [p for p in (extra_ddl or []) if p.resolve() not in
-                                      {d.resolve() for d in project.ddl_paths()}]
+    ddl_files = project.ddl_paths() + [
+        p for p in (extra_ddl or []) if p.resolve() not in {d.resolve() for d in project.ddl_paths()}
+    ]
     tables: list[TableDef] = []
     for path in ddl_files:
         try:
@@ -99,8 +106,15 @@ def load_project(root: Path | None = None, *, extra_ddl: list[Path] | None = Non
     for table in tables:
         if table.key in seen:
             first = seen[table.key]
-            collector.add(Problem.of("DDL_DUPLICATE_TABLE", file=table.file, line=table.line, table=table.name,
-                                     first=f"{first.file}:{first.line}"))
+            collector.add(
+                Problem.of(
+                    "DDL_DUPLICATE_TABLE",
+                    file=table.file,
+                    line=table.line,
+                    table=table.name,
+                    first=f"{first.file}:{first.line}",
+                )
+            )
         seen[table.key] = table
     collector.raise_if_any()
     resolved = tuple(_resolve_paths(t, root) for t in tables)

@@ -35,9 +35,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
             if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r}", key_node.start_mark
-                )
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
@@ -51,8 +49,9 @@ def load(text: str, *, file: str | None, code: str = "MANIFEST_INVALID_YAML") ->
         mark = error.problem_mark or error.context_mark
         line = mark.line + 1 if mark else None
         message = f"{error.problem or error}" + (f" ({error.context})" if error.context else "")
-        raise UserError.of(code, file=file, line=line, reason=message,
-                           hint="check indentation and quoting around this line") from None
+        raise UserError.of(
+            code, file=file, line=line, reason=message, hint="check indentation and quoting around this line"
+        ) from None
     except yaml.YAMLError as error:
         raise UserError.of(code, file=file, reason=str(error), hint="") from None
     lines: dict[str, int] = {}

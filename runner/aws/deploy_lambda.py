@@ -49,15 +49,28 @@ class Settings:
 
     @staticmethod
     def from_env(env: dict[str, str]) -> Settings:
-        missing = [k for k in ("CLUSTER_ID", "TEAM", "MANIFESTS_BUCKET", "CHECKPOINTS_BUCKET", "SAVEPOINTS_BUCKET")
-                   if not env.get(k)]
+        missing = [
+            k
+            for k in ("CLUSTER_ID", "TEAM", "MANIFESTS_BUCKET", "CHECKPOINTS_BUCKET", "SAVEPOINTS_BUCKET")
+            if not env.get(k)
+        ]
         if missing:
             raise RuntimeError(f"the deploy Lambda is missing configuration: {', '.join(missing)}")
-        optional = {field: env[name] for name, field in (("RESOURCE_MANAGER", "resource_manager"),
-                                                         ("SQL_RUNNER", "sql_runner"),
-                                                         ("SPARK_SUBMIT", "spark_submit")) if env.get(name)}
-        return Settings(env["CLUSTER_ID"], StepCommand(env["TEAM"], env["MANIFESTS_BUCKET"], env["CHECKPOINTS_BUCKET"],
-                                                       env["SAVEPOINTS_BUCKET"], **optional))
+        optional = {
+            field: env[name]
+            for name, field in (
+                ("RESOURCE_MANAGER", "resource_manager"),
+                ("SQL_RUNNER", "sql_runner"),
+                ("SPARK_SUBMIT", "spark_submit"),
+            )
+            if env.get(name)
+        }
+        return Settings(
+            env["CLUSTER_ID"],
+            StepCommand(
+                env["TEAM"], env["MANIFESTS_BUCKET"], env["CHECKPOINTS_BUCKET"], env["SAVEPOINTS_BUCKET"], **optional
+            ),
+        )
 
     @property
     def manifests_bucket(self) -> str:
@@ -76,9 +89,13 @@ class S3Event:
     def parse(record: dict[str, Any]) -> S3Event:
         s3 = record["s3"]
         obj = s3["object"]
-        return S3Event(bucket=s3["bucket"]["name"], key=urllib.parse.unquote_plus(obj["key"]),
-                       created=record["eventName"].startswith("ObjectCreated:"),
-                       version_id=obj.get("versionId") or None, sequencer=obj.get("sequencer", ""))
+        return S3Event(
+            bucket=s3["bucket"]["name"],
+            key=urllib.parse.unquote_plus(obj["key"]),
+            created=record["eventName"].startswith("ObjectCreated:"),
+            version_id=obj.get("versionId") or None,
+            sequencer=obj.get("sequencer", ""),
+        )
 
     @property
     def event_id(self) -> str:
@@ -88,7 +105,7 @@ class S3Event:
 
 def manifest_name(key: str) -> str | None:
     """``manifests/<name>.yaml`` -> name; None for the template, tables and other files."""
-    rest = key[len(PREFIX):]
+    rest = key[len(PREFIX) :]
     if "/" in rest or rest == "job-template.yaml":
         return None
     for suffix in (".yaml", ".yml"):
@@ -117,14 +134,18 @@ class Handler:
                 return {**result, "result": "ignored", "why": "not a manifest, template or table DDL"}
             if not self._claim("_all", event):
                 return {**result, "result": "duplicate", "why": "this change was already handled"}
-            step = self._add_step(f"sql-runner deploy --all ({event.key} changed, {event.event_id})",
-                                  self.settings.step.args("deploy", "--all"))
+            step = self._add_step(
+                f"sql-runner deploy --all ({event.key} changed, {event.event_id})",
+                self.settings.step.args("deploy", "--all"),
+            )
             return {**result, "result": "step", "step": step}
         if not event.created:
             if not self._claim(name, event):
                 return {**result, "result": "duplicate", "why": "this deletion was already handled"}
-            step = self._add_step(f"sql-runner undeploy {name} ({event.event_id})",
-                                  self.settings.step.args("undeploy", name, submits=False))
+            step = self._add_step(
+                f"sql-runner undeploy {name} ({event.event_id})",
+                self.settings.step.args("undeploy", name, submits=False),
+            )
             return {**result, "result": "step", "step": step}
         problems = self._problems(event, name)
         if problems is None:
@@ -136,8 +157,9 @@ class Handler:
             return {**result, "result": "duplicate", "why": "this object version was already handled"}
         self.bucket.delete(layout.deploy_error(name))
         pinned = ["--object-version", event.version_id] if event.version_id else []
-        step = self._add_step(f"sql-runner deploy {name} ({event.event_id})",
-                              self.settings.step.args("deploy", *pinned, event.key))
+        step = self._add_step(
+            f"sql-runner deploy {name} ({event.event_id})", self.settings.step.args("deploy", *pinned, event.key)
+        )
         return {**result, "result": "step", "step": step}
 
     def _problems(self, event: S3Event, name: str) -> list[str] | None:
@@ -154,8 +176,16 @@ class Handler:
         except UnicodeDecodeError:
             return [Problem.of("MANIFEST_NOT_UTF8", file=event.key).render()]
         if manifest.name != name:
-            return [Problem.of("MANIFEST_NAME_MISMATCH", file=event.key, field="name", name=manifest.name,
-                               file_name=f"{name}.yaml", stem=name).render()]
+            return [
+                Problem.of(
+                    "MANIFEST_NAME_MISMATCH",
+                    file=event.key,
+                    field="name",
+                    name=manifest.name,
+                    file_name=f"{name}.yaml",
+                    stem=name,
+                ).render()
+            ]
         return []
 
     def _template(self) -> dict[str, Any]:
@@ -163,14 +193,21 @@ class Handler:
         return BUILT_IN_DEFAULTS if blob is None else parse_template(blob.text, file=TEMPLATE_KEY)
 
     def _report(self, name: str, event: S3Event, problems: list[str]) -> None:
-        report = {"name": name, "key": event.key, "version-id": event.version_id, "at": self.now().isoformat(),
-                  "problems": problems, "result": "not deployed"}
+        report = {
+            "name": name,
+            "key": event.key,
+            "version-id": event.version_id,
+            "at": self.now().isoformat(),
+            "problems": problems,
+            "result": "not deployed",
+        }
         self.bucket.write(layout.deploy_error(name), json.dumps(report, indent=2).encode())
 
     def _claim(self, name: str, event: S3Event) -> bool:
         """Create-if-absent: True for the first delivery of this change, False for repeats."""
-        body = json.dumps({"key": event.key, "version-id": event.version_id, "created": event.created,
-                           "at": self.now().isoformat()}).encode()
+        body = json.dumps(
+            {"key": event.key, "version-id": event.version_id, "created": event.created, "at": self.now().isoformat()}
+        ).encode()
         try:
             self.bucket.write(layout.deploy_request(name, event.event_id), body, if_absent=True)
         except PreconditionFailed:
@@ -178,9 +215,16 @@ class Handler:
         return True
 
     def _add_step(self, name: str, args: list[str]) -> str:
-        response = self.emr.add_job_flow_steps(JobFlowId=self.settings.cluster_id, Steps=[{
-            "Name": name[:256], "ActionOnFailure": "CONTINUE",
-            "HadoopJarStep": {"Jar": "command-runner.jar", "Args": args}}])
+        response = self.emr.add_job_flow_steps(
+            JobFlowId=self.settings.cluster_id,
+            Steps=[
+                {
+                    "Name": name[:256],
+                    "ActionOnFailure": "CONTINUE",
+                    "HadoopJarStep": {"Jar": "command-runner.jar", "Args": args},
+                }
+            ],
+        )
         return response["StepIds"][0]
 
 

@@ -19,7 +19,22 @@ class StepCommand:
 
     def args(self, command: str, *extra: str, submits: bool = True) -> list[str]:
         """``sql-runner <command> --from-store ...``; ``submits``: the command may start jobs."""
-        return [self.sql_runner, command, "--from-store", "--manifests-bucket", self.manifests_bucket,
-                "--checkpoints-bucket", self.checkpoints_bucket, "--savepoints-bucket", self.savepoints_bucket,
-                "--target", "yarn", "--resource-manager", self.resource_manager, "--team", self.team,
-                *(["--spark-submit", self.spark_submit] if submits else []), *extra]
+        return [
+            self.sql_runner,
+            command,
+            "--from-store",
+            "--manifests-bucket",
+            self.manifests_bucket,
+            "--checkpoints-bucket",
+            self.checkpoints_bucket,
+            "--savepoints-bucket",
+            self.savepoints_bucket,
+            "--target",
+            "yarn",
+            "--resource-manager",
+            self.resource_manager,
+            "--team",
+            self.team,
+            *(["--spark-submit", self.spark_submit] if submits else []),
+            *extra,
+        ]

@@ -36,8 +36,9 @@ def validate(paths: tuple[Path, ...], project: Path | None) -> None:
 @click.argument("manifest", required=False, type=click.Path(path_type=Path))
 @click.option("--sql", help="A SELECT over the declared tables instead of a manifest's query.")
 @click.option("--limit", "-n", type=click.IntRange(min=1), default=20, show_default=True, help="Rows to show.")
-@click.option("--timeout", type=click.FloatRange(min=1), default=30.0, show_default=True,
-              help="Seconds to wait for rows.")
+@click.option(
+    "--timeout", type=click.FloatRange(min=1), default=30.0, show_default=True, help="Seconds to wait for rows."
+)
 @options.project
 @requires.exit_codes
 def preview(manifest: Path | None, sql: str | None, limit: int, timeout: float, project: Path | None) -> None:

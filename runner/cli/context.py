@@ -16,26 +16,61 @@ from runner.state.store import Store, open_store
 from runner.targets import Target, open_target
 
 # The shared options (runner/cli/options.py) a Context is built from.
-OPTIONS = ("project", "state", "manifests_bucket", "checkpoints_bucket", "savepoints_bucket", "target", "master",
-           "master_web_ui", "resource_manager", "team", "stop_timeout", "spark_submit", "from_store")
+OPTIONS = (
+    "project",
+    "state",
+    "manifests_bucket",
+    "checkpoints_bucket",
+    "savepoints_bucket",
+    "target",
+    "master",
+    "master_web_ui",
+    "resource_manager",
+    "team",
+    "stop_timeout",
+    "spark_submit",
+    "from_store",
+)
 
 
 class Context:
     """Everything one command needs: the project, the store and the target."""
 
-    def __init__(self, *, project: Path | None = None, state: Path | None = None, manifests_bucket: str | None = None,
-                 checkpoints_bucket: str | None = None, savepoints_bucket: str | None = None, target: str = "local",
-                 master: str | None = None, master_web_ui: str | None = None, resource_manager: str | None = None,
-                 team: str = "local", stop_timeout: float = 90.0, spark_submit: str | None = None,
-                 from_store: bool = False, need_project: bool = True):
+    def __init__(
+        self,
+        *,
+        project: Path | None = None,
+        state: Path | None = None,
+        manifests_bucket: str | None = None,
+        checkpoints_bucket: str | None = None,
+        savepoints_bucket: str | None = None,
+        target: str = "local",
+        master: str | None = None,
+        master_web_ui: str | None = None,
+        resource_manager: str | None = None,
+        team: str = "local",
+        stop_timeout: float = 90.0,
+        spark_submit: str | None = None,
+        from_store: bool = False,
+        need_project: bool = True,
+    ):
         self.log = step
         self.state_root = _state_root(project, state, need_project=need_project)
-        self.store: Store = open_store(self.state_root, manifests_bucket=manifests_bucket,
-                                       checkpoints_bucket=checkpoints_bucket, savepoints_bucket=savepoints_bucket)
+        self.store: Store = open_store(
+            self.state_root,
+            manifests_bucket=manifests_bucket,
+            checkpoints_bucket=checkpoints_bucket,
+            savepoints_bucket=savepoints_bucket,
+        )
         self.team = team
-        self.target: Target = open_target(target, records=self.store.manifests, log_dir=self.state_root / "logs",
-                                          master=master, master_web_ui=master_web_ui,
-                                          resource_manager=resource_manager)
+        self.target: Target = open_target(
+            target,
+            records=self.store.manifests,
+            log_dir=self.state_root / "logs",
+            master=master,
+            master_web_ui=master_web_ui,
+            resource_manager=resource_manager,
+        )
         self.stop_timeout = stop_timeout
         self.spark_submit = spark_submit
         self.project_dir = project
@@ -63,8 +98,15 @@ class Context:
         return self.project.root if self.from_store else Path.cwd()
 
     def deployer(self, target: Target | None = None, once: bool = False, *, with_project: bool = True) -> Deployer:
-        settings = Settings(self.store, target or self.target, self.team, dict(os.environ), self.stop_timeout,
-                            spark_submit=self.spark_submit, once=once)
+        settings = Settings(
+            self.store,
+            target or self.target,
+            self.team,
+            dict(os.environ),
+            self.stop_timeout,
+            spark_submit=self.spark_submit,
+            once=once,
+        )
         return Deployer(self.project if with_project else None, settings, self.log)
 
 

@@ -38,10 +38,12 @@ def plan(ctx: Context, paths: tuple[Path, ...], as_json: bool) -> None:
 
 @click.command()
 @options.manifest_paths
-@click.option("--all", "all_", is_flag=True, help="Every manifest of the project; deployed jobs without one are "
-                                                    "removed.")
-@click.option("--object-version", help="With --from-store and one manifest: deploy exactly this S3 object version "
-                                       "of it.")
+@click.option(
+    "--all", "all_", is_flag=True, help="Every manifest of the project; deployed jobs without one are removed."
+)
+@click.option(
+    "--object-version", help="With --from-store and one manifest: deploy exactly this S3 object version of it."
+)
 @options.deployment
 @options.stop_timeout
 @options.from_store

@@ -17,9 +17,19 @@ def cli() -> None:
     """The command group; each command is registered below."""
 
 
-for command in (author.validate, author.preview, author.schema, deployments.plan, deployments.deploy,
-                deployments.undeploy, deployments.run, operate.status, operate.stop, operate.savepoint,
-                operate.history):
+for command in (
+    author.validate,
+    author.preview,
+    author.schema,
+    deployments.plan,
+    deployments.deploy,
+    deployments.undeploy,
+    deployments.run,
+    operate.status,
+    operate.stop,
+    operate.savepoint,
+    operate.history,
+):
     cli.add_command(command)
 
 

@@ -58,8 +58,9 @@ def savepoint(ctx: Context, name: str) -> None:
 
 @click.command()
 @click.argument("name")
-@click.option("--limit", "-n", type=click.IntRange(min=1), default=20, show_default=True,
-              help="Newest records to show.")
+@click.option(
+    "--limit", "-n", type=click.IntRange(min=1), default=20, show_default=True, help="Newest records to show."
+)
 @options.project
 @options.store
 @options.as_json("The records as JSON.")

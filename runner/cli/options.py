@@ -17,33 +17,62 @@ import click
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-project = click.option("--project", type=click.Path(path_type=Path),
-                       help="Project folder (holds manifests/); default: found from here up.")
-state = click.option("--state", type=click.Path(path_type=Path), envvar="SQL_RUNNER_STATE",
-                     help="Local state folder; default: .sql-runner/ in the project.")
-manifests_bucket = click.option("--manifests-bucket", envvar="SQL_RUNNER_MANIFESTS_BUCKET",
-                                help="S3 bucket for manifests, deployed records, history.")
-checkpoints_bucket = click.option("--checkpoints-bucket", envvar="SQL_RUNNER_CHECKPOINTS_BUCKET",
-                                  help="S3 bucket for checkpoints.")
-savepoints_bucket = click.option("--savepoints-bucket", envvar="SQL_RUNNER_SAVEPOINTS_BUCKET",
-                                 help="S3 bucket for savepoints.")
-target = click.option("--target", default="local", show_default=True, envvar="SQL_RUNNER_TARGET",
-                      help="Where jobs run: local, standalone or yarn.")
-master = click.option("--master", envvar="SQL_RUNNER_MASTER",
-                      help="Standalone master URL, e.g. spark://127.0.0.1:7077.")
-master_web_ui = click.option("--master-web-ui", envvar="SQL_RUNNER_MASTER_WEB_UI",
-                             help="Standalone master's web UI; default http://<host>:8080.")
-resource_manager = click.option("--resource-manager", envvar="SQL_RUNNER_RESOURCE_MANAGER",
-                                help="YARN ResourceManager URL, e.g. http://master:8088.")
-team = click.option("--team", default="local", show_default=True, envvar="SQL_RUNNER_TEAM",
-                    help="Team the jobs belong to.")
-stop_timeout = click.option("--stop-timeout", type=click.FloatRange(min=1), default=90.0, show_default=True,
-                            help="Seconds to wait for a stop at a batch boundary.")
-spark_submit = click.option("--spark-submit", envvar="SQL_RUNNER_SPARK_SUBMIT",
-                            help="The spark-submit to run (e.g. EMR's /usr/bin/spark-submit); default: the "
-                                 "installed pyspark's.")
-from_store = click.option("--from-store", is_flag=True,
-                          help="Take the desired manifests and tables from the manifests bucket.")
+project = click.option(
+    "--project", type=click.Path(path_type=Path), help="Project folder (holds manifests/); default: found from here up."
+)
+state = click.option(
+    "--state",
+    type=click.Path(path_type=Path),
+    envvar="SQL_RUNNER_STATE",
+    help="Local state folder; default: .sql-runner/ in the project.",
+)
+manifests_bucket = click.option(
+    "--manifests-bucket",
+    envvar="SQL_RUNNER_MANIFESTS_BUCKET",
+    help="S3 bucket for manifests, deployed records, history.",
+)
+checkpoints_bucket = click.option(
+    "--checkpoints-bucket", envvar="SQL_RUNNER_CHECKPOINTS_BUCKET", help="S3 bucket for checkpoints."
+)
+savepoints_bucket = click.option(
+    "--savepoints-bucket", envvar="SQL_RUNNER_SAVEPOINTS_BUCKET", help="S3 bucket for savepoints."
+)
+target = click.option(
+    "--target",
+    default="local",
+    show_default=True,
+    envvar="SQL_RUNNER_TARGET",
+    help="Where jobs run: local, standalone or yarn.",
+)
+master = click.option(
+    "--master", envvar="SQL_RUNNER_MASTER", help="Standalone master URL, e.g. spark://127.0.0.1:7077."
+)
+master_web_ui = click.option(
+    "--master-web-ui", envvar="SQL_RUNNER_MASTER_WEB_UI", help="Standalone master's web UI; default http://<host>:8080."
+)
+resource_manager = click.option(
+    "--resource-manager",
+    envvar="SQL_RUNNER_RESOURCE_MANAGER",
+    help="YARN ResourceManager URL, e.g. http://master:8088.",
+)
+team = click.option(
+    "--team", default="local", show_default=True, envvar="SQL_RUNNER_TEAM", help="Team the jobs belong to."
+)
+stop_timeout = click.option(
+    "--stop-timeout",
+    type=click.FloatRange(min=1),
+    default=90.0,
+    show_default=True,
+    help="Seconds to wait for a stop at a batch boundary.",
+)
+spark_submit = click.option(
+    "--spark-submit",
+    envvar="SQL_RUNNER_SPARK_SUBMIT",
+    help="The spark-submit to run (e.g. EMR's /usr/bin/spark-submit); default: the installed pyspark's.",
+)
+from_store = click.option(
+    "--from-store", is_flag=True, help="Take the desired manifests and tables from the manifests bucket."
+)
 manifest_paths = click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 
 

@@ -9,8 +9,17 @@ from rich.table import Table
 
 from runner.deploy.deployer import Decision
 
-STATUS_COLUMNS = ("name", "version", "target", "state", "last progress", "input rows/s", "batch ms", "watermark",
-                  "latest savepoint")
+STATUS_COLUMNS = (
+    "name",
+    "version",
+    "target",
+    "state",
+    "last progress",
+    "input rows/s",
+    "batch ms",
+    "watermark",
+    "latest savepoint",
+)
 
 
 def plan_table(decisions: list[Decision]) -> Table:
@@ -26,9 +35,16 @@ def plan_table(decisions: list[Decision]) -> Table:
 
 def plan_json(decision: Decision) -> str:
     action = decision.action
-    return json.dumps({"name": decision.name, "decision": action.kind, "summary": action.summary,
-                       "version": action.version, "reasons": list(action.reasons),
-                       "sources": [{"table": s.table, "how": s.how, "detail": s.detail} for s in action.sources]})
+    return json.dumps(
+        {
+            "name": decision.name,
+            "decision": action.kind,
+            "summary": action.summary,
+            "version": action.version,
+            "reasons": list(action.reasons),
+            "sources": [{"table": s.table, "how": s.how, "detail": s.detail} for s in action.sources],
+        }
+    )
 
 
 def outcome(result: dict[str, Any]) -> str:
@@ -61,6 +77,13 @@ def history_table(name: str, entries: list[dict[str, Any]]) -> Table:
         detail = outcome(result) + ("\n" + result["error"] if "error" in result else "")
         if result.get("continuation"):
             detail += "\n" + "\n".join(result["continuation"])
-        table.add_row(entry["at"][:19], entry.get("summary", entry["decision"]), str(entry.get("version")),
-                      "\n".join(entry.get("reasons", [])), sources or "-", detail, str(entry.get("seconds")))
+        table.add_row(
+            entry["at"][:19],
+            entry.get("summary", entry["decision"]),
+            str(entry.get("version")),
+            "\n".join(entry.get("reasons", [])),
+            sources or "-",
+            detail,
+            str(entry.get("seconds")),
+        )
     return table

@@ -136,7 +136,7 @@ class LocalBucket:
         target = into or self
         count = 0
         for key in self.keys(source):
-            relative = key[len(source):].lstrip("/")
+            relative = key[len(source) :].lstrip("/")
             if isinstance(target, LocalBucket):
                 destination_path = target._path(f"{destination.rstrip('/')}/{relative}")
                 destination_path.parent.mkdir(parents=True, exist_ok=True)
@@ -223,7 +223,8 @@ class S3Bucket:
             code = error.response["Error"]["Code"]
             # If-Match on a key that is gone answers 404 NoSuchKey: it changed since it was read, too.
             if code in ("PreconditionFailed", "ConditionalRequestConflict", "412") or (
-                    if_etag is not None and code in ("NoSuchKey", "404")):
+                if_etag is not None and code in ("NoSuchKey", "404")
+            ):
                 raise PreconditionFailed(f"{key}: {code}") from None
             raise
         return response["ETag"]
@@ -244,18 +245,21 @@ class S3Bucket:
         paginator = self.client.get_paginator("list_objects_v2")
         found = []
         for page in paginator.paginate(Bucket=self.bucket, Prefix=self._key(prefix)):
-            found.extend(item["Key"][len(self.prefix):] for item in page.get("Contents", []))
+            found.extend(item["Key"][len(self.prefix) :] for item in page.get("Contents", []))
         return sorted(found)
 
     def copy_prefix(self, source: str, destination: str, into: Bucket | None = None) -> int:
         target = into or self
         count = 0
         for key in self.keys(source):
-            relative = key[len(source):].lstrip("/")
+            relative = key[len(source) :].lstrip("/")
             new_key = f"{destination.rstrip('/')}/{relative}"
             if isinstance(target, S3Bucket):
-                target.client.copy_object(Bucket=target.bucket, Key=target._key(new_key),
-                                          CopySource={"Bucket": self.bucket, "Key": self._key(key)})
+                target.client.copy_object(
+                    Bucket=target.bucket,
+                    Key=target._key(new_key),
+                    CopySource={"Bucket": self.bucket, "Key": self._key(key)},
+                )
             else:
                 blob = self.read(key)
                 if blob is None:
@@ -267,7 +271,7 @@ class S3Bucket:
     def delete_prefix(self, prefix: str) -> int:
         keys = self.keys(prefix)
         for start in range(0, len(keys), 1000):
-            batch = [{"Key": self._key(k)} for k in keys[start:start + 1000]]
+            batch = [{"Key": self._key(k)} for k in keys[start : start + 1000]]
             self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
         return len(keys)
 

@@ -79,8 +79,12 @@ class Map(DataType):
     value_contains_null: bool = True
 
     def json_value(self) -> Any:
-        return {"type": "map", "keyType": self.key.json_value(), "valueType": self.value.json_value(),
-                "valueContainsNull": self.value_contains_null}
+        return {
+            "type": "map",
+            "keyType": self.key.json_value(),
+            "valueType": self.value.json_value(),
+            "valueContainsNull": self.value_contains_null,
+        }
 
     def simple_string(self) -> str:
         return f"map<{self.key.simple_string()},{self.value.simple_string()}>"
@@ -101,8 +105,13 @@ class Struct(DataType):
     fields: tuple[Field, ...] = ()
 
     def json_value(self) -> Any:
-        return {"type": "struct", "fields": [{"name": f.name, "type": f.type.json_value(), "nullable": f.nullable,
-                                              "metadata": {}} for f in self.fields]}
+        return {
+            "type": "struct",
+            "fields": [
+                {"name": f.name, "type": f.type.json_value(), "nullable": f.nullable, "metadata": {}}
+                for f in self.fields
+            ],
+        }
 
     def simple_string(self) -> str:
         return "struct<" + ",".join(f"{f.name}:{f.type.simple_string()}" for f in self.fields) + ">"
@@ -135,11 +144,15 @@ def from_json_value(value: Any) -> DataType:
     if kind == "array":
         return Array(from_json_value(value["elementType"]), bool(value.get("containsNull", True)))
     if kind == "map":
-        return Map(from_json_value(value["keyType"]), from_json_value(value["valueType"]),
-                   bool(value.get("valueContainsNull", True)))
+        return Map(
+            from_json_value(value["keyType"]),
+            from_json_value(value["valueType"]),
+            bool(value.get("valueContainsNull", True)),
+        )
     if kind == "struct":
-        return Struct(tuple(Field(f["name"], from_json_value(f["type"]), bool(f.get("nullable", True)))
-                            for f in value["fields"]))
+        return Struct(
+            tuple(Field(f["name"], from_json_value(f["type"]), bool(f.get("nullable", True))) for f in value["fields"])
+        )
     if kind == "udt":  # a user-defined type is stored as its SQL type
         return from_json_value(value["sqlType"])
     raise ValueError(f"not a Spark type: {value!r}")

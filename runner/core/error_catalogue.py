@@ -28,8 +28,11 @@ class ErrorCode:
 _NAME_HINT = "lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters"
 _UNKNOWN_FIELD = ErrorCode("", "unknown field '{key}'", "{suggestion}allowed: {allowed}")
 _INVALID_FIELD_TYPE = ErrorCode("", "'{name}' {expected}")
-_INVALID_INTERVAL = ErrorCode("", "trigger-interval '{value}' is not an interval",
-                              "a number and a unit, e.g. '10 seconds', '500 milliseconds', '1 minute'")
+_INVALID_INTERVAL = ErrorCode(
+    "",
+    "trigger-interval '{value}' is not an interval",
+    "a number and a unit, e.g. '10 seconds', '500 milliseconds', '1 minute'",
+)
 _INVALID_YAML = ErrorCode("", "not valid YAML: {reason}", "{hint}")
 
 
@@ -47,8 +50,11 @@ _ENTRIES = (
     ErrorCode("MANIFEST_NOT_A_MAPPING", "a manifest must be a YAML mapping of fields", "fields: {fields}"),
     ErrorCode("TEMPLATE_NOT_A_MAPPING", "the template must be a YAML mapping of defaults"),
     ErrorCode("MANIFEST_RESERVED_FIELD", "'meta' is written by the runner on deploy", "remove the meta section"),
-    ErrorCode("TEMPLATE_PER_QUERY_FIELD", "'{key}' belongs in each manifest, not the template",
-              "set it in each manifest; the template holds defaults only"),
+    ErrorCode(
+        "TEMPLATE_PER_QUERY_FIELD",
+        "'{key}' belongs in each manifest, not the template",
+        "set it in each manifest; the template holds defaults only",
+    ),
     _like("MANIFEST_UNKNOWN_FIELD", _UNKNOWN_FIELD),
     _like("TEMPLATE_UNKNOWN_FIELD", _UNKNOWN_FIELD),
     ErrorCode("MANIFEST_MISSING_REQUIRED_FIELD", "required field '{name}' is missing", "add '{name}: ...'"),
@@ -58,21 +64,36 @@ _ENTRIES = (
     ErrorCode("MANIFEST_EMPTY_FIELD", "{name} is empty", "write the declared table the query writes to"),
     _like("MANIFEST_INVALID_INTERVAL", _INVALID_INTERVAL),
     _like("TEMPLATE_INVALID_INTERVAL", _INVALID_INTERVAL),
-    ErrorCode("MANIFEST_SQL_AND_CODE", "both 'sql' and 'code' are set",
-              "keep exactly one of 'sql' (Spark SQL) or 'code' (Python)"),
+    ErrorCode(
+        "MANIFEST_SQL_AND_CODE",
+        "both 'sql' and 'code' are set",
+        "keep exactly one of 'sql' (Spark SQL) or 'code' (Python)",
+    ),
     ErrorCode("MANIFEST_MISSING_QUERY", "neither 'sql' nor 'code' is set", "add 'sql: SELECT ...' or a 'code' snippet"),
     ErrorCode("MANIFEST_EMPTY_SQL", "sql is empty", "write the SELECT the job runs"),
-    ErrorCode("MANIFEST_MULTIPLE_STATEMENTS", "sql holds more than one statement (';' at line {sql_line} of the SQL)",
-              "a manifest holds one SELECT; split other queries into their own manifests"),
+    ErrorCode(
+        "MANIFEST_MULTIPLE_STATEMENTS",
+        "sql holds more than one statement (';' at line {sql_line} of the SQL)",
+        "a manifest holds one SELECT; split other queries into their own manifests",
+    ),
     ErrorCode("MANIFEST_EMPTY_CODE", "code is empty", "assign a streaming DataFrame to execution_output"),
     ErrorCode("MANIFEST_CODE_SYNTAX_ERROR", "Python syntax error at line {code_line} of the code: {reason}"),
-    ErrorCode("MANIFEST_CODE_NO_OUTPUT", "code never assigns `execution_output`",
-              "assign the streaming DataFrame to write: execution_output = ..."),
-    ErrorCode("MANIFEST_NAME_MISMATCH", "name '{name}' does not match the file name '{file_name}'",
-              "rename the file to {name}.yaml or the manifest to '{stem}'"),
+    ErrorCode(
+        "MANIFEST_CODE_NO_OUTPUT",
+        "code never assigns `execution_output`",
+        "assign the streaming DataFrame to write: execution_output = ...",
+    ),
+    ErrorCode(
+        "MANIFEST_NAME_MISMATCH",
+        "name '{name}' does not match the file name '{file_name}'",
+        "rename the file to {name}.yaml or the manifest to '{stem}'",
+    ),
     ErrorCode("MANIFEST_DUPLICATE_NAME", "name '{name}' is also used by {other}", "give every manifest its own name"),
-    ErrorCode("MANIFEST_STILL_PRESENT", "'{name}' has a manifest again ({manifest}); nothing undeployed",
-              "deploy it instead, or delete the manifest first"),
+    ErrorCode(
+        "MANIFEST_STILL_PRESENT",
+        "'{name}' has a manifest again ({manifest}); nothing undeployed",
+        "deploy it instead, or delete the manifest first",
+    ),
     # ---- the project and the files given --------------------------------------------------------
     ErrorCode("PROJECT_NOT_FOUND", "{reason}", "{hint}"),
     ErrorCode("FILE_NOT_FOUND", "no such {kind}"),
@@ -83,18 +104,27 @@ _ENTRIES = (
     ErrorCode("DDL_INVALID_TYPE", "{reason}", "{hint}"),
     ErrorCode("DDL_INVALID_WATERMARK", "{reason}", "{hint}"),
     ErrorCode("DDL_NO_COLUMNS", "table {table} declares no columns", "declare the table's columns"),
-    ErrorCode("DDL_UNKNOWN_COLUMN", "table {table}: {kind} column '{column}' is not declared",
-              "declare the column, or name one the table declares"),
+    ErrorCode(
+        "DDL_UNKNOWN_COLUMN",
+        "table {table}: {kind} column '{column}' is not declared",
+        "declare the column, or name one the table declares",
+    ),
     ErrorCode("DDL_DUPLICATE_TABLE", "table {table} is also declared in {first}", "declare each table once"),
     ErrorCode("DDL_MISSING_CONNECTOR", "table {table}: WITH (...) has no 'connector'", "one of: {connectors}"),
     ErrorCode("DDL_UNKNOWN_CONNECTOR", "table {table}: unknown connector {connector!r}", "one of: {connectors}"),
     ErrorCode("DDL_MISSING_CONNECTOR_OPTION", "table {table}: {reason}", "{hint}"),
     ErrorCode("DDL_UNKNOWN_CONNECTOR_OPTION", "table {table}: {reason}", "{hint}"),
     ErrorCode("DDL_INVALID_CONNECTOR_OPTION", "table {table}: {reason}", "{hint}"),
-    ErrorCode("DDL_INVALID_PLACEHOLDER", "table {table}: option '{key}': {reason}",
-              "a placeholder is ${{NAME}}: letters, digits and '_'; write $${{ for a literal ${{"),
-    ErrorCode("UNRESOLVED_PLACEHOLDER", "{subject}${{{name}}} is not set{also}",
-              "export {name}=... where the runner and the job run"),
+    ErrorCode(
+        "DDL_INVALID_PLACEHOLDER",
+        "table {table}: option '{key}': {reason}",
+        "a placeholder is ${{NAME}}: letters, digits and '_'; write $${{ for a literal ${{",
+    ),
+    ErrorCode(
+        "UNRESOLVED_PLACEHOLDER",
+        "{subject}${{{name}}} is not set{also}",
+        "export {name}=... where the runner and the job run",
+    ),
     # ---- queries, analysed by Spark ----------------------------------------------------------------
     ErrorCode("SQL_SYNTAX_ERROR", "{reason}"),
     ErrorCode("SQL_ANALYSIS_ERROR", "{reason}"),
@@ -105,56 +135,102 @@ _ENTRIES = (
     ErrorCode("AMBIGUOUS_COLUMN", "{reason}"),
     ErrorCode("UNKNOWN_TABLE", "{reason}", "{hint}"),
     ErrorCode("CODE_ERROR", "{error}{at}: {reason}"),
-    ErrorCode("CODE_NO_OUTPUT", "execution_output is {kind}, not a DataFrame",
-              "assign the DataFrame to write: execution_output = table('...')"),
-    ErrorCode("CODE_NOT_STREAMING", "execution_output is a batch DataFrame",
-              "build it from table(...) or sql(...) so it reads the streaming sources"),
+    ErrorCode(
+        "CODE_NO_OUTPUT",
+        "execution_output is {kind}, not a DataFrame",
+        "assign the DataFrame to write: execution_output = table('...')",
+    ),
+    ErrorCode(
+        "CODE_NOT_STREAMING",
+        "execution_output is a batch DataFrame",
+        "build it from table(...) or sql(...) so it reads the streaming sources",
+    ),
     ErrorCode("TARGET_IS_SOURCE", "the query reads its own target {table}", "write to a different table"),
     ErrorCode("TARGET_SCHEMA_MISMATCH", "{reason}", "{hint}"),
-    ErrorCode("CONNECTOR_NOT_A_SOURCE", "table {table} uses connector '{connector}', which cannot be read",
-              "read from a filesystem, kafka or datagen table"),
-    ErrorCode("CONNECTOR_NOT_A_SINK", "table {table} uses connector '{connector}', which cannot be written",
-              "write to a filesystem, kafka, print or blackhole table"),
-    ErrorCode("SINK_PRIMARY_KEY_UNSUPPORTED", "target {table} declares a PRIMARY KEY, but file sinks are append-only",
-              "drop the PRIMARY KEY, or write to a kafka table for upserts"),
-    ErrorCode("KAFKA_CONNECTOR_MISSING",
-              "table {table} uses the kafka connector but Spark's Kafka connector is not on the classpath",
-              "add to sparkProperties (manifest or job-template.yaml) either spark.jars.packages: {package} (needs "
-              "Maven Central, as on EMR) or spark.jars: a comma-separated list of local paths to {jars}"),
+    ErrorCode(
+        "CONNECTOR_NOT_A_SOURCE",
+        "table {table} uses connector '{connector}', which cannot be read",
+        "read from a filesystem, kafka or datagen table",
+    ),
+    ErrorCode(
+        "CONNECTOR_NOT_A_SINK",
+        "table {table} uses connector '{connector}', which cannot be written",
+        "write to a filesystem, kafka, print or blackhole table",
+    ),
+    ErrorCode(
+        "SINK_PRIMARY_KEY_UNSUPPORTED",
+        "target {table} declares a PRIMARY KEY, but file sinks are append-only",
+        "drop the PRIMARY KEY, or write to a kafka table for upserts",
+    ),
+    ErrorCode(
+        "KAFKA_CONNECTOR_MISSING",
+        "table {table} uses the kafka connector but Spark's Kafka connector is not on the classpath",
+        "add to sparkProperties (manifest or job-template.yaml) either spark.jars.packages: {package} (needs "
+        "Maven Central, as on EMR) or spark.jars: a comma-separated list of local paths to {jars}",
+    ),
     # ---- what a job is handed ----------------------------------------------------------------------
-    ErrorCode("JOB_SPEC_TOO_LARGE", "the job spec of {name} is {size} bytes; at most {limit} fit on the "
-              "spark-submit command line", "shorten the query, or the options of the tables it reads and writes"),
-    ErrorCode("JOB_SPEC_WITHOUT_META", "manifest {name} has no meta section: only deployed manifests run as jobs",
-              "start jobs with sql-runner deploy or sql-runner run, which write the meta section"),
+    ErrorCode(
+        "JOB_SPEC_TOO_LARGE",
+        "the job spec of {name} is {size} bytes; at most {limit} fit on the spark-submit command line",
+        "shorten the query, or the options of the tables it reads and writes",
+    ),
+    ErrorCode(
+        "JOB_SPEC_WITHOUT_META",
+        "manifest {name} has no meta section: only deployed manifests run as jobs",
+        "start jobs with sql-runner deploy or sql-runner run, which write the meta section",
+    ),
     # ---- deployments ---------------------------------------------------------------------------------
-    ErrorCode("DEPLOY_IN_PROGRESS", "{name}: {reason}; standing down, nothing changed",
-              "wait for it to finish, then run plan again"),
-    ErrorCode("DEPLOYED_STATE_CHANGED", "{name}: the deployed record changed while this deploy was deciding; "
-              "standing down", "run plan again"),
-    ErrorCode("NO_STATE_TO_RESTORE", "{name}: {reasons}",
-              "restore its checkpoints or savepoints from a backup; to start over with clean state, delete "
-              "{deployed} from the manifests bucket"),
+    ErrorCode(
+        "DEPLOY_IN_PROGRESS",
+        "{name}: {reason}; standing down, nothing changed",
+        "wait for it to finish, then run plan again",
+    ),
+    ErrorCode(
+        "DEPLOYED_STATE_CHANGED",
+        "{name}: the deployed record changed while this deploy was deciding; standing down",
+        "run plan again",
+    ),
+    ErrorCode(
+        "NO_STATE_TO_RESTORE",
+        "{name}: {reasons}",
+        "restore its checkpoints or savepoints from a backup; to start over with clean state, delete "
+        "{deployed} from the manifests bucket",
+    ),
     ErrorCode("NOT_DEPLOYED", "no job named '{name}' is deployed", "sql-runner status lists the deployed jobs"),
     ErrorCode("NOT_RUNNING", "{name} is not running; its latest state is already kept", "sql-runner status"),
     ErrorCode("NO_HISTORY", "no decisions recorded for '{name}'", "sql-runner status lists the deployed jobs"),
     ErrorCode("DEPLOY_ALL_WITH_PATHS", "give manifests or --all, not both"),
-    ErrorCode("OBJECT_VERSION_NEEDS_ONE_MANIFEST",
-              "--object-version pins one manifest: give --from-store and exactly one manifests/<name>.yaml"),
+    ErrorCode(
+        "OBJECT_VERSION_NEEDS_ONE_MANIFEST",
+        "--object-version pins one manifest: give --from-store and exactly one manifests/<name>.yaml",
+    ),
     ErrorCode("OBJECT_VERSION_NEEDS_S3", "--object-version needs --manifests-bucket (S3)"),
-    ErrorCode("OBJECT_VERSION_NOT_FOUND", "{uri} has no version '{version}'",
-              "the version may have been deleted; push it again"),
+    ErrorCode(
+        "OBJECT_VERSION_NOT_FOUND",
+        "{uri} has no version '{version}'",
+        "the version may have been deleted; push it again",
+    ),
     ErrorCode("PREVIEW_NEEDS_ONE_QUERY", "give either a MANIFEST or --sql, not both or neither"),
     # ---- targets -------------------------------------------------------------------------------------
     ErrorCode("UNKNOWN_TARGET", "target '{kind}' is not known", "one of: {targets}"),
     ErrorCode("TARGET_NEEDS_MASTER", "--target standalone needs --master spark://host:port"),
     ErrorCode("TARGET_NEEDS_RESOURCE_MANAGER", "--target yarn needs --resource-manager http://host:8088"),
-    ErrorCode("SUBMIT_FAILED", "spark-submit to YARN failed (exit {status}): {output}",
-              "check the spark-submit output quoted here and the ResourceManager's logs"),
-    ErrorCode("SUBMITTED_APP_NOT_FOUND", "spark-submit succeeded but no active application is tagged {tags}",
-              "check that spark.yarn.tags reaches YARN and the application was accepted"),
+    ErrorCode(
+        "SUBMIT_FAILED",
+        "spark-submit to YARN failed (exit {status}): {output}",
+        "check the spark-submit output quoted here and the ResourceManager's logs",
+    ),
+    ErrorCode(
+        "SUBMITTED_APP_NOT_FOUND",
+        "spark-submit succeeded but no active application is tagged {tags}",
+        "check that spark.yarn.tags reaches YARN and the application was accepted",
+    ),
     ErrorCode("RESOURCE_MANAGER_ERROR", "ResourceManager {url} answered HTTP {status} to {request}"),
-    ErrorCode("RESOURCE_MANAGER_UNREACHABLE", "cannot reach the ResourceManager at {url}{purpose}: {reason}",
-              "check --resource-manager (e.g. http://<emr-master>:8088)"),
+    ErrorCode(
+        "RESOURCE_MANAGER_UNREACHABLE",
+        "cannot reach the ResourceManager at {url}{purpose}: {reason}",
+        "check --resource-manager (e.g. http://<emr-master>:8088)",
+    ),
     ErrorCode("KILL_REFUSED", "ResourceManager refused to kill {app}: HTTP {status}"),
 )
 

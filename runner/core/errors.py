@@ -32,8 +32,9 @@ class Problem:
     hint: str | None = None
 
     @staticmethod
-    def of(code: str, /, *, file: str | None = None, field: str | None = None, line: int | None = None,
-           **params: Any) -> Problem:
+    def of(
+        code: str, /, *, file: str | None = None, field: str | None = None, line: int | None = None, **params: Any
+    ) -> Problem:
         """The problem ``code`` names, its message and hint filled in from ``params``."""
         entry = CATALOGUE.get(code)
         if entry is None:

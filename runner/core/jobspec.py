@@ -46,8 +46,9 @@ class JobSpec:
             separators=(",", ":"),
         )
         if len(text.encode()) > MAX_SPEC_BYTES:
-            raise UserError.of("JOB_SPEC_TOO_LARGE", name=self.manifest.name, size=len(text.encode()),
-                               limit=MAX_SPEC_BYTES)
+            raise UserError.of(
+                "JOB_SPEC_TOO_LARGE", name=self.manifest.name, size=len(text.encode()), limit=MAX_SPEC_BYTES
+            )
         return text
 
     @staticmethod

@@ -1,22 +1,22 @@
 """Where a team's state lives inside its three buckets.
 
-    manifests bucket
-      manifests/<name>.yaml                      desired manifests, pushed by users
-      deployed/<name>.yaml                       what is deployed: merged manifest + meta + deployment
-      history/<name>/<timestamp>.json            one record per deploy decision
-      locks/<name>.json                          a deploy in progress (lease)
-      control/<name>/stop.json                   a request to stop at a micro-batch boundary
-      control/<name>/stopped.json                the job's answer: stopped between batches
-      status/<name>.json                         the running job's latest progress
-      jobs/<name>.json                           how to find the running job on its target
-      errors/<name>.json                         why the deploy Lambda refused a pushed manifest
-      deploy-requests/<name>/<version>.json      S3 changes the deploy Lambda turned into EMR steps
-    checkpoints bucket
-      checkpoints/<name>/<version>/<run-id>/     Spark checkpoint of one run
-      continue/<name>/<version>/<table>.json     where a new version's sources start
-      dead-letter/<name>/<source-table>/         rejected records (JSON lines)
-    savepoints bucket
-      savepoints/<name>/<version>/savepoint-<timestamp>-<id>/
+manifests bucket
+  manifests/<name>.yaml                      desired manifests, pushed by users
+  deployed/<name>.yaml                       what is deployed: merged manifest + meta + deployment
+  history/<name>/<timestamp>.json            one record per deploy decision
+  locks/<name>.json                          a deploy in progress (lease)
+  control/<name>/stop.json                   a request to stop at a micro-batch boundary
+  control/<name>/stopped.json                the job's answer: stopped between batches
+  status/<name>.json                         the running job's latest progress
+  jobs/<name>.json                           how to find the running job on its target
+  errors/<name>.json                         why the deploy Lambda refused a pushed manifest
+  deploy-requests/<name>/<version>.json      S3 changes the deploy Lambda turned into EMR steps
+checkpoints bucket
+  checkpoints/<name>/<version>/<run-id>/     Spark checkpoint of one run
+  continue/<name>/<version>/<table>.json     where a new version's sources start
+  dead-letter/<name>/<source-table>/         rejected records (JSON lines)
+savepoints bucket
+  savepoints/<name>/<version>/savepoint-<timestamp>-<id>/
 """
 
 from __future__ import annotations

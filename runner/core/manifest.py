@@ -26,7 +26,6 @@ NAME_HINT = CATALOGUE["MANIFEST_INVALID_NAME"].hint
 _INTERVAL = re.compile(r"^\s*(\d+)\s*(milliseconds?|ms|seconds?|s|minutes?|min|hours?|h)\s*$", re.IGNORECASE)
 
 
-
 def invalid(code: str, **params: Any) -> PydanticCustomError:
     """A validation error under a registered code; its words come from the error catalogue."""
     return PydanticCustomError(code, CATALOGUE[code].message, params)
@@ -90,7 +89,8 @@ class Manifest(BaseModel):
         "10 seconds", alias="trigger-interval", description="Micro-batch interval, e.g. '10 seconds'."
     )
     on_query_change: Literal["continue", "reprocess"] = Field(
-        "continue", alias="on-query-change",
+        "continue",
+        alias="on-query-change",
         description="When a change discards state: 'continue' reads on from where the previous version "
         "stopped (no duplicates); 'reprocess' re-reads from each source's startup position.",
     )
@@ -123,8 +123,11 @@ class Manifest(BaseModel):
             elif isinstance(item, int | float | str):
                 converted[str(key)] = str(item)
             else:
-                raise invalid("MANIFEST_INVALID_FIELD_TYPE", name=f"sparkProperties.{key}",
-                              expected="must be a string, number or boolean")
+                raise invalid(
+                    "MANIFEST_INVALID_FIELD_TYPE",
+                    name=f"sparkProperties.{key}",
+                    expected="must be a string, number or boolean",
+                )
         return converted
 
     @field_validator("trigger_interval")
@@ -199,8 +202,15 @@ class Manifest(BaseModel):
 
 
 ALLOWED_FIELDS = [
-    "name", "description", "target-table", "sql", "code", "sparkProperties", "trigger-interval",
-    "on-query-change", "retention",
+    "name",
+    "description",
+    "target-table",
+    "sql",
+    "code",
+    "sparkProperties",
+    "trigger-interval",
+    "on-query-change",
+    "retention",
 ]
 
 

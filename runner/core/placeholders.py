@@ -30,8 +30,9 @@ def check_syntax(text: str) -> list[str]:
     ]
 
 
-def resolve(text: str, env: Mapping[str, str], *, file: str | None = None, field: str | None = None,
-            line: int | None = None) -> str:
+def resolve(
+    text: str, env: Mapping[str, str], *, file: str | None = None, field: str | None = None, line: int | None = None
+) -> str:
     """Replace every ``${NAME}`` from ``env``; a missing name is a located user error."""
     missing: list[str] = []
 
@@ -47,8 +48,9 @@ def resolve(text: str, env: Mapping[str, str], *, file: str | None = None, field
     resolved = _PLACEHOLDER.sub(substitute, text)
     if missing:
         also = f" (also missing: {', '.join(missing[1:])})" if missing[1:] else ""
-        raise UserError.of("UNRESOLVED_PLACEHOLDER", file=file, field=field, line=line, subject="", name=missing[0],
-                           also=also)
+        raise UserError.of(
+            "UNRESOLVED_PLACEHOLDER", file=file, field=field, line=line, subject="", name=missing[0], also=also
+        )
     return resolved
 
 
@@ -60,18 +62,24 @@ def unresolved(values: Mapping[str, str], env: Mapping[str, str]) -> list[tuple[
 def table_problems(table: TableDef, env: Mapping[str, str]) -> list[Problem]:
     """One problem per option of ``table`` whose placeholder is not set."""
     return [
-        Problem.of("UNRESOLVED_PLACEHOLDER", file=table.file, line=table.options_lines.get(key, table.line),
-                   subject=f"table {table.name} option '{key}': ", name=name, also="")
+        Problem.of(
+            "UNRESOLVED_PLACEHOLDER",
+            file=table.file,
+            line=table.options_lines.get(key, table.line),
+            subject=f"table {table.name} option '{key}': ",
+            name=name,
+            also="",
+        )
         for key, name in unresolved(table.options, env)
     ]
 
 
-def job_problems(spark_properties: Mapping[str, str], file: str | None, tables: Iterable[TableDef],
-                 env: Mapping[str, str]) -> list[Problem]:
+def job_problems(
+    spark_properties: Mapping[str, str], file: str | None, tables: Iterable[TableDef], env: Mapping[str, str]
+) -> list[Problem]:
     """Unset placeholders in a job's sparkProperties and in the tables it reads and writes."""
     problems = [
-        Problem.of("UNRESOLVED_PLACEHOLDER", file=file, field=f"sparkProperties.{key}", subject="", name=name,
-                   also="")
+        Problem.of("UNRESOLVED_PLACEHOLDER", file=file, field=f"sparkProperties.{key}", subject="", name=name, also="")
         for key, name in unresolved(spark_properties, env)
     ]
     for table in tables:
@@ -82,7 +90,12 @@ def job_problems(spark_properties: Mapping[str, str], file: str | None, tables: 
 def resolved_options(table: TableDef, env: Mapping[str, str]) -> dict[str, str]:
     """Table options with ``${NAME}`` placeholders resolved (never logged or stored)."""
     return {
-        key: resolve(value, env, file=table.file, field=f"{table.name} option '{key}'",
-                                  line=table.options_lines.get(key, table.line))
+        key: resolve(
+            value,
+            env,
+            file=table.file,
+            field=f"{table.name} option '{key}'",
+            line=table.options_lines.get(key, table.line),
+        )
         for key, value in table.options.items()
     }

@@ -81,8 +81,9 @@ class Decision:
 
 
 class Deployer:
-    def __init__(self, project: Project | None, settings: Settings, log: Log,
-                 clock: Callable[[], datetime] | None = None):
+    def __init__(
+        self, project: Project | None, settings: Settings, log: Log, clock: Callable[[], datetime] | None = None
+    ):
         self.project = project  # the desired manifests; not needed to stop or savepoint a deployed job
         self.settings = settings
         self.store = settings.store
@@ -120,8 +121,9 @@ class Deployer:
             if self._same_text(record, manifest, tables):
                 diff = QueryDiff(changed=False, state_compatible=True)
             else:
-                diff = diff_queries(self.spark(), record.manifest, list(record.tables), manifest,
-                                    project.catalog, self.settings.env)
+                diff = diff_queries(
+                    self.spark(), record.manifest, list(record.tables), manifest, project.catalog, self.settings.env
+                )
         return Prepared(manifest, file, tables, sources, diff)
 
     def _check_spec_size(self, manifest: Manifest, tables: tuple[TableDef, ...]) -> None:
@@ -129,31 +131,43 @@ class Deployer:
         meta = Meta(query_id=str(uuid.uuid4()), query_version=1, query_create_timestamp=self.clock())
         run_id = savepoints.new_run_id(self.clock())
         checkpoint = self.store.checkpoints.uri(layout.checkpoint(manifest.name, 1, run_id))
-        JobSpec(manifest.model_copy(update={"meta": meta}), Catalog(tables), checkpoint,
-                self.store.checkpoints.uri(layout.dead_letter(manifest.name)), store=self.store.describe()).to_json()
+        JobSpec(
+            manifest.model_copy(update={"meta": meta}),
+            Catalog(tables),
+            checkpoint,
+            self.store.checkpoints.uri(layout.dead_letter(manifest.name)),
+            store=self.store.describe(),
+        ).to_json()
 
     @staticmethod
     def _same_text(record: DeploymentRecord, manifest: Manifest, tables: tuple[TableDef, ...]) -> bool:
         old = record.manifest
-        return ((old.sql, old.code, old.target_table) == (manifest.sql, manifest.code, manifest.target_table)
-                and sorted(json.dumps(t.definition(), sort_keys=True) for t in record.tables)
-                == sorted(json.dumps(t.definition(), sort_keys=True) for t in tables))
+        return (old.sql, old.code, old.target_table) == (manifest.sql, manifest.code, manifest.target_table) and sorted(
+            json.dumps(t.definition(), sort_keys=True) for t in record.tables
+        ) == sorted(json.dumps(t.definition(), sort_keys=True) for t in tables)
 
     def observe(self, name: str, record: DeploymentRecord | None) -> tuple[Observed, RunningJob | None]:
         running = self.target.find(self.settings.team, name)
         if record is None:
-            return Observed(running=running is not None,
-                            running_version=running.identity.version if running else None), running
+            return Observed(
+                running=running is not None, running_version=running.identity.version if running else None
+            ), running
         version = record.version
         status_blob = self.store.manifests.read(layout.status(name))
         status = json.loads(status_blob.text) if status_blob else {}
         checkpoints = tuple(savepoints.checkpoints(self.store, name, version))
-        ever_ran = bool(checkpoints) or (status.get("version") == version and status.get("run-id") == record.run_id
-                                         and status.get("state") in ("running", "stopped"))
-        return Observed(running=running is not None,
-                        running_version=running.identity.version if running else None,
-                        savepoints=tuple(savepoints.savepoints(self.store, name, version)),
-                        checkpoints=checkpoints, ever_ran=ever_ran), running
+        ever_ran = bool(checkpoints) or (
+            status.get("version") == version
+            and status.get("run-id") == record.run_id
+            and status.get("state") in ("running", "stopped")
+        )
+        return Observed(
+            running=running is not None,
+            running_version=running.identity.version if running else None,
+            savepoints=tuple(savepoints.savepoints(self.store, name, version)),
+            checkpoints=checkpoints,
+            ever_ran=ever_ran,
+        ), running
 
     def prepare_all(self, paths: list[Path] | None) -> dict[str, Prepared]:
         """The desired manifests (``paths``, or every manifest of the project), all checked before any is used."""
@@ -172,8 +186,15 @@ class Deployer:
                 collector.capture(error)
                 continue
             if item.manifest.name in prepared:
-                collector.add(Problem.of("MANIFEST_DUPLICATE_NAME", file=item.file, field="name",
-                                         name=item.manifest.name, other=prepared[item.manifest.name].file))
+                collector.add(
+                    Problem.of(
+                        "MANIFEST_DUPLICATE_NAME",
+                        file=item.file,
+                        field="name",
+                        name=item.manifest.name,
+                        other=prepared[item.manifest.name].file,
+                    )
+                )
             prepared[item.manifest.name] = item
         collector.raise_if_any()
         return prepared
@@ -182,8 +203,9 @@ class Deployer:
         """What the plan decides on for ``name``, read from the store and the target (no action yet)."""
         record, blob = records.read_deployed(self.store.manifests, name)
         observed, running = self.observe(name, record)
-        return Decision(name, Action(name, "nothing", ()), prepared, record, blob.etag if blob else None, running,
-                        observed)
+        return Decision(
+            name, Action(name, "nothing", ()), prepared, record, blob.etag if blob else None, running, observed
+        )
 
     def decide(self, name: str, prepared: Prepared | None) -> Decision:
         """The decision for one manifest (``prepared`` None: its manifest is gone)."""
@@ -218,8 +240,9 @@ class Deployer:
                 self._act(decision, outcome)
             except Exception as error:
                 outcome["result"] = "failed"
-                outcome["error"] = (error.problems[0].render() if isinstance(error, UserError)
-                                    else f"{type(error).__name__}: {error}")
+                outcome["error"] = (
+                    error.problems[0].render() if isinstance(error, UserError) else f"{type(error).__name__}: {error}"
+                )
                 self._history(decision, outcome, started)
                 raise
             return self._history(decision, outcome, started)
@@ -227,25 +250,53 @@ class Deployer:
     def _history(self, decision: Decision, outcome: dict[str, Any], started: float) -> dict[str, Any]:
         action = decision.action
         inputs = {
-                "desired": decision.prepared.file if decision.prepared else None,
-                "deployed-version": decision.record.version if decision.record else None,
-                "running": decision.running.job_id if decision.running else None,
-                "running-version": decision.observed.running_version,
-                "savepoints": [r.key for r in decision.observed.savepoints],
-                "checkpoints": [r.key for r in decision.observed.checkpoints],
+            "desired": decision.prepared.file if decision.prepared else None,
+            "deployed-version": decision.record.version if decision.record else None,
+            "running": decision.running.job_id if decision.running else None,
+            "running-version": decision.observed.running_version,
+            "savepoints": [r.key for r in decision.observed.savepoints],
+            "checkpoints": [r.key for r in decision.observed.checkpoints],
         }
         sources = [{"table": s.table, "how": s.how, "detail": s.detail} for s in action.sources]
-        return self._record(decision.name, action.kind, action.summary, list(action.reasons), action.version,
-                            inputs, outcome, started, sources)
+        return self._record(
+            decision.name,
+            action.kind,
+            action.summary,
+            list(action.reasons),
+            action.version,
+            inputs,
+            outcome,
+            started,
+            sources,
+        )
 
-    def _record(self, name: str, decision: str, summary: str, reasons: list[str], version: int | None,
-                inputs: dict[str, Any], outcome: dict[str, Any], started: float,
-                sources: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    def _record(
+        self,
+        name: str,
+        decision: str,
+        summary: str,
+        reasons: list[str],
+        version: int | None,
+        inputs: dict[str, Any],
+        outcome: dict[str, Any],
+        started: float,
+        sources: list[dict[str, str]] | None = None,
+    ) -> dict[str, Any]:
         """Write ``history/<name>/<timestamp>.json`` and return it."""
-        record = {"name": name, "at": self.clock().isoformat(), "team": self.settings.team,
-                  "target": self.target.kind, "inputs": inputs, "decision": decision, "summary": summary,
-                  "reasons": reasons, "version": version, "sources": sources or [], "outcome": outcome,
-                  "seconds": round(time.monotonic() - started, 3)}
+        record = {
+            "name": name,
+            "at": self.clock().isoformat(),
+            "team": self.settings.team,
+            "target": self.target.kind,
+            "inputs": inputs,
+            "decision": decision,
+            "summary": summary,
+            "reasons": reasons,
+            "version": version,
+            "sources": sources or [],
+            "outcome": outcome,
+            "seconds": round(time.monotonic() - started, 3),
+        }
         records.write_history(self.store.manifests, name, record, self.clock())
         return record
 
@@ -269,25 +320,47 @@ class Deployer:
                 outcome["savepoint"] = _taken(taken)
             else:
                 outcome["graceful"] = self.stop_job(record, job)
-            return self._record(name, "stop", "stop" + (" with savepoint" if savepoint else ""),
-                                ["requested by sql-runner stop"], record.version,
-                                {"running": job.job_id, "deployed-version": record.version}, outcome, started)
+            return self._record(
+                name,
+                "stop",
+                "stop" + (" with savepoint" if savepoint else ""),
+                ["requested by sql-runner stop"],
+                record.version,
+                {"running": job.job_id, "deployed-version": record.version},
+                outcome,
+                started,
+            )
 
     def savepoint(self, name: str) -> dict[str, Any]:
         """``sql-runner savepoint``: stop at a batch boundary, snapshot, restart from the snapshot."""
         record, job = self._running(name)
-        prepared = Prepared(record.manifest.model_copy(update={"meta": None}), layout.deployed(name), record.tables,
-                            record.sources, None)
-        action = Action(name, "restore", ("savepoint requested: stop, snapshot, restart from it",),
-                        version=record.version, stop=True, restore_from=StateRef("stop-savepoint", record.version))
+        prepared = Prepared(
+            record.manifest.model_copy(update={"meta": None}),
+            layout.deployed(name),
+            record.tables,
+            record.sources,
+            None,
+        )
+        action = Action(
+            name,
+            "restore",
+            ("savepoint requested: stop, snapshot, restart from it",),
+            version=record.version,
+            stop=True,
+            restore_from=StateRef("stop-savepoint", record.version),
+        )
         decision = Decision(name, action, prepared, record, None, job, Observed(running=True))
         return self.carry_out(decision, purpose="savepoint", redecide=False)
 
     def _act(self, decision: Decision, outcome: dict[str, Any]) -> None:
         action = decision.action
         if action.kind == "error":
-            raise UserError.of("NO_STATE_TO_RESTORE", name=decision.name, reasons="; ".join(action.reasons),
-                               deployed=layout.deployed(decision.name))
+            raise UserError.of(
+                "NO_STATE_TO_RESTORE",
+                name=decision.name,
+                reasons="; ".join(action.reasons),
+                deployed=layout.deployed(decision.name),
+            )
         if action.kind == "nothing":
             return
         taken = None
@@ -317,8 +390,11 @@ class Deployer:
         if previous is not None and previous.query_version == version:
             meta = previous
         else:
-            meta = Meta(query_id=previous.query_id if previous else str(uuid.uuid4()), query_version=version,
-                        query_create_timestamp=now.replace(microsecond=0))
+            meta = Meta(
+                query_id=previous.query_id if previous else str(uuid.uuid4()),
+                query_version=version,
+                query_create_timestamp=now.replace(microsecond=0),
+            )
         manifest = prepared.manifest.model_copy(update={"meta": meta})
         run_id = savepoints.new_run_id(now)
         starts: dict[str, dict[str, dict]] = {}
@@ -340,29 +416,60 @@ class Deployer:
             if continued_from is not None:
                 bucket = self.store.savepoints if continued_from.kind == "savepoint" else self.store.checkpoints
                 reads = [t for t in prepared.tables if Source(t.name, t.connector) in prepared.sources]
-                plan = continuation.plan_starts(self.store.checkpoints, bucket, continued_from.key, reads, name,
-                                                version, self.settings.env)
+                plan = continuation.plan_starts(
+                    self.store.checkpoints, bucket, continued_from.key, reads, name, version, self.settings.env
+                )
                 starts = plan.starts
                 outcome["continuation"] = plan.notes
                 for note in plan.notes:
                     self.log(f"[{name} v{version}] {note}")
-        record = DeploymentRecord(manifest, prepared.tables, prepared.sources, run_id, self.target.kind, now,
-                                  removed=False, continued_from=continued_from)
+        record = DeploymentRecord(
+            manifest,
+            prepared.tables,
+            prepared.sources,
+            run_id,
+            self.target.kind,
+            now,
+            removed=False,
+            continued_from=continued_from,
+        )
         self._write_record(decision, record)
         self._clear_stop_request(name)
         identity = JobIdentity(self.settings.team, name, version, run_id)
-        spec = JobSpec(manifest, Catalog(prepared.tables), self.store.checkpoints.uri(checkpoint_key),
-                       self.store.checkpoints.uri(layout.dead_letter(name)), store=self.store.describe(),
-                       once=self.settings.once, run_id=run_id, starts=starts)
-        args = submit.command(spec, master=self.target.master(), env=self.settings.env, file=prepared.file,
-                              app_name=identity.app_name, options=self.target.submit_options(identity),
-                              spark_submit=self.settings.spark_submit, local_python=self.target.kind != "yarn")
-        self.log(f"[{name} v{version}] submitting to {self.target.kind} ({self.target.master()}), "
-                 f"checkpoint {checkpoint_key}")
+        spec = JobSpec(
+            manifest,
+            Catalog(prepared.tables),
+            self.store.checkpoints.uri(checkpoint_key),
+            self.store.checkpoints.uri(layout.dead_letter(name)),
+            store=self.store.describe(),
+            once=self.settings.once,
+            run_id=run_id,
+            starts=starts,
+        )
+        args = submit.command(
+            spec,
+            master=self.target.master(),
+            env=self.settings.env,
+            file=prepared.file,
+            app_name=identity.app_name,
+            options=self.target.submit_options(identity),
+            spark_submit=self.settings.spark_submit,
+            local_python=self.target.kind != "yarn",
+        )
+        self.log(
+            f"[{name} v{version}] submitting to {self.target.kind} ({self.target.master()}), "
+            f"checkpoint {checkpoint_key}"
+        )
         job = self.target.submit(identity, args, submit.environment(self.settings.env))
         outcome.update({"job": job.job_id, "run-id": run_id, "checkpoint": checkpoint_key})
-        deleted = savepoints.apply_retention(self.store, name, version, keep_savepoints=manifest.retention.savepoints,
-                                             keep_runs=manifest.retention.runs, in_use=checkpoint_key)
+        deleted = savepoints.apply_retention(
+            self.store,
+            name,
+            version,
+            keep_savepoints=manifest.retention.savepoints,
+            keep_runs=manifest.retention.runs,
+            in_use=checkpoint_key,
+        )
         if deleted:
             outcome["retention-deleted"] = deleted
 
@@ -385,11 +492,16 @@ class Deployer:
         """Ask the job to stop at a batch boundary; kill it after the timeout. True if it stopped itself."""
         name = record.name
         request_id = uuid.uuid4().hex[:12]
-        self.store.manifests.write(layout.stop_request(name), json.dumps(
-            {"id": request_id, "version": job.identity.version,
-             "requested-at": self.clock().isoformat()}).encode())
-        self.log(f"[{name} v{job.identity.version}] asked {job.job_id} to stop after its current micro-batch "
-                 f"(waiting up to {self.settings.stop_timeout:.0f}s)")
+        self.store.manifests.write(
+            layout.stop_request(name),
+            json.dumps(
+                {"id": request_id, "version": job.identity.version, "requested-at": self.clock().isoformat()}
+            ).encode(),
+        )
+        self.log(
+            f"[{name} v{job.identity.version}] asked {job.job_id} to stop after its current micro-batch "
+            f"(waiting up to {self.settings.stop_timeout:.0f}s)"
+        )
         deadline = time.monotonic() + self.settings.stop_timeout
         acknowledged = False
         while time.monotonic() < deadline:
@@ -400,8 +512,10 @@ class Deployer:
             time.sleep(0.3)
         graceful = acknowledged
         if self.target.find(self.settings.team, name) is not None:
-            self.log(f"[{name}] no stop within {self.settings.stop_timeout:.0f}s: killing {job.job_id}; "
-                     "the savepoint is its latest checkpoint")
+            self.log(
+                f"[{name}] no stop within {self.settings.stop_timeout:.0f}s: killing {job.job_id}; "
+                "the savepoint is its latest checkpoint"
+            )
             self.target.stop(job, force=True)
             kill_deadline = time.monotonic() + 30
             while self.target.find(self.settings.team, name) is not None and time.monotonic() < kill_deadline:
@@ -413,17 +527,24 @@ class Deployer:
     def stop_with_savepoint(self, record: DeploymentRecord, job: RunningJob, *, reason: str) -> savepoints.Taken:
         graceful = self.stop_job(record, job)
         checkpoint_key = layout.checkpoint(record.name, record.version, record.run_id)
-        taken = savepoints.take(self.store, record.name, record.version, checkpoint_key, now=self.clock(),
-                                graceful=graceful, reason=reason)
+        taken = savepoints.take(
+            self.store, record.name, record.version, checkpoint_key, now=self.clock(), graceful=graceful, reason=reason
+        )
         how = "stopped at a batch boundary" if graceful else "killed (savepoint = latest checkpoint)"
-        self.log(f"[{record.name} v{record.version}] {how}; savepoint {taken.ref.key} ({taken.files} files, "
-                 f"last committed batch {taken.last_batch})")
+        self.log(
+            f"[{record.name} v{record.version}] {how}; savepoint {taken.ref.key} ({taken.files} files, "
+            f"last committed batch {taken.last_batch})"
+        )
         return taken
 
 
 def _taken(taken: savepoints.Taken) -> dict[str, Any]:
-    return {"key": taken.ref.key, "graceful": taken.graceful, "files": taken.files,
-            "last-committed-batch": taken.last_batch}
+    return {
+        "key": taken.ref.key,
+        "graceful": taken.graceful,
+        "files": taken.files,
+        "last-committed-batch": taken.last_batch,
+    }
 
 
 def _desired(prepared: Prepared | None) -> Desired | None:

@@ -95,8 +95,9 @@ class Action:
             return ("stop with savepoint, then " if self.stop else "") + f"start v{self.version} with {fresh}"
         if self.kind == "restore":
             assert self.restore_from is not None
-            return ("stop with savepoint, then " if self.stop else "") + \
-                f"restore v{self.version} from {self.restore_from.describe()}"
+            return (
+                "stop with savepoint, then " if self.stop else ""
+            ) + f"restore v{self.version} from {self.restore_from.describe()}"
         if self.kind == "remove":
             return ("stop with savepoint, " if self.stop else "") + "mark removed (state kept)"
         return "error: " + "; ".join(self.reasons)
@@ -117,24 +118,37 @@ def _latest(observed: Observed) -> StateRef | None:
     return max(candidates, key=lambda ref: (ref.created or datetime.min, order.get(ref.kind, 0)))
 
 
-def _sources_start(desired: Desired, deployed: Deployed | None, continue_from: StateRef | None,
-                   policy: str) -> tuple[SourceStart, ...]:
+def _sources_start(
+    desired: Desired, deployed: Deployed | None, continue_from: StateRef | None, policy: str
+) -> tuple[SourceStart, ...]:
     previous = {s.table for s in deployed.sources} if deployed else set()
     starts = []
     for source in desired.sources:
         if source.connector == "datagen":
             starts.append(SourceStart(source.table, "generated", "generated rows; nothing to continue"))
         elif continue_from is None or source.table not in previous:
-            why = ("new source" if deployed and source.table not in previous else
-                   "on-query-change: reprocess" if policy == "reprocess" and deployed else
-                   "no earlier state" if deployed else "first version")
+            why = (
+                "new source"
+                if deployed and source.table not in previous
+                else "on-query-change: reprocess"
+                if policy == "reprocess" and deployed
+                else "no earlier state"
+                if deployed
+                else "first version"
+            )
             starts.append(SourceStart(source.table, "startup-position", f"from its startup position ({why})"))
         elif source.connector == "kafka":
-            starts.append(SourceStart(source.table, "continue",
-                                      f"continues from the Kafka offsets v{continue_from.version} committed"))
+            starts.append(
+                SourceStart(
+                    source.table, "continue", f"continues from the Kafka offsets v{continue_from.version} committed"
+                )
+            )
         else:
-            starts.append(SourceStart(source.table, "continue",
-                                      f"continues after the files v{continue_from.version} read (skips them)"))
+            starts.append(
+                SourceStart(
+                    source.table, "continue", f"continues after the files v{continue_from.version} read (skips them)"
+                )
+            )
     return tuple(starts)
 
 
@@ -145,14 +159,25 @@ def plan_one(name: str, desired: Desired | None, deployed: Deployed | None, obse
         if deployed is None or (deployed.removed and not running):
             return Action(name, "nothing", ("not deployed",))
         if running:
-            return Action(name, "remove", ("manifest deleted: stop with a savepoint and keep the state",),
-                          version=deployed.version, stop=True)
-        return Action(name, "remove", ("manifest deleted; the job is not running, its state is kept",),
-                      version=deployed.version)
+            return Action(
+                name,
+                "remove",
+                ("manifest deleted: stop with a savepoint and keep the state",),
+                version=deployed.version,
+                stop=True,
+            )
+        return Action(
+            name, "remove", ("manifest deleted; the job is not running, its state is kept",), version=deployed.version
+        )
 
     if deployed is None:
-        return Action(name, "start", ("new job: nothing deployed under this name",), version=1,
-                      sources=_sources_start(desired, None, None, desired.manifest.on_query_change))
+        return Action(
+            name,
+            "start",
+            ("new job: nothing deployed under this name",),
+            version=1,
+            sources=_sources_start(desired, None, None, desired.manifest.on_query_change),
+        )
 
     diff = desired.diff or QueryDiff(changed=False, state_compatible=True)
     wanted, current = config_of(desired.manifest), config_of(deployed.manifest)
@@ -179,11 +204,20 @@ def plan_one(name: str, desired: Desired | None, deployed: Deployed | None, obse
         if policy == "continue" and previous_state is None:
             reasons.append(f"v{deployed.version} left no state to continue from")
         if continue_from is not None and diff.held_state:
-            reasons.append(f"rows v{deployed.version} still holds in its state (windows not yet closed, unmatched "
-                           "join rows) are emitted by neither version; on-query-change: reprocess recomputes "
-                           "them from the sources' startup position")
-        return Action(name, "start", tuple(reasons), version=version, stop=running, continue_from=continue_from,
-                      sources=_sources_start(desired, deployed, continue_from, policy))
+            reasons.append(
+                f"rows v{deployed.version} still holds in its state (windows not yet closed, unmatched "
+                "join rows) are emitted by neither version; on-query-change: reprocess recomputes "
+                "them from the sources' startup position"
+            )
+        return Action(
+            name,
+            "start",
+            tuple(reasons),
+            version=version,
+            stop=running,
+            continue_from=continue_from,
+            sources=_sources_start(desired, deployed, continue_from, policy),
+        )
 
     if running and not deployed.removed and not diff.changed and not config_changed:
         return Action(name, "nothing", tuple(reasons) or ("running, unchanged",), version=deployed.version)
@@ -191,8 +225,14 @@ def plan_one(name: str, desired: Desired | None, deployed: Deployed | None, obse
     if diff.changed:
         reasons.append("the change is state-compatible: the state carries over")
     if running:
-        return Action(name, "restore", tuple(reasons), version=deployed.version, stop=True,
-                      restore_from=StateRef("stop-savepoint", deployed.version))
+        return Action(
+            name,
+            "restore",
+            tuple(reasons),
+            version=deployed.version,
+            stop=True,
+            restore_from=StateRef("stop-savepoint", deployed.version),
+        )
     latest = _latest(observed)
     if latest is not None:
         reasons.append("not running" if not (diff.changed or config_changed) else "not running; restoring")
@@ -201,9 +241,19 @@ def plan_one(name: str, desired: Desired | None, deployed: Deployed | None, obse
         # The version was decided but never got going (e.g. the runner stopped half-way):
         # nothing was processed, so its recorded start is still the right one.
         reasons.append(f"v{deployed.version} never started: starting it as planned")
-        return Action(name, "start", tuple(reasons), version=deployed.version, continue_from=deployed.continued_from,
-                      sources=_sources_start(desired, deployed if deployed.continued_from else None,
-                                             deployed.continued_from, desired.manifest.on_query_change))
+        return Action(
+            name,
+            "start",
+            tuple(reasons),
+            version=deployed.version,
+            continue_from=deployed.continued_from,
+            sources=_sources_start(
+                desired,
+                deployed if deployed.continued_from else None,
+                deployed.continued_from,
+                desired.manifest.on_query_change,
+            ),
+        )
     reasons.append(f"no savepoint or checkpoint of v{deployed.version} found, although it ran")
     return Action(name, "error", tuple(reasons), version=deployed.version)
 

@@ -29,8 +29,16 @@ def job_status(store: Store, target: Target, team: str, name: str) -> dict[str, 
         state = "not running"
     latest = savepoints.savepoints(store, name, record.version)
     rate = progress.get("input-rows-per-second")
-    return {"name": name, "version": record.version, "target": record.target, "state": state,
-            "last progress": progress.get("timestamp"), "input rows/s": None if rate is None else round(rate, 1),
-            "batch ms": progress.get("batch-duration-ms"), "watermark": progress.get("watermark"),
-            "latest savepoint": latest[-1].key.rstrip("/").rsplit("/", 1)[-1] if latest else None,
-            "job": job.job_id if job else None, "detail": job.detail if job else None}
+    return {
+        "name": name,
+        "version": record.version,
+        "target": record.target,
+        "state": state,
+        "last progress": progress.get("timestamp"),
+        "input rows/s": None if rate is None else round(rate, 1),
+        "batch ms": progress.get("batch-duration-ms"),
+        "watermark": progress.get("watermark"),
+        "latest savepoint": latest[-1].key.rstrip("/").rsplit("/", 1)[-1] if latest else None,
+        "job": job.job_id if job else None,
+        "detail": job.detail if job else None,
+    }

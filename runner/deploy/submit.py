@@ -34,22 +34,43 @@ def entry_point() -> Path:
 def resolved_properties(spec: JobSpec, env: Mapping[str, str], file: str | None = None) -> dict[str, str]:
     """Template defaults, then the manifest's sparkProperties, placeholders resolved."""
     merged = {**DEFAULT_PROPERTIES, **spec.manifest.spark_properties}
-    return {key: placeholders.resolve(value, env, file=file, field=f"sparkProperties.{key}")
-            for key, value in merged.items()}
+    return {
+        key: placeholders.resolve(value, env, file=file, field=f"sparkProperties.{key}")
+        for key, value in merged.items()
+    }
 
 
-def command(spec: JobSpec, *, master: str, env: Mapping[str, str], file: str | None = None,
-            app_name: str | None = None, options: list[str] | None = None,
-            spark_submit: str | None = None, local_python: bool = True) -> list[str]:
+def command(
+    spec: JobSpec,
+    *,
+    master: str,
+    env: Mapping[str, str],
+    file: str | None = None,
+    app_name: str | None = None,
+    options: list[str] | None = None,
+    spark_submit: str | None = None,
+    local_python: bool = True,
+) -> list[str]:
     """The full argument list: spark-submit, its options, the entry point and the spec."""
-    args = [spark_submit or str(spark_submit_path()), "--master", master, *(options or []),
-            "--name", app_name or f"sql-runner:{spec.manifest.name}:v{spec.manifest.version}",
-            "--driver-java-options", java_options()]
+    args = [
+        spark_submit or str(spark_submit_path()),
+        "--master",
+        master,
+        *(options or []),
+        "--name",
+        app_name or f"sql-runner:{spec.manifest.name}:v{spec.manifest.version}",
+        "--driver-java-options",
+        java_options(),
+    ]
     for key, value in resolved_properties(spec, env, file).items():
         args += ["--conf", f"{key}={value}"]
     if local_python:  # this interpreter, for a driver and executors on this machine
-        args += ["--conf", f"spark.pyspark.python={sys.executable}", "--conf",
-                 f"spark.pyspark.driver.python={sys.executable}"]
+        args += [
+            "--conf",
+            f"spark.pyspark.python={sys.executable}",
+            "--conf",
+            f"spark.pyspark.driver.python={sys.executable}",
+        ]
     return [*args, str(entry_point()), "--spec-json", spec.to_json()]
 
 

@@ -91,8 +91,15 @@ class Continuation:
     notes: list[str]
 
 
-def plan_starts(checkpoints: Bucket, state_bucket: Bucket, state_key: str, tables: list[TableDef], name: str,
-                version: int, env: Mapping[str, str]) -> Continuation:
+def plan_starts(
+    checkpoints: Bucket,
+    state_bucket: Bucket,
+    state_key: str,
+    tables: list[TableDef],
+    name: str,
+    version: int,
+    env: Mapping[str, str],
+) -> Continuation:
     """Work out each source's start from the previous version's state at ``state_key``.
 
     ``state_bucket`` holds that state (savepoints or checkpoints); file lists are written to
@@ -102,8 +109,10 @@ def plan_starts(checkpoints: Bucket, state_bucket: Bucket, state_key: str, table
     starts: Starts = {}
     notes: list[str] = []
     # A dead-letter query's checkpoint is the folder of its role inside the job's checkpoint.
-    roles = {MAIN: state_key, **{dead_letter_role(t): f"{state_key}{dead_letter_role(t)}/" for t in tables
-                                 if t.can_dead_letter}}
+    roles = {
+        MAIN: state_key,
+        **{dead_letter_role(t): f"{state_key}{dead_letter_role(t)}/" for t in tables if t.can_dead_letter},
+    }
     for role, query_key in roles.items():
         found = committed(state_bucket, query_key)
         for table in tables:

@@ -31,13 +31,18 @@ def owner() -> str:
 
 
 @contextmanager
-def lease(bucket: Bucket, name: str, *, purpose: str, ttl: float = 900.0,
-          now: datetime | None = None) -> Iterator[str]:
+def lease(bucket: Bucket, name: str, *, purpose: str, ttl: float = 900.0, now: datetime | None = None) -> Iterator[str]:
     """Hold ``locks/<name>.json`` for the block; raises LeaseHeld if someone else holds it."""
     now = now or datetime.now(UTC)
     me = owner()
-    body = json.dumps({"owner": me, "purpose": purpose, "acquired-at": now.isoformat(),
-                       "expires-at": (now + timedelta(seconds=ttl)).isoformat()}).encode()
+    body = json.dumps(
+        {
+            "owner": me,
+            "purpose": purpose,
+            "acquired-at": now.isoformat(),
+            "expires-at": (now + timedelta(seconds=ttl)).isoformat(),
+        }
+    ).encode()
     key = layout.lock(name)
     try:
         etag = bucket.write(key, body, if_absent=True)
@@ -46,15 +51,20 @@ def lease(bucket: Bucket, name: str, *, purpose: str, ttl: float = 900.0,
         holder = json.loads(current.text) if current else {}
         expired = current is not None and datetime.fromisoformat(holder["expires-at"]) < now
         if current is None or not expired:
-            raise LeaseHeld(Problem.of(
-                "DEPLOY_IN_PROGRESS", name=name,
-                reason=f"another runner holds the deploy lease ({holder.get('purpose', 'deploy')} by "
-                       f"{holder.get('owner', '?')} since {holder.get('acquired-at', '?')})")) from None
+            raise LeaseHeld(
+                Problem.of(
+                    "DEPLOY_IN_PROGRESS",
+                    name=name,
+                    reason=f"another runner holds the deploy lease ({holder.get('purpose', 'deploy')} by "
+                    f"{holder.get('owner', '?')} since {holder.get('acquired-at', '?')})",
+                )
+            ) from None
         try:
             etag = bucket.write(key, body, if_etag=current.etag)
         except PreconditionFailed:
-            raise LeaseHeld(Problem.of("DEPLOY_IN_PROGRESS", name=name,
-                                       reason="another runner took over the expired lease first")) from None
+            raise LeaseHeld(
+                Problem.of("DEPLOY_IN_PROGRESS", name=name, reason="another runner took over the expired lease first")
+            ) from None
     try:
         yield me
     finally:

@@ -75,8 +75,12 @@ class DeploymentRecord:
 def _ref_to_dict(ref: StateRef | None) -> dict | None:
     if ref is None:
         return None
-    return {"kind": ref.kind, "version": ref.version, "key": ref.key,
-            "created": ref.created.isoformat() if ref.created else None}
+    return {
+        "kind": ref.kind,
+        "version": ref.version,
+        "key": ref.key,
+        "created": ref.created.isoformat() if ref.created else None,
+    }
 
 
 def _ref_from_dict(data: dict | None) -> StateRef | None:
@@ -95,8 +99,9 @@ def read_deployed(bucket: Bucket, name: str) -> tuple[DeploymentRecord | None, B
 
 
 def deployed_names(bucket: Bucket) -> list[str]:
-    return sorted(k.removeprefix("deployed/").removesuffix(".yaml") for k in bucket.keys("deployed/")
-                  if k.endswith(".yaml"))
+    return sorted(
+        k.removeprefix("deployed/").removesuffix(".yaml") for k in bucket.keys("deployed/") if k.endswith(".yaml")
+    )
 
 
 def timestamp(now: datetime) -> str:

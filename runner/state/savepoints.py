@@ -44,7 +44,7 @@ def _children(keys: list[str], prefix: str) -> dict[str, list[str]]:
     """Keys under ``prefix`` grouped by their first path segment."""
     groups: dict[str, list[str]] = {}
     for key in keys:
-        rest = key[len(prefix):]
+        rest = key[len(prefix) :]
         if "/" in rest:
             groups.setdefault(rest.split("/", 1)[0], []).append(rest.split("/", 1)[1])
     return groups
@@ -54,8 +54,11 @@ def checkpoints(store: Store, name: str, version: int) -> list[StateRef]:
     """Run folders of a version that Spark has started writing (they hold ``metadata``), oldest first."""
     prefix = layout.version_checkpoints(name, version)
     runs = _children(store.checkpoints.keys(prefix), prefix)
-    refs = [StateRef("checkpoint", version, f"{prefix}{run}/", _created(run, _RUN))
-            for run, files in runs.items() if "metadata" in files and _RUN.match(run)]
+    refs = [
+        StateRef("checkpoint", version, f"{prefix}{run}/", _created(run, _RUN))
+        for run, files in runs.items()
+        if "metadata" in files and _RUN.match(run)
+    ]
     return sorted(refs, key=lambda r: (r.created or datetime.min.replace(tzinfo=UTC), r.key))
 
 
@@ -63,8 +66,11 @@ def savepoints(store: Store, name: str, version: int) -> list[StateRef]:
     """Complete savepoints of a version (their marker is written), oldest first."""
     prefix = layout.version_savepoints(name, version)
     found = _children(store.savepoints.keys(prefix), prefix)
-    refs = [StateRef("savepoint", version, f"{prefix}{folder}/", _created(folder, _SAVEPOINT))
-            for folder, files in found.items() if MARKER in files and _SAVEPOINT.match(folder)]
+    refs = [
+        StateRef("savepoint", version, f"{prefix}{folder}/", _created(folder, _SAVEPOINT))
+        for folder, files in found.items()
+        if MARKER in files and _SAVEPOINT.match(folder)
+    ]
     return sorted(refs, key=lambda r: (r.created or datetime.min.replace(tzinfo=UTC), r.key))
 
 
@@ -78,20 +84,30 @@ class Taken:
 
 def last_committed_batch(bucket: Bucket, checkpoint_key: str) -> int | None:
     """The highest batch id in a query checkpoint's ``commits/`` log."""
-    ids = [int(k.rsplit("/", 1)[-1]) for k in bucket.keys(f"{checkpoint_key}commits/")
-           if k.rsplit("/", 1)[-1].isdigit()]
+    ids = [
+        int(k.rsplit("/", 1)[-1]) for k in bucket.keys(f"{checkpoint_key}commits/") if k.rsplit("/", 1)[-1].isdigit()
+    ]
     return max(ids) if ids else None
 
 
-def take(store: Store, name: str, version: int, checkpoint_key: str, *, now: datetime, graceful: bool,
-         reason: str) -> Taken:
+def take(
+    store: Store, name: str, version: int, checkpoint_key: str, *, now: datetime, graceful: bool, reason: str
+) -> Taken:
     """Copy a stopped run's checkpoint to a new savepoint; the marker goes last."""
     savepoint_id = new_savepoint_id(now)
     key = layout.savepoint(name, version, savepoint_id)
     files = store.checkpoints.copy_prefix(checkpoint_key, key, into=store.savepoints)
     batch = last_committed_batch(store.checkpoints, checkpoint_key)
-    marker = {"name": name, "version": version, "checkpoint": checkpoint_key, "taken-at": now.isoformat(),
-              "graceful": graceful, "reason": reason, "files": files, "last-committed-batch": batch}
+    marker = {
+        "name": name,
+        "version": version,
+        "checkpoint": checkpoint_key,
+        "taken-at": now.isoformat(),
+        "graceful": graceful,
+        "reason": reason,
+        "files": files,
+        "last-committed-batch": batch,
+    }
     store.savepoints.write(f"{key}{MARKER}", json.dumps(marker, indent=2).encode())
     return Taken(StateRef("savepoint", version, key, _created(savepoint_id, _SAVEPOINT)), files, graceful, batch)
 
@@ -104,8 +120,9 @@ def restore(store: Store, ref: StateRef, name: str, version: int, run_id: str) -
     return destination
 
 
-def apply_retention(store: Store, name: str, version: int, *, keep_savepoints: int, keep_runs: int,
-                    in_use: str | None) -> list[str]:
+def apply_retention(
+    store: Store, name: str, version: int, *, keep_savepoints: int, keep_runs: int, in_use: str | None
+) -> list[str]:
     """Delete all but the newest savepoints and run folders of a version; never the run in use."""
     deleted: list[str] = []
     for ref in savepoints(store, name, version)[:-keep_savepoints]:

@@ -21,12 +21,20 @@ class Store:
     savepoints: Bucket
 
     def describe(self) -> dict[str, dict[str, str]]:
-        return {"manifests": self.manifests.describe(), "checkpoints": self.checkpoints.describe(),
-                "savepoints": self.savepoints.describe()}
+        return {
+            "manifests": self.manifests.describe(),
+            "checkpoints": self.checkpoints.describe(),
+            "savepoints": self.savepoints.describe(),
+        }
 
 
-def open_store(state: Path, *, manifests_bucket: str | None = None, checkpoints_bucket: str | None = None,
-               savepoints_bucket: str | None = None) -> Store:
+def open_store(
+    state: Path,
+    *,
+    manifests_bucket: str | None = None,
+    checkpoints_bucket: str | None = None,
+    savepoints_bucket: str | None = None,
+) -> Store:
     """Local folders under ``state`` for every bucket not given as an S3 bucket name."""
 
     def pick(name: str, bucket: str | None) -> Bucket:
@@ -34,5 +42,8 @@ def open_store(state: Path, *, manifests_bucket: str | None = None, checkpoints_
             return S3Bucket(bucket)
         return LocalBucket(state / name)
 
-    return Store(pick("manifests", manifests_bucket), pick("checkpoints", checkpoints_bucket),
-                 pick("savepoints", savepoints_bucket))
+    return Store(
+        pick("manifests", manifests_bucket),
+        pick("checkpoints", checkpoints_bucket),
+        pick("savepoints", savepoints_bucket),
+    )

@@ -14,8 +14,15 @@ from runner.targets.yarn import YarnTarget
 __all__ = ["JobIdentity", "LocalTarget", "RunningJob", "StandaloneTarget", "Target", "YarnTarget", "open_target"]
 
 
-def open_target(kind: str, *, records: Bucket, log_dir: Path, master: str | None = None,
-                master_web_ui: str | None = None, resource_manager: str | None = None) -> Target:
+def open_target(
+    kind: str,
+    *,
+    records: Bucket,
+    log_dir: Path,
+    master: str | None = None,
+    master_web_ui: str | None = None,
+    resource_manager: str | None = None,
+) -> Target:
     """The target named ``kind``; ``records``: the bucket where local and standalone jobs are recorded."""
     if kind == "local":
         return LocalTarget(records, log_dir)

@@ -22,8 +22,12 @@ class JobIdentity:
     @property
     def tags(self) -> list[str]:
         """YARN application tags (YARN lowercases tags; names are lowercase already)."""
-        return ["sql-runner", f"sql-runner-team:{self.team}", f"sql-runner-name:{self.name}",
-                f"sql-runner-version:{self.version}"]
+        return [
+            "sql-runner",
+            f"sql-runner-team:{self.team}",
+            f"sql-runner-name:{self.name}",
+            f"sql-runner-version:{self.version}",
+        ]
 
     def to_dict(self) -> dict:
         return {"team": self.team, "name": self.name, "version": self.version, "run-id": self.run_id}

@@ -27,7 +27,7 @@ def process_start_ticks(pid: int) -> int | None:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    fields = stat[stat.rindex(")") + 2:].split()
+    fields = stat[stat.rindex(")") + 2 :].split()
     if fields[0] in ("Z", "X"):
         return None
     return int(fields[19])
@@ -55,11 +55,19 @@ class LocalTarget:
         log = self.log_path(identity)
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "ab") as handle:
-            process = subprocess.Popen(args, env=env, stdout=handle, stderr=subprocess.STDOUT,
-                                       stdin=subprocess.DEVNULL, start_new_session=True)
+            process = subprocess.Popen(
+                args, env=env, stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+            )
         ticks = process_start_ticks(process.pid)
-        record = {"target": self.kind, "identity": identity.to_dict(), "host": socket.gethostname(),
-                  "pid": process.pid, "start-ticks": ticks, "log": str(log), "master": self._master}
+        record = {
+            "target": self.kind,
+            "identity": identity.to_dict(),
+            "host": socket.gethostname(),
+            "pid": process.pid,
+            "start-ticks": ticks,
+            "log": str(log),
+            "master": self._master,
+        }
         self.bucket.write(layout.job_record(identity.name), json.dumps(record, indent=2).encode())
         return RunningJob(identity, self.kind, f"{process.pid}@{record['host']}", f"log {log}")
 

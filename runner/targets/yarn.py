@@ -30,15 +30,22 @@ class YarnTarget:
         return "yarn"
 
     def submit_options(self, identity: JobIdentity) -> list[str]:
-        return ["--deploy-mode", "cluster",
-                "--conf", f"spark.yarn.tags={','.join(identity.tags)}",
-                "--conf", "spark.yarn.submit.waitAppCompletion=false",
-                "--conf", "spark.yarn.maxAppAttempts=1"]
+        return [
+            "--deploy-mode",
+            "cluster",
+            "--conf",
+            f"spark.yarn.tags={','.join(identity.tags)}",
+            "--conf",
+            "spark.yarn.submit.waitAppCompletion=false",
+            "--conf",
+            "spark.yarn.maxAppAttempts=1",
+        ]
 
     def submit(self, identity: JobIdentity, args: list[str], env: dict[str, str]) -> RunningJob:
         """Run spark-submit until YARN accepted the application, then look it up by its tags."""
-        completed = subprocess.run(args, env=env, capture_output=True, text=True, timeout=self.submit_timeout,
-                                   check=False)
+        completed = subprocess.run(
+            args, env=env, capture_output=True, text=True, timeout=self.submit_timeout, check=False
+        )
         if completed.returncode != 0:
             tail = (completed.stderr or completed.stdout).strip().splitlines()[-5:]
             raise UserError.of("SUBMIT_FAILED", status=completed.returncode, output=" | ".join(tail) or "no output")
@@ -52,12 +59,17 @@ class YarnTarget:
             with urllib.request.urlopen(f"{self.resource_manager}{path}", timeout=10) as response:
                 return json.load(response)
         except urllib.error.HTTPError as error:
-            raise UserError.of("RESOURCE_MANAGER_ERROR", url=self.resource_manager, status=error.code,
-                               request=f"GET {path.split('?')[0]}") from None
+            raise UserError.of(
+                "RESOURCE_MANAGER_ERROR",
+                url=self.resource_manager,
+                status=error.code,
+                request=f"GET {path.split('?')[0]}",
+            ) from None
         except (urllib.error.URLError, OSError) as error:
             reason = getattr(error, "reason", error)
-            raise UserError.of("RESOURCE_MANAGER_UNREACHABLE", url=self.resource_manager, purpose="",
-                               reason=reason) from None
+            raise UserError.of(
+                "RESOURCE_MANAGER_UNREACHABLE", url=self.resource_manager, purpose="", reason=reason
+            ) from None
 
     def applications(self, team: str, name: str) -> list[dict]:
         """Active applications whose tags are exactly this team's and this name's."""
@@ -79,8 +91,12 @@ class YarnTarget:
     def stop(self, job: RunningJob, *, force: bool) -> None:
         """Kill the application through the ResourceManager (YARN has no gentler stop)."""
         body = json.dumps({"state": "KILLED"}).encode()
-        request = urllib.request.Request(f"{self.resource_manager}/ws/v1/cluster/apps/{job.job_id}/state",
-                                         data=body, method="PUT", headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            f"{self.resource_manager}/ws/v1/cluster/apps/{job.job_id}/state",
+            data=body,
+            method="PUT",
+            headers={"Content-Type": "application/json"},
+        )
         try:
             with urllib.request.urlopen(request, timeout=10) as response:
                 response.read()
@@ -88,5 +104,9 @@ class YarnTarget:
             raise UserError.of("KILL_REFUSED", app=job.job_id, status=error.code) from None
         except (urllib.error.URLError, OSError) as error:
             reason = getattr(error, "reason", error)
-            raise UserError.of("RESOURCE_MANAGER_UNREACHABLE", url=self.resource_manager,
-                               purpose=f" to kill {job.job_id}", reason=reason) from None
+            raise UserError.of(
+                "RESOURCE_MANAGER_UNREACHABLE",
+                url=self.resource_manager,
+                purpose=f" to kill {job.job_id}",
+                reason=reason,
+            ) from None
