@@ -8,6 +8,7 @@ STAMP := $(VENV)/.installed
 # checkov lives in its own environment: it pins an older boto3 than the runner's.
 CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
+SOURCES := runner jobs infra demo tests bench
 
 .PHONY: run test lint venv clean synth deploy-infra destroy-infra package package-lambda push-artifacts
 
@@ -32,6 +33,8 @@ run: $(STAMP)
 	@$(BIN)/python -m demo
 
 test: $(STAMP) $(CHECKOV_STAMP)
+	@$(BIN)/ruff check $(SOURCES)
+	@$(BIN)/ruff format --check --quiet $(SOURCES)
 	@$(BIN)/python -m pytest -q
 
 # ---- AWS infrastructure per team (infra/teams.yaml) ----------------------------------------
@@ -59,7 +62,8 @@ push-artifacts: $(STAMP)
 	@$(BIN)/python -m infra.package push --team "$(TEAM)"
 
 lint: $(STAMP)
-	@$(BIN)/ruff check runner jobs demo tests bench infra
+	@$(BIN)/ruff check $(SOURCES)
+	@$(BIN)/ruff format --check $(SOURCES)
 	@$(BIN)/lint-imports --no-logo
 
 clean:
