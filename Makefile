@@ -67,4 +67,4 @@ lint: $(STAMP)
 	@$(BIN)/lint-imports --no-logo
 
 clean:
-	rm -rf demo-data .sql-runner .pytest_cache cdktf.out dist
+	rm -rf demo-data .sql-runner .pytest_cache .ruff_cache .import_linter_cache cdktf.out dist
