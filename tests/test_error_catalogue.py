@@ -66,7 +66,6 @@ def test_every_code_raised_is_registered_and_every_registered_code_is_raised():
     assert not unregistered, f"raised but not in runner/core/error_catalogue.py: {unregistered}"
     never = sorted(set(CATALOGUE) - set(raised) - literals)
     assert not never, f"registered but raised nowhere: {never}"
-    assert len(CATALOGUE) >= 80, f"{len(CATALOGUE)} codes"
 
 
 def test_problems_are_made_from_the_catalogue_only():

@@ -115,10 +115,10 @@ def _state_root(project: Path | None, state: Path | None, *, need_project: bool)
     if state is not None:
         return state.resolve()
     if project is not None:
-        return layout.state_dir(project.resolve(), None)
+        return layout.state_dir(project.resolve())
     try:
-        return layout.state_dir(find_root(), None)
+        return layout.state_dir(find_root())
     except UserError:
         if need_project:
             raise
-        return layout.state_dir(Path.cwd(), None)
+        return layout.state_dir(Path.cwd())

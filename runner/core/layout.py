@@ -91,6 +91,6 @@ def savepoint(name: str, version: int, savepoint_id: str) -> str:
     return f"savepoints/{name}/{version}/{savepoint_id}/"
 
 
-def state_dir(project_root: Path, state: Path | None) -> Path:
-    """``--state PATH`` when given, else ``.sql-runner/`` inside the project."""
-    return (state or project_root / DEFAULT_STATE_DIR).resolve()
+def state_dir(project_root: Path) -> Path:
+    """Where local state goes when ``--state`` is not given: ``.sql-runner/`` inside the project."""
+    return (project_root / DEFAULT_STATE_DIR).resolve()

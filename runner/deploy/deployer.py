@@ -33,7 +33,7 @@ from runner.core.errors import Problem, ProblemCollector, UserError
 from runner.core.jobspec import JobSpec
 from runner.core.manifest import Manifest, Meta
 from runner.core.querydiff import QueryDiff
-from runner.core.starts import Source
+from runner.core.starts import Source, Starts
 from runner.core.stateref import StateRef
 from runner.core.tables import TableDef
 from runner.deploy import submit
@@ -78,6 +78,19 @@ class Decision:
     etag: str | None
     running: RunningJob | None
     observed: Observed
+
+
+@dataclass(frozen=True)
+class _Inputs:
+    """What one decision is made from: the deployed record (and its etag), the running job, the state found."""
+
+    record: DeploymentRecord | None
+    etag: str | None
+    running: RunningJob | None
+    observed: Observed
+
+    def decision(self, action: Action, prepared: Prepared | None) -> Decision:
+        return Decision(action.name, action, prepared, self.record, self.etag, self.running, self.observed)
 
 
 class Deployer:
@@ -130,14 +143,23 @@ class Deployer:
         """A job spec too large for spark-submit's command line is refused now, before anything is stopped."""
         meta = Meta(query_id=str(uuid.uuid4()), query_version=1, query_create_timestamp=self.clock())
         run_id = savepoints.new_run_id(self.clock())
-        checkpoint = self.store.checkpoints.uri(layout.checkpoint(manifest.name, 1, run_id))
-        JobSpec(
-            manifest.model_copy(update={"meta": meta}),
+        checkpoint_key = layout.checkpoint(manifest.name, 1, run_id)
+        self._job_spec(manifest.model_copy(update={"meta": meta}), tables, checkpoint_key, run_id, {}).to_json()
+
+    def _job_spec(
+        self, manifest: Manifest, tables: tuple[TableDef, ...], checkpoint_key: str, run_id: str, starts: Starts
+    ) -> JobSpec:
+        """What a job of ``manifest`` is handed (``manifest`` with its meta)."""
+        return JobSpec(
+            manifest,
             Catalog(tables),
-            checkpoint,
+            self.store.checkpoints.uri(checkpoint_key),
             self.store.checkpoints.uri(layout.dead_letter(manifest.name)),
             store=self.store.describe(),
-        ).to_json()
+            once=self.settings.once,
+            run_id=run_id,
+            starts=starts,
+        )
 
     @staticmethod
     def _same_text(record: DeploymentRecord, manifest: Manifest, tables: tuple[TableDef, ...]) -> bool:
@@ -199,29 +221,27 @@ class Deployer:
         collector.raise_if_any()
         return prepared
 
-    def _inputs(self, name: str, prepared: Prepared | None) -> Decision:
-        """What the plan decides on for ``name``, read from the store and the target (no action yet)."""
+    def _inputs(self, name: str) -> _Inputs:
+        """What the plan decides on for ``name``, read from the store and the target."""
         record, blob = records.read_deployed(self.store.manifests, name)
         observed, running = self.observe(name, record)
-        return Decision(
-            name, Action(name, "nothing", ()), prepared, record, blob.etag if blob else None, running, observed
-        )
+        return _Inputs(record, blob.etag if blob else None, running, observed)
 
     def decide(self, name: str, prepared: Prepared | None) -> Decision:
         """The decision for one manifest (``prepared`` None: its manifest is gone)."""
-        inputs = self._inputs(name, prepared)
+        inputs = self._inputs(name)
         action = plan_one(name, _desired(prepared), _deployed(inputs.record), inputs.observed)
-        return replace(inputs, action=action)
+        return inputs.decision(action, prepared)
 
     def decide_all(self, prepared: dict[str, Prepared], *, whole_project: bool) -> list[Decision]:
         """Decisions for the prepared manifests, in name order; ``whole_project``: every deployed job too
         (one whose manifest is gone is removed)."""
         names = set(prepared) | (set(records.deployed_names(self.store.manifests)) if whole_project else set())
-        inputs = {name: self._inputs(name, prepared.get(name)) for name in names}
+        inputs = {name: self._inputs(name) for name in names}
         desired = {name: _desired(item) for name, item in prepared.items()}
         deployed = {name: _deployed(item.record) for name, item in inputs.items() if item.record is not None}
         actions = plan(desired, deployed, {name: item.observed for name, item in inputs.items()})
-        return [replace(inputs[action.name], action=action) for action in actions]
+        return [inputs[action.name].decision(action, prepared.get(action.name)) for action in actions]
 
     # ---- acting -------------------------------------------------------------------------
 
@@ -397,7 +417,7 @@ class Deployer:
             )
         manifest = prepared.manifest.model_copy(update={"meta": meta})
         run_id = savepoints.new_run_id(now)
-        starts: dict[str, dict[str, dict]] = {}
+        starts: Starts = {}
         continued_from = None
         if action.kind == "restore":
             ref = self._resolve(action.restore_from, taken)
@@ -436,16 +456,7 @@ class Deployer:
         self._write_record(decision, record)
         self._clear_stop_request(name)
         identity = JobIdentity(self.settings.team, name, version, run_id)
-        spec = JobSpec(
-            manifest,
-            Catalog(prepared.tables),
-            self.store.checkpoints.uri(checkpoint_key),
-            self.store.checkpoints.uri(layout.dead_letter(name)),
-            store=self.store.describe(),
-            once=self.settings.once,
-            run_id=run_id,
-            starts=starts,
-        )
+        spec = self._job_spec(manifest, prepared.tables, checkpoint_key, run_id, starts)
         args = submit.command(
             spec,
             master=self.target.master(),
