@@ -1,8 +1,9 @@
 """Building a job's DataFrame from a manifest: sources, the query, target check, metadata.
 
-The same code serves two purposes: with ``streaming=True`` it reads the live sources
-(the job, ``preview``); with ``streaming=False`` every table is an empty frame of its
-declared shape, so ``validate`` analyses the query without reading any data.
+The same code serves two purposes: with ``live=True`` it reads the live sources (the
+job, ``preview``); with ``live=False`` every table is a stand-in stream of its declared
+shape that reads nothing, so ``validate`` and ``plan`` analyse the very streaming plan
+the job will run without reading any data.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ class _Sources:
         spark: SparkSession,
         catalog: Catalog,
         env: Mapping[str, str],
-        streaming: bool,
+        live: bool,
         reuse: BuiltQuery | None = None,
         starts: Starts | None = None,
     ):
@@ -59,7 +60,7 @@ class _Sources:
         self.starts = starts or {}
         self.catalog = catalog
         self.env = env
-        self.streaming = streaming
+        self.live = live
         self.frames: dict[str, DataFrame] = {}
         self.tables: dict[str, TableDef] = {}
         self.dead_letters: list[tuple[TableDef, DataFrame]] = []
@@ -72,9 +73,9 @@ class _Sources:
         if self.reuse and earlier is not None and earlier.definition() == table.definition():
             # The same relation object for an unchanged table lets Spark compare two queries.
             frame = self.reuse.frames[view]
-        elif not self.streaming:
+        elif not self.live:
             sources.require_source(table)
-            frame = sources.empty_table(self.spark, table)
+            frame = sources.stand_in(self.spark, table)
         else:
             raw = sources.read_table(self.spark, table, self.env, self.starts.get(MAIN, {}).get(table.name))
             frame = sources.valid_rows(raw, table)
@@ -120,7 +121,7 @@ def build_query(
     catalog: Catalog,
     env: Mapping[str, str],
     *,
-    streaming: bool,
+    live: bool,
     file: str | None = None,
     line: int | None = None,
     reuse: BuiltQuery | None = None,
@@ -131,19 +132,19 @@ def build_query(
     ``reuse``: an earlier build whose frames serve every table declared the same way,
     so the two results can be compared with ``sameSemantics``.
     """
-    registry = _Sources(spark, catalog, env, streaming, reuse, starts)
+    registry = _Sources(spark, catalog, env, live, reuse, starts)
     if manifest.sql is not None:
         where = Location(file, "sql", line, manifest.sql)
         bound = registry.bind_sql(manifest.sql, where)
         result = analysed(lambda: spark.sql(bound.text), where, bound)
     else:
-        result = _run_code(spark, manifest, registry, streaming, file, line)
+        result = _run_code(spark, manifest, registry, file, line)
     return BuiltQuery(result, dict(registry.tables), dict(registry.frames), registry.dead_letters)
 
 
 def sql_preview_query(spark: SparkSession, sql: str, catalog: Catalog, env: Mapping[str, str]) -> BuiltQuery:
     """A query given on the command line, over the live sources."""
-    registry = _Sources(spark, catalog, env, streaming=True)
+    registry = _Sources(spark, catalog, env, live=True)
     where = Location("--sql", "sql", None, sql)
     bound = registry.bind_sql(sql, where)
     result = analysed(lambda: spark.sql(bound.text), where, bound)
@@ -151,7 +152,7 @@ def sql_preview_query(spark: SparkSession, sql: str, catalog: Catalog, env: Mapp
 
 
 def _run_code(
-    spark: SparkSession, manifest: Manifest, registry: _Sources, streaming: bool, file: str | None, line: int | None
+    spark: SparkSession, manifest: Manifest, registry: _Sources, file: str | None, line: int | None
 ) -> DataFrame:
     filename = f"<{manifest.name} code>"
     where = Location(file, "code", line)
@@ -192,7 +193,7 @@ def _run_code(
     output = namespace.get("execution_output")
     if not isinstance(output, DataFrame):
         raise UserError.of("CODE_NO_OUTPUT", file=file, field="code", line=line, kind=type(output).__name__)
-    if streaming and not output.isStreaming:
+    if not output.isStreaming:
         raise UserError.of("CODE_NOT_STREAMING", file=file, field="code", line=line)
     return analysed(lambda: output, where)
 
@@ -203,15 +204,17 @@ def build_job(
     catalog: Catalog,
     env: Mapping[str, str],
     *,
-    streaming: bool,
+    live: bool,
     file: str | None = None,
     lines: Mapping[str, int] | None = None,
     starts: Starts | None = None,
+    reuse: BuiltQuery | None = None,
 ) -> BuiltJob:
     """The full output of a job: query result checked against the target, plus metadata.
 
-    A streaming job writes metadata columns, so its manifest must carry the runner's meta
-    section; an analysis (``streaming=False``) of a manifest not deployed yet has none.
+    A live job writes metadata columns, so its manifest must carry the runner's meta
+    section; an analysis (``live=False``) leaves them out: they are literals, which
+    change neither what Spark accepts nor what the query keeps in state.
     """
     lines = lines or {}
     target = catalog.lookup_name(manifest.target_table)
@@ -227,12 +230,12 @@ def build_job(
     check_sink(target)
     query_field = "sql" if manifest.sql is not None else "code"
     query = build_query(
-        spark, manifest, catalog, env, streaming=streaming, file=file, line=lines.get(query_field), starts=starts
+        spark, manifest, catalog, env, live=live, file=file, line=lines.get(query_field), starts=starts, reuse=reuse
     )
     if target.key in {t.key for t in query.sources.values()}:
         raise UserError.of(
             "TARGET_IS_SOURCE", file=file, field="target-table", line=lines.get("target-table"), table=target.name
         )
     conformed = conform(query.result, target, file=file, field="target-table")
-    output = with_metadata(conformed, manifest) if streaming or manifest.meta else conformed
+    output = with_metadata(conformed, manifest) if live else conformed
     return BuiltJob(output, target, query)

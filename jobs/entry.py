@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     try:
         log(spec, f"building the query over {len(spec.catalog.tables)} declared tables")
-        built = build_job(spark, spec.manifest, spec.catalog, os.environ, streaming=True, starts=spec.starts)
+        built = build_job(spark, spec.manifest, spec.catalog, os.environ, live=True, starts=spec.starts)
         for role, tables in spec.starts.items():
             for table, start in tables.items():
                 log(spec, f"{table} ({role}) continues the previous version: {start.kind}")

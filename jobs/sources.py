@@ -8,7 +8,10 @@ dead-letter location. A malformed record therefore never fails the job.
 
 from __future__ import annotations
 
+import atexit
 import json
+import shutil
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -209,6 +212,20 @@ def invalid_rows(frame: DataFrame, table: TableDef) -> DataFrame:
     )
 
 
-def empty_table(spark: SparkSession, table: TableDef) -> DataFrame:
-    """An empty frame with the table's shape, for analysing queries without reading data."""
-    return finish(spark.createDataFrame([], spark_schema(table)), table)
+_STAND_IN_ROOT: list[str] = []
+
+
+def stand_in(spark: SparkSession, table: TableDef) -> DataFrame:
+    """A streaming frame with the table's shape that reads nothing, for analysing queries.
+
+    A file stream over an empty folder of the table's own (one per table, so Spark tells
+    two tables apart), then the same computed columns and watermark as the live source:
+    the plan Spark analyses is the streaming plan the job will run, without any data.
+    """
+    if not _STAND_IN_ROOT:
+        root = tempfile.mkdtemp(prefix="sql-runner-analysis-")
+        atexit.register(shutil.rmtree, root, True)
+        _STAND_IN_ROOT.append(root)
+    folder = Path(_STAND_IN_ROOT[0]) / table.slug
+    folder.mkdir(exist_ok=True)
+    return finish(spark.readStream.schema(spark_schema(table)).json(str(folder)), table)

@@ -43,7 +43,7 @@ def run_once(spark, project: ProjectDir, manifest_name: str, state: Path, *, onc
         state / "dead-letter" / manifest_name,
     )
     spec = JobSpec(prepared.manifest, proj.catalog, str(prepared.checkpoint), str(prepared.dead_letter), once)
-    built = build_job(spark, spec.manifest, spec.catalog, {}, streaming=True)
+    built = build_job(spark, spec.manifest, spec.catalog, {}, live=True)
     queries = runtime.start(spark, built, spec, {})
     if once:
         runtime.wait(spark, queries, once=True)

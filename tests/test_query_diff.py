@@ -62,11 +62,11 @@ def test_an_added_filter_in_a_stateless_query_is_a_compatible_change(spark, cata
     assert result.reasons == ("the query's meaning changed (Spark's sameSemantics)",)
 
 
-def test_a_renamed_column_changes_the_output(spark, catalog):
-    renamed = FILTER.replace("amount, ts", "amount AS amt, ts")
-    result = diff(spark, catalog, FILTER, renamed)
+def test_a_retyped_column_changes_the_output(spark, catalog):
+    retyped = FILTER.replace("amount, ts", "CAST(amount AS FLOAT) AS amount, ts")
+    result = diff(spark, catalog, FILTER, retyped)
     assert result.changed
-    assert any("output columns changed" in r and "amt double" in r for r in result.reasons)
+    assert any("output columns changed" in r and "amount float" in r for r in result.reasons)
 
 
 def test_a_filter_before_an_aggregation_keeps_its_state(spark, catalog):
@@ -92,7 +92,7 @@ def test_changed_grouping_window_or_aggregates_discard_state(spark, catalog, new
     assert any(r.startswith(why) for r in result.reasons), result.reasons
     shown = next(r for r in result.reasons if r.startswith("aggregation 1 changed"))
     if "'2 minutes'" in new:
-        assert shown.endswith("with keys computed differently (e.g. a window's size or slide)"), shown
+        assert "with grouping keys computed differently (e.g. a window's size or slide" in shown, shown
     if "MAX(amount)" in new:
         assert "sum(amount)" in shown and "max(amount)" in shown, shown
 
@@ -101,7 +101,8 @@ def test_adding_a_stateful_operator_or_a_source_is_incompatible(spark, catalog):
     distinct = FILTER.replace("SELECT ", "SELECT DISTINCT ")
     result = diff(spark, catalog, FILTER, distinct)
     assert not result.state_compatible
-    assert any("stateful operators changed: none -> DISTINCT" in r for r in result.reasons)
+    expected = "stateful operators changed: none -> DISTINCT over transaction_id, account_id, amount, ts"
+    assert any(expected in r for r in result.reasons), result.reasons
     union = FILTER + " UNION ALL SELECT transaction_id, account_id, amount, ts FROM `demo`.`refunds`"
     result = diff(spark, catalog, FILTER, union)
     assert not result.state_compatible and any(r.startswith("sources changed") for r in result.reasons)

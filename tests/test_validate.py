@@ -216,3 +216,53 @@ def test_unknown_table_in_a_subquery_and_ctes_are_not_tables(spark, demo_project
     assert result.exit_code == 2
     lines = [line for line in result.stderr.splitlines() if "UNKNOWN_TABLE" in line]
     assert len(lines) == 1 and "`blocked`" in lines[0] and "big" not in lines[0].split("declared tables")[0]
+
+
+STREAMING_DDL = """
+CREATE TABLE `demo`.`accounts-seen` (account_id STRING{meta}) WITH ('connector' = 'blackhole');
+CREATE TABLE `demo`.`per-account` (account_id STRING, n BIGINT{meta}) WITH ('connector' = 'blackhole');
+CREATE TABLE `demo`.`per-account-keyed` (account_id STRING, n BIGINT{meta},
+  PRIMARY KEY (account_id) NOT ENFORCED) WITH ('connector' = 'blackhole');
+"""
+NOT_STREAMABLE = {
+    "distinct": ("`demo`.`accounts-seen`", "SELECT DISTINCT account_id FROM `demo`.`card-transactions`"),
+    "unwatermarked-count": (
+        "`demo`.`per-account`",
+        "SELECT account_id, COUNT(*) AS n FROM `demo`.`card-transactions` GROUP BY account_id",
+    ),
+    "sorted": (
+        "`demo`.`high-value-tx`",
+        "SELECT transaction_id, account_id, amount, ts FROM `demo`.`card-transactions` ORDER BY amount",
+    ),
+}
+
+
+def test_queries_spark_cannot_run_as_streams_are_refused_before_deploy(spark, demo_project: ProjectDir):
+    """Bad inputs: a streaming DISTINCT without watermark, a count without watermark into an
+    append sink, a sort on a stream; each is one line naming its file, with a hint."""
+    from tests.conftest import METADATA_DDL
+
+    demo_project.ddl("more", STREAMING_DDL.format(meta=METADATA_DDL))
+    for name, (target, sql) in NOT_STREAMABLE.items():
+        demo_project.manifest(name, f'name: {name}\ntarget-table: "{target}"\nsql: {sql}\n')
+    # the same count into a keyed table runs in update mode, which Spark accepts without a watermark
+    keyed = NOT_STREAMABLE["unwatermarked-count"][1]
+    target = "`demo`.`per-account-keyed`"
+    demo_project.manifest("keyed-count", f'name: keyed-count\ntarget-table: "{target}"\nsql: {keyed}\n')
+    result = invoke(demo_project)
+    assert result.exit_code == 2, result.stdout + result.stderr
+    lines = [line for line in result.stderr.splitlines() if "STREAMING_UNSUPPORTED" in line]
+    assert len(lines) == 3, result.stderr
+    by_file = {line.split(":", 1)[0]: line for line in lines}
+    assert set(by_file) == {f"manifests/{name}.yaml" for name in NOT_STREAMABLE}
+    assert "append mode" in by_file["manifests/distinct.yaml"] and "watermark" in by_file["manifests/distinct.yaml"]
+    assert "hint: declare a WATERMARK" in by_file["manifests/unwatermarked-count.yaml"]
+    assert "PRIMARY KEY" in by_file["manifests/unwatermarked-count.yaml"]
+    assert "Sorting is not supported" in by_file["manifests/sorted.yaml"]
+    assert "hint: remove the ORDER BY" in by_file["manifests/sorted.yaml"]
+    assert "keyed-count" not in result.stderr
+
+    deployed = CliRunner().invoke(cli, ["deploy", "--project", str(demo_project.root)])
+    assert deployed.exit_code == 2 and deployed.stderr.count("STREAMING_UNSUPPORTED") == 3
+    state = demo_project.root / ".sql-runner" / "manifests"
+    assert not list(state.rglob("deployed/*")), "nothing may be deployed"

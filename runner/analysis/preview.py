@@ -39,7 +39,7 @@ def preview_query(
     spark = local_session("sql-runner-preview")
     if manifest is not None:
         loaded = project.load_manifest(manifest)
-        query = build_query(spark, loaded, project.catalog, os.environ, streaming=True, file=project.display(manifest))
+        query = build_query(spark, loaded, project.catalog, os.environ, live=True, file=project.display(manifest))
     else:
         query = sql_preview_query(spark, sql or "", project.catalog, os.environ)
     log(f"reading {', '.join(t.name for t in query.sources.values())} (up to {limit} rows, {timeout:.0f}s)")

@@ -1,8 +1,9 @@
 """``sql-runner validate``: manifests and DDL checked, then each query analysed on local Spark.
 
-No data is read: every declared table is an empty frame of its declared shape, so Spark
-resolves the query, its columns and types, and the target's schema is checked against
-the query's result.
+No data is read: every declared table is a stand-in stream of its declared shape, so
+Spark resolves the query, its columns and types, the target's schema is checked against
+the query's result, and Spark's streaming checks run on the plan with the output mode
+the target's sink will use (``runner/analysis/streaming.py``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from jobs.build import build_job
+from jobs.sinks import output_mode
+from runner.analysis import streaming
 from runner.analysis.session import local_session
 from runner.authoring import yamlfile
 from runner.authoring.project import Project, load_project
@@ -59,7 +62,10 @@ def analyse(
     Raises UserError for anything that would stop the job: the query, the target's schema,
     a source or sink that cannot play its part, placeholders not set in ``env``.
     """
-    built = build_job(spark, manifest, catalog, env, streaming=False, file=file, lines=lines)
+    built = build_job(spark, manifest, catalog, env, live=False, file=file, lines=lines)
+    query_field = "sql" if manifest.sql is not None else "code"
+    line = (lines or {}).get(query_field)
+    streaming.check(built.output, output_mode(built.target), file=file, field=query_field, line=line)
     analysed = Analysed(tuple(built.query.sources.values()), built.target)
     problems = placeholders.job_problems(manifest.spark_properties, file, analysed.tables, env)
     if problems:

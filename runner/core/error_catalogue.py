@@ -145,6 +145,7 @@ _ENTRIES = (
         "execution_output is a batch DataFrame",
         "build it from table(...) or sql(...) so it reads the streaming sources",
     ),
+    ErrorCode("STREAMING_UNSUPPORTED", "cannot run as a stream in {mode} mode: {reason}", "{hint}"),
     ErrorCode("TARGET_IS_SOURCE", "the query reads its own target {table}", "write to a different table"),
     ErrorCode("TARGET_SCHEMA_MISMATCH", "{reason}", "{hint}"),
     ErrorCode(
