@@ -2,6 +2,9 @@
 
 - It publishes its progress to ``status/<name>.json`` after every micro-batch, so
   ``sql-runner status`` works the same on every target.
+- When Spark refuses to start from the restored state (``refused_restore``), it says so
+  in its status and in ``history/<name>/``, and stops: restoring the same state again
+  would fail the same way, so the next ``plan`` proposes a new version instead.
 - It watches ``control/<name>/stop.json``. On a stop request for its version it waits
   until no micro-batch is in flight, stops its queries, and acknowledges with
   ``control/<name>/stopped.json`` — the runner then takes the savepoint.
@@ -10,6 +13,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from datetime import UTC, datetime
@@ -18,11 +22,34 @@ from typing import Any
 from pyspark.sql.streaming import StreamingQuery
 
 from jobs.runtime import ProgressListener
-from runner.core import layout
+from runner.core import history, layout
 from runner.core.bucket import Bucket, bucket_from
 from runner.core.jobspec import JobSpec
 
 POLL_SECONDS = 0.5
+
+# Spark's words for "this checkpoint cannot serve this query" (state schema or operator
+# checks, or the checkpoint's sources). Anything else is an ordinary failure.
+_REFUSALS = (
+    "STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE",
+    "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE",
+    "STATE_STORE_INVALID_VALUE_SCHEMA_EVOLUTION",
+    "STATE_STORE_COLUMN_FAMILY_SCHEMA_INCOMPATIBLE",
+    "STATE_STORE_INVALID_CONFIG_AFTER_RESTART",
+    "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA",
+    "STREAMING_STATEFUL_OPERATOR_MISSING_STATE_DIRECTORY",
+    "StateSchemaNotCompatible",
+    "sources in the checkpoint offsets and now there are",
+)
+
+
+def refused_restore(error: BaseException) -> str | None:
+    """Spark's reason when ``error`` is its refusal to run the query from the checkpoint's state."""
+    text = str(error)
+    if not any(marker in text for marker in _REFUSALS):
+        return None
+    text = re.sub(r"^.*?terminated with exception: ", "", text.splitlines()[0] if text else "")
+    return re.sub(r"\s*SQLSTATE: \w+\s*$", "", text).strip()
 
 
 def _now() -> str:
@@ -40,29 +67,63 @@ class JobControl:
         self._done = threading.Event()
         self._lock = threading.Lock()
         self._last_progress: dict[str, Any] | None = None
+        self._final: tuple[str, dict[str, Any]] | None = None  # stopped or failed, once said
 
     def publish(self, state: str, progress: dict[str, Any] | None = None, **extra: Any) -> None:
-        """Write the job's status; failures to publish never stop the job."""
+        """Write the job's status; failures to publish never stop the job.
+
+        Progress events arrive asynchronously, so one may come after the job said it stopped
+        or failed: it updates the progress shown, never the final state.
+        """
         if self.bucket is None:
             return
-        record = {
-            "name": self.spec.manifest.name,
-            "version": self.version,
-            "run-id": self.spec.run_id,
-            "state": state,
-            "started-at": self.started,
-            "updated-at": _now(),
-            **extra,
-        }
-        if progress is not None:
-            self._last_progress = progress
-        if self._last_progress is not None:  # a stopped or failed job still shows where it got to
-            record["progress"] = self._last_progress
+        with self._lock:
+            if state in ("stopped", "failed"):
+                self._final = (state, extra)
+            elif self._final is not None:
+                state, extra = self._final
+            record = {
+                "name": self.spec.manifest.name,
+                "version": self.version,
+                "run-id": self.spec.run_id,
+                "state": state,
+                "started-at": self.started,
+                "updated-at": _now(),
+                **extra,
+            }
+            if progress is not None:
+                self._last_progress = progress
+            if self._last_progress is not None:  # a stopped or failed job still shows where it got to
+                record["progress"] = self._last_progress
         try:
             with self._lock:
                 self.bucket.write(layout.status(self.spec.manifest.name), json.dumps(record).encode())
         except Exception as error:  # noqa: BLE001 - status is best effort; the data path matters more
             self.log(f"could not publish status: {error}")
+
+    def refused(self, reason: str) -> None:
+        """Spark refused the restored state: say so in the status and the job's history."""
+        self.publish("failed", error=reason, **{"state-refused": reason})
+        if self.bucket is None:
+            return
+        name = self.spec.manifest.name
+        record = {
+            "name": name,
+            "at": _now(),
+            "inputs": {"run-id": self.spec.run_id, "checkpoint": self.spec.checkpoint},
+            "decision": "refused",
+            "summary": "Spark refused the restored state: the job stopped",
+            "reasons": [
+                reason,
+                f"the next plan starts v{self.version + 1} with clean state instead of restoring v{self.version} again",
+            ],
+            "version": self.version,
+            "outcome": {"result": "failed", "error": reason},
+        }
+        try:
+            history.write_history(self.bucket, name, record, datetime.now(UTC))
+        except Exception as error:  # noqa: BLE001 - the status already says why; keep stopping
+            self.log(f"could not record the refusal in history: {error}")
 
     def watch(self, queries: list[StreamingQuery]) -> threading.Thread:
         """Start the thread that turns a stop request into a stop at a batch boundary."""

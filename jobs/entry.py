@@ -24,7 +24,7 @@ from pyspark.sql import SparkSession  # noqa: E402
 
 from jobs import runtime  # noqa: E402
 from jobs.build import build_job  # noqa: E402
-from jobs.control import JobControl, StatusPublisher  # noqa: E402
+from jobs.control import JobControl, StatusPublisher, refused_restore  # noqa: E402
 from jobs.logs import quiet_python_logs  # noqa: E402
 from runner.core.errors import UserError  # noqa: E402
 from runner.core.jobspec import JobSpec  # noqa: E402
@@ -84,6 +84,11 @@ def main(argv: list[str] | None = None) -> int:
         control.publish("failed", error="; ".join(p.render() for p in error.problems))
         return 2
     except Exception as error:  # noqa: BLE001 - report the cause and exit 1
+        refusal = refused_restore(error)
+        if refusal is not None:
+            print(f"[{spec.label}] Spark refused the restored state: {refusal}", file=sys.stderr, flush=True)
+            control.refused(refusal)
+            return 1
         print(f"[{spec.label}] job failed: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
         control.publish("failed", error=f"{type(error).__name__}: {error}")
         return 1

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from runner.core.bucket import LocalBucket
-from runner.state.records import read_history
+from runner.core.history import read_history
 from tests.conftest import ProjectDir
 
 START = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)

@@ -19,7 +19,8 @@ from moto.server import ThreadedMotoServer
 
 from runner.core import layout
 from runner.core.bucket import S3Bucket
-from runner.state.records import read_deployed, read_history
+from runner.core.history import read_history
+from runner.state.records import read_deployed
 from runner.targets.local import process_start_ticks
 from tests.clihelpers import SQL_RUNNER, cli, cli_env, edit, wait_for
 from tests.conftest import ProjectDir

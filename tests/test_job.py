@@ -226,3 +226,18 @@ def test_code_snippet_and_print_sink(spark, demo_project: ProjectDir, tmp_path: 
     for t in rows:
         band = "high" if t.amount > 500 else "low"
         assert any(line.startswith(f"bands> +I[{t.transaction_id}, {band}, ") for line in printed)
+
+
+def test_only_spark_refusing_the_checkpoint_state_counts_as_a_refused_restore():
+    from jobs.control import refused_restore
+
+    spark_said = (
+        "[STREAM_FAILED] Query [id = 1, runId = 2] terminated with exception: [STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE] "
+        "Provided key schema does not match existing state key schema. SQLSTATE: XXKST\nJVM stacktrace: ..."
+    )
+    assert refused_restore(Exception(spark_said)) == (
+        "[STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE] Provided key schema does not match existing state key schema."
+    )
+    sources = "assertion failed: There are [1] sources in the checkpoint offsets and now there are [2] sources"
+    assert refused_restore(Exception(sources)) == sources
+    assert refused_restore(Exception("[STREAM_FAILED] ... java.io.IOException: No space left on device")) is None

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
+
 from runner.core.manifest import Manifest, Meta
 from runner.core.querydiff import QueryDiff
 from runner.core.starts import Source
@@ -180,3 +182,74 @@ def test_plan_covers_desired_and_deployed_names_in_order():
         {"b": desired(), "a": desired(SAME)}, {"a": deployed(), "c": deployed()}, {"a": RUNNING, "c": RUNNING}
     )
     assert [(a.name, a.kind) for a in actions] == [("a", "nothing"), ("b", "start"), ("c", "remove")]
+
+
+# One edit per manifest field, applied to a running job: (field, edited value, the diff Spark would report).
+FIELD_EDITS = {
+    "name": None,  # another name is another job: covered by the new-job and removed-job cases
+    "description": ("new words", SAME),
+    "target-table": ("`demo`.`other`", INCOMPATIBLE),
+    "sql": ("SELECT a FROM t WHERE a > 1", COMPATIBLE),
+    "code": ("execution_output = table('t').where('a > 1')", COMPATIBLE),  # replaces the sql
+    "sparkProperties": ({"spark.sql.shuffle.partitions": "4"}, SAME),
+    "trigger-interval": ("1 minute", SAME),
+    "on-query-change": ("reprocess", SAME),
+    "retention": ({"savepoints": 5, "runs": 2}, SAME),
+    "meta": None,  # written by the runner, never part of a desired manifest
+}
+EXPECTED = {
+    "none": ("update", False, 1),
+    "restart": ("restore", True, 1),
+    "judged": ("restore", True, 1),  # compatible here; an incompatible diff starts a new version
+    "new-version": ("start", True, 2),
+}
+
+
+def test_every_manifest_field_declares_how_its_change_is_handled():
+    from runner.core.manifest import on_change
+
+    declared = on_change()
+    assert set(declared) == set(FIELD_EDITS), "a new manifest field needs an x-on-change and a case here"
+    assert declared["retention"] == declared["on-query-change"] == "none"
+    assert declared["name"] == "identity" and declared["meta"] == "runner"
+
+
+@pytest.mark.parametrize("field", [f for f, edit in FIELD_EDITS.items() if edit is not None])
+def test_a_change_to_each_field_is_carried_out_as_declared(field):
+    from runner.core.manifest import on_change
+
+    value, diff = FIELD_EDITS[field]
+    edited = {field: value, **({"sql": None} if field == "code" else {})}
+    action = plan_one("job", desired(diff, **edited), deployed(), RUNNING)
+    assert (action.kind, action.stop, action.version) == EXPECTED[on_change()[field]], action
+    if on_change()[field] == "none":
+        assert action.summary == "record the change; the running job keeps running (no restart needed)"
+        assert action.reasons == (f"changed without a restart: {field} (the job does not use them)",)
+    if on_change()[field] == "restart":
+        assert f"configuration changed: {field}" in action.reasons
+
+
+def test_a_none_field_changed_with_a_restart_field_restarts_once_and_records_both():
+    action = plan_one(
+        "job", desired(SAME, retention={"savepoints": 5, "runs": 2}, description="x"), deployed(), RUNNING
+    )
+    assert (action.kind, action.stop) == ("restore", True)
+    assert "configuration changed: description" in action.reasons
+    assert "changed without a restart: retention (the job does not use them)" in action.reasons
+
+
+def test_a_none_field_changed_while_not_running_restores_as_usual():
+    stopped = Observed(savepoints=(SAVEPOINT,), ever_ran=True)
+    action = plan_one("job", desired(SAME, **{"on-query-change": "reprocess"}), deployed(), stopped)
+    assert (action.kind, action.restore_from) == ("restore", SAVEPOINT)
+
+
+def test_a_refused_restore_starts_the_next_version_instead_of_restoring_again():
+    refused = Observed(checkpoints=(CHECKPOINT,), ever_ran=True, refused="[STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE] ...")
+    action = plan_one("job", desired(SAME), deployed(), refused)
+    assert (action.kind, action.version, action.stop) == ("start", 2, False)
+    assert action.summary == "start v2 with clean state (restore refused)"
+    assert action.continue_from == CHECKPOINT
+    assert any("could not start from its restored state: [STATE_STORE_KEY_SCHEMA" in r for r in action.reasons)
+    # the refusal of an older run does not matter once a job of the version runs again
+    assert plan_one("job", desired(SAME), deployed(), RUNNING).kind == "nothing"

@@ -68,7 +68,7 @@ def savepoint(ctx: Context, name: str) -> None:
 @requires.context(need_project=False)
 def history(ctx: Context, name: str, limit: int, as_json: bool) -> None:
     """Every deploy decision about the job NAME: when, what, why, and how it went."""
-    from runner.state.records import read_history
+    from runner.core.history import read_history
 
     entries = read_history(ctx.store.manifests, name)[-limit:]
     if not entries:

@@ -19,6 +19,7 @@ STATUS_COLUMNS = (
     "batch ms",
     "watermark",
     "latest savepoint",
+    "why",
 )
 
 

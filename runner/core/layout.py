@@ -3,7 +3,7 @@
 manifests bucket
   manifests/<name>.yaml                      desired manifests, pushed by users
   deployed/<name>.yaml                       what is deployed: merged manifest + meta + deployment
-  history/<name>/<timestamp>.json            one record per deploy decision
+  history/<name>/<timestamp>.json            one record per deploy decision (or refused restore)
   locks/<name>.json                          a deploy in progress (lease)
   control/<name>/stop.json                   a request to stop at a micro-batch boundary
   control/<name>/stopped.json                the job's answer: stopped between batches

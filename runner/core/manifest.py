@@ -31,6 +31,23 @@ def invalid(code: str, **params: Any) -> PydanticCustomError:
     return PydanticCustomError(code, CATALOGUE[code].message, params)
 
 
+# How a change to each manifest field is carried out on a deployed job (every field
+# declares one, in its ``x-on-change`` schema annotation, and ``tests/test_plan.py``
+# checks each):
+#   none         recorded; the running job is left alone (it does not use the field)
+#   restart      stop with a savepoint and restore: the job reads it when it starts
+#   judged       Spark compares the queries: restore if the state can serve the new
+#                query, otherwise a new version with clean state
+#   new-version  a new version with clean state
+#   identity     names the job: another value is another job
+#   runner       written by the runner, never by the user
+OnChange = Literal["none", "restart", "judged", "new-version", "identity", "runner"]
+
+
+def _on_change(how: OnChange) -> dict[str, Any]:
+    return {"x-on-change": how}
+
+
 # Job options a manifest may take from the template when it does not set them itself.
 BUILT_IN_DEFAULTS: dict[str, Any] = {
     "description": "",
@@ -73,29 +90,49 @@ class Manifest(BaseModel):
         json_schema_extra={"description": "One streaming SQL query, deployed by spark-sql-runner."},
     )
 
-    name: str = Field(description=f"Unique job name: {NAME_HINT}.")
-    description: str = Field("", description="What the query does; written into every output row.")
-    target_table: str = Field(alias="target-table", description="Declared table the query writes to.")
-    sql: str | None = Field(None, description="One Spark SQL SELECT over declared tables.")
+    name: str = Field(description=f"Unique job name: {NAME_HINT}.", json_schema_extra=_on_change("identity"))
+    description: str = Field(
+        "", description="What the query does; written into every output row.", json_schema_extra=_on_change("restart")
+    )
+    target_table: str = Field(
+        alias="target-table",
+        description="Declared table the query writes to.",
+        json_schema_extra=_on_change("new-version"),
+    )
+    sql: str | None = Field(
+        None, description="One Spark SQL SELECT over declared tables.", json_schema_extra=_on_change("judged")
+    )
     code: str | None = Field(
         None,
         description="Python snippet: gets `spark`, `tables`, `table(name)`, `sql(text)`; "
         "must assign a streaming DataFrame to `execution_output`.",
+        json_schema_extra=_on_change("judged"),
     )
     spark_properties: dict[str, str] = Field(
-        default_factory=dict, alias="sparkProperties", description="Spark properties; merged over the template's."
+        default_factory=dict,
+        alias="sparkProperties",
+        description="Spark properties; merged over the template's.",
+        json_schema_extra=_on_change("restart"),
     )
     trigger_interval: str = Field(
-        "10 seconds", alias="trigger-interval", description="Micro-batch interval, e.g. '10 seconds'."
+        "10 seconds",
+        alias="trigger-interval",
+        description="Micro-batch interval, e.g. '10 seconds'.",
+        json_schema_extra=_on_change("restart"),
     )
     on_query_change: Literal["continue", "reprocess"] = Field(
         "continue",
         alias="on-query-change",
         description="When a change discards state: 'continue' reads on from where the previous version "
         "stopped (no duplicates); 'reprocess' re-reads from each source's startup position.",
+        json_schema_extra=_on_change("none"),
     )
-    retention: Retention = Field(default_factory=Retention, description="Savepoints and runs kept per version.")
-    meta: Meta | None = Field(None, description="Set by the runner on deploy.")
+    retention: Retention = Field(
+        default_factory=Retention,
+        description="Savepoints and runs kept per version.",
+        json_schema_extra=_on_change("none"),
+    )
+    meta: Meta | None = Field(None, description="Set by the runner on deploy.", json_schema_extra=_on_change("runner"))
 
     @field_validator("name")
     @classmethod
@@ -256,3 +293,13 @@ def json_schema() -> dict[str, Any]:
     schema["oneOf"] = [{"required": ["sql"]}, {"required": ["code"]}]
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     return schema
+
+
+def on_change() -> dict[str, OnChange]:
+    """Each manifest field (by its YAML key) and how a change to it is carried out."""
+    declared: dict[str, OnChange] = {}
+    for name, info in Manifest.model_fields.items():
+        extra = info.json_schema_extra
+        assert isinstance(extra, dict) and "x-on-change" in extra, f"manifest field {name} declares no x-on-change"
+        declared[info.alias or name] = extra["x-on-change"]  # type: ignore[assignment]
+    return declared

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.authoring.project import Project
-from runner.core import layout
+from runner.core import history, layout
 from runner.core.bucket import PreconditionFailed
 from runner.core.catalog import Catalog
 from runner.core.errors import Problem, ProblemCollector, UserError
@@ -178,17 +178,15 @@ class Deployer:
         status_blob = self.store.manifests.read(layout.status(name))
         status = json.loads(status_blob.text) if status_blob else {}
         checkpoints = tuple(savepoints.checkpoints(self.store, name, version))
-        ever_ran = bool(checkpoints) or (
-            status.get("version") == version
-            and status.get("run-id") == record.run_id
-            and status.get("state") in ("running", "stopped")
-        )
+        this_run = status.get("version") == version and status.get("run-id") == record.run_id
+        ever_ran = bool(checkpoints) or (this_run and status.get("state") in ("running", "stopped"))
         return Observed(
             running=running is not None,
             running_version=running.identity.version if running else None,
             savepoints=tuple(savepoints.savepoints(self.store, name, version)),
             checkpoints=checkpoints,
             ever_ran=ever_ran,
+            refused=status.get("state-refused") if this_run and status.get("state") == "failed" else None,
         ), running
 
     def prepare_all(self, paths: list[Path] | None) -> dict[str, Prepared]:
@@ -317,7 +315,7 @@ class Deployer:
             "outcome": outcome,
             "seconds": round(time.monotonic() - started, 3),
         }
-        records.write_history(self.store.manifests, name, record, self.clock())
+        history.write_history(self.store.manifests, name, record, self.clock())
         return record
 
     def _running(self, name: str) -> tuple[DeploymentRecord, RunningJob]:
@@ -383,6 +381,9 @@ class Deployer:
             )
         if action.kind == "nothing":
             return
+        if action.kind == "update":
+            self._update(decision, outcome)
+            return
         taken = None
         if action.stop:
             assert decision.record is not None and decision.running is not None
@@ -393,6 +394,23 @@ class Deployer:
             self._write_record(decision, replace(decision.record, removed=True, deployed_at=self.clock()))
             return
         self._start(decision, taken.ref if taken else None, outcome)
+
+    def _update(self, decision: Decision, outcome: dict[str, Any]) -> None:
+        """Record fields the running job does not use (retention, on-query-change); no restart."""
+        record, prepared = decision.record, decision.prepared
+        assert record is not None and prepared is not None
+        manifest = prepared.manifest.model_copy(update={"meta": record.manifest.meta})
+        self._write_record(decision, replace(record, manifest=manifest, deployed_at=self.clock()))
+        deleted = savepoints.apply_retention(
+            self.store,
+            decision.name,
+            record.version,
+            keep_savepoints=manifest.retention.savepoints,
+            keep_runs=manifest.retention.runs,
+            in_use=layout.checkpoint(decision.name, record.version, record.run_id),
+        )
+        if deleted:
+            outcome["retention-deleted"] = deleted
 
     def _resolve(self, ref: StateRef | None, taken: StateRef | None) -> StateRef | None:
         if ref is not None and ref.kind == "stop-savepoint":

@@ -4,14 +4,22 @@ Per manifest (the README's Deployments section)::
 
     new job (nothing deployed)              -> start with clean state, version 1
     running, config unchanged               -> nothing
+    running, only fields the job does not   -> update: record the change, the job keeps running
+      use changed (retention, on-query-change)
     running, config changed                 -> stop with a savepoint, then
         query changed, state incompatible   ->   start clean, version + 1
         otherwise                           ->   start from that savepoint (same version)
     not running, config changed             -> query changed incompatibly ? start clean, version + 1
                                                                           : restore the latest state
+    not running, Spark refused the restored -> start clean, version + 1 (restoring again would fail
+      state when the version last started       the same way)
     not running, config unchanged           -> restore the latest state (newest savepoint or checkpoint)
                                                none found -> error, nothing started
     manifest deleted                        -> stop with a savepoint, mark removed, keep state
+
+How a change to each manifest field is carried out is declared on the field
+(``x-on-change`` in ``runner/core/manifest.py``): ``none`` fields are recorded without a
+restart, ``restart`` fields restart with the state, the query's fields are judged.
 
 "Query changed" is judged by Spark (:class:`QueryDiff`, computed before planning): an
 edit that keeps the meaning and the output columns is no change, and a change Spark can
@@ -28,15 +36,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-from runner.core.manifest import Manifest
+from runner.core.manifest import Manifest, OnChange, on_change
 from runner.core.querydiff import QueryDiff
 from runner.core.starts import Source
 from runner.core.stateref import StateRef
 
-QUERY_FIELDS = ("sql", "code", "target-table")
-RUNNER_FIELDS = ("meta",)
-
-ActionKind = Literal["nothing", "start", "restore", "remove", "error"]
+ActionKind = Literal["nothing", "update", "start", "restore", "remove", "error"]
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,7 @@ class Observed:
     savepoints: tuple[StateRef, ...] = ()  # of the deployed version
     checkpoints: tuple[StateRef, ...] = ()  # of the deployed version, runs Spark has written to
     ever_ran: bool = False  # the deployed version reported progress at least once
+    refused: str | None = None  # why Spark refused the restored state when the deployed run last started
 
 
 @dataclass(frozen=True)
@@ -84,14 +90,17 @@ class Action:
     stop: bool = False  # stop the running job first, with a savepoint
     restore_from: StateRef | None = None  # restore: the state to start from
     continue_from: StateRef | None = None  # start after a change: the previous version's final state
+    fresh_because: str = "query changed"  # start of a version after the first: why its state is clean
     sources: tuple[SourceStart, ...] = field(default_factory=tuple)
 
     @property
     def summary(self) -> str:
         if self.kind == "nothing":
             return "no change"
+        if self.kind == "update":
+            return "record the change; the running job keeps running (no restart needed)"
         if self.kind == "start":
-            fresh = "clean state" if self.version == 1 else "clean state (query changed)"
+            fresh = "clean state" if self.version == 1 else f"clean state ({self.fresh_because})"
             return ("stop with savepoint, then " if self.stop else "") + f"start v{self.version} with {fresh}"
         if self.kind == "restore":
             assert self.restore_from is not None
@@ -103,10 +112,11 @@ class Action:
         return "error: " + "; ".join(self.reasons)
 
 
-def config_of(manifest: Manifest) -> dict:
-    """Everything but the query and the runner's own fields: a change here restores state."""
-    data = manifest.to_dict()
-    return {k: v for k, v in data.items() if k not in QUERY_FIELDS + RUNNER_FIELDS}
+def changed_fields(desired: Manifest, deployed: Manifest, how: OnChange) -> list[str]:
+    """The manifest fields whose change is carried out ``how`` that differ, in name order."""
+    wanted, current = desired.to_dict(), deployed.to_dict()
+    fields = [key for key, declared in on_change().items() if declared == how]
+    return sorted(key for key in fields if wanted.get(key) != current.get(key))
 
 
 def _latest(observed: Observed) -> StateRef | None:
@@ -180,8 +190,8 @@ def plan_one(name: str, desired: Desired | None, deployed: Deployed | None, obse
         )
 
     diff = desired.diff or QueryDiff(changed=False, state_compatible=True)
-    wanted, current = config_of(desired.manifest), config_of(deployed.manifest)
-    changed_keys = sorted(k for k in set(wanted) | set(current) if wanted.get(k) != current.get(k))
+    changed_keys = changed_fields(desired.manifest, deployed.manifest, "restart")
+    recorded_keys = changed_fields(desired.manifest, deployed.manifest, "none")
     config_changed = bool(changed_keys)
     reasons: list[str] = []
     if running and observed.running_version not in (None, deployed.version):
@@ -194,8 +204,16 @@ def plan_one(name: str, desired: Desired | None, deployed: Deployed | None, obse
         reasons.append("query text differs only in layout (whitespace, comments, case): same meaning")
     if config_changed:
         reasons.append(f"configuration changed: {', '.join(changed_keys)}")
+    if recorded_keys:
+        reasons.append(f"changed without a restart: {', '.join(recorded_keys)} (the job does not use them)")
+    refused = observed.refused if not running and not deployed.removed else None
+    if refused and not (diff.changed and not diff.state_compatible):
+        reasons.append(
+            f"v{deployed.version} could not start from its restored state: {refused}; restoring it again "
+            "would fail the same way"
+        )
 
-    if diff.changed and not diff.state_compatible:
+    if (diff.changed and not diff.state_compatible) or refused:
         version = deployed.version + 1
         policy = desired.manifest.on_query_change
         previous_state = StateRef("stop-savepoint", deployed.version) if running else _latest(observed)
@@ -217,9 +235,12 @@ def plan_one(name: str, desired: Desired | None, deployed: Deployed | None, obse
             stop=running,
             continue_from=continue_from,
             sources=_sources_start(desired, deployed, continue_from, policy),
+            fresh_because="query changed" if diff.changed and not diff.state_compatible else "restore refused",
         )
 
     if running and not deployed.removed and not diff.changed and not config_changed:
+        if recorded_keys:
+            return Action(name, "update", tuple(reasons), version=deployed.version)
         return Action(name, "nothing", tuple(reasons) or ("running, unchanged",), version=deployed.version)
 
     if diff.changed:

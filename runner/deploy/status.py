@@ -27,6 +27,10 @@ def job_status(store: Store, target: Target, team: str, name: str) -> dict[str, 
         state = published["state"]
     else:
         state = "not running"
+    why = None
+    if state == "failed":
+        refused = published.get("state-refused")
+        why = f"Spark refused the restored state: {refused}" if refused else published.get("error")
     latest = savepoints.savepoints(store, name, record.version)
     rate = progress.get("input-rows-per-second")
     return {
@@ -41,4 +45,5 @@ def job_status(store: Store, target: Target, team: str, name: str) -> dict[str, 
         "latest savepoint": latest[-1].key.rstrip("/").rsplit("/", 1)[-1] if latest else None,
         "job": job.job_id if job else None,
         "detail": job.detail if job else None,
+        "why": why,
     }
