@@ -187,6 +187,7 @@ COUNTS_MANIFEST = """
 name: counts
 target-table: "`demo`.`counts`"
 trigger-interval: 1 second
+sparkProperties: {spark.sql.shuffle.partitions: "2"}  # small state for small data
 sql: |
   SELECT account_id AS k, window.start AS window_start, COUNT(*) AS n
   FROM `demo`.`card-transactions`

@@ -44,6 +44,7 @@ name: sliding
 target-table: "`demo`.`sliding`"
 on-query-change: reprocess
 trigger-interval: 1 second
+sparkProperties: {spark.sql.shuffle.partitions: "2"}  # small state for small data
 sql: |
   SELECT account AS k, window.start AS w, COUNT(*) AS n FROM `demo`.`events`
   GROUP BY window(ts, '10 minutes', '5 minutes'), account
@@ -53,6 +54,7 @@ name: by-field
 target-table: "`demo`.`by-field`"
 on-query-change: reprocess
 trigger-interval: 1 second
+sparkProperties: {spark.sql.shuffle.partitions: "2"}  # small state for small data
 sql: |
   SELECT info.a AS k, window.start AS w, COUNT(*) AS n FROM `demo`.`events`
   GROUP BY window(ts, '1 minute'), info.a
@@ -134,6 +136,7 @@ CREATE TABLE `demo`.`counts` (k STRING, w TIMESTAMP(3), n BIGINT"""
 COUNTS = """
 name: counts
 target-table: "`demo`.`counts`"
+sparkProperties: {spark.sql.shuffle.partitions: "2"}
 sql: |
   SELECT account_id AS k, window.start AS w, COUNT(*) AS n FROM `demo`.`card-transactions`
   GROUP BY window(ts, '1 minute'), account_id
