@@ -152,3 +152,20 @@ def test_what_the_describer_cannot_judge_makes_the_change_incompatible_and_is_na
     assert result.changed and not result.state_compatible
     unsure = [r for r in result.reasons if r.startswith("unsure whether the state carries over")]
     assert len(unsure) == 1 and "not one of the declared tables" in unsure[0], result.reasons
+
+
+DEDUPLICATED = """
+events = table("`demo`.`events`").dropDuplicates(["id", "ts"])
+execution_output = events.groupBy(F.window("ts", "1 minute"), F.col("account").alias("k")).count().select(
+    "k", F.col("window.start").alias("w"), F.col("count").alias("n")
+)
+"""
+
+
+def test_deduplication_keys_are_part_of_the_state(spark, catalog):
+    result = verdict(spark, catalog, DEDUPLICATED, DEDUPLICATED.replace('["id", "ts"]', '["account", "ts"]'))
+    assert not result.state_compatible
+    expected = "deduplication 1 changed: deduplication on id, ts -> deduplication on account, ts"
+    assert f"{expected} (deduplication keys differ)" in result.reasons, result.reasons
+    filtered = DEDUPLICATED.replace(".dropDuplicates", '.where("amount > 0").dropDuplicates')
+    assert verdict(spark, catalog, DEDUPLICATED, filtered).state_compatible

@@ -216,7 +216,7 @@ class _Describer:
             keys = scala_list(plan.keys())
             self._stateful(
                 "deduplication",
-                (("operator", name), *(("key", self.render(k)) for k in keys)),
+                (("operator", name), *(("deduplication keys", self.render(k)) for k in keys)),
                 f"deduplication on {', '.join(self.shown(k) for k in keys)}",
             )
         elif name == "Join":
