@@ -21,7 +21,7 @@ import yaml
 
 from demo.committed_rows import committed_json_rows
 from tests.clihelpers import cli, edit, history, status, wait_for
-from tests.conftest import HIGH_VALUE_MANIFEST, METADATA_DDL, TRANSACTIONS_DDL, ProjectDir
+from tests.conftest import HIGH_VALUE_MANIFEST, METADATA_DDL, TRANSACTIONS_DDL, ProjectDir, kill_recorded_jobs
 from tests.test_job import run_once
 
 DDL = (
@@ -102,28 +102,31 @@ def test_state_that_cannot_serve_the_edited_query_is_never_restored(spark, tmp_p
         events = write_events(project.root / "data" / "events")
     deployed.manifest("sliding", SLIDING)
     deployed.manifest("by-field", BY_FIELD)
-    cli(deployed, "deploy")
-    for name in EDITS:  # v1 has state: its first batch is committed
-        wait_for(lambda n=name: status(deployed, n).get("last progress") is not None, f"{name} v1's first batch")
-    for name, (old, new) in EDITS.items():
-        edit(deployed.root / "manifests" / f"{name}.yaml", old, new)
-        scratch.manifest(name, (deployed.root / "manifests" / f"{name}.yaml").read_text())
+    try:
+        cli(deployed, "deploy")
+        for name in EDITS:  # v1 has state: its first batch is committed
+            wait_for(lambda n=name: status(deployed, n).get("last progress") is not None, f"{name} v1's first batch")
+        for name, (old, new) in EDITS.items():
+            edit(deployed.root / "manifests" / f"{name}.yaml", old, new)
+            scratch.manifest(name, (deployed.root / "manifests" / f"{name}.yaml").read_text())
 
-    cli(deployed, "deploy")
-    for name in EDITS:
-        last = history(deployed, name)[-1]
-        assert last["summary"] == "stop with savepoint, then start v2 with clean state (query changed)", last
-        assert any(r.startswith("aggregation 1 changed") and "grouping keys" in r for r in last["reasons"]), last
-    for name in EDITS:
-        run_once(spark, scratch, name, tmp_path / "scratch-state")  # the same job code, in this process
-        from_scratch = query_rows(scratch.root / "data" / name, version=1)
-        # every window of the events and of the first tick closes; the second tick's stays open
-        windows_per_event = 4 if name == "sliding" else 1
-        assert sum(n * count for (_, _, n), count in from_scratch.items()) == windows_per_event * (events + 1)
-        folder = deployed.root / "data" / name
-        wait_for(lambda f=folder, want=from_scratch: query_rows(f, version=2) == want, f"{name} v2 = from scratch")
-    cli(deployed, "stop", "sliding", "--no-savepoint")
-    cli(deployed, "stop", "by-field", "--no-savepoint")
+        cli(deployed, "deploy")
+        for name in EDITS:
+            last = history(deployed, name)[-1]
+            assert last["summary"] == "stop with savepoint, then start v2 with clean state (query changed)", last
+            assert any(r.startswith("aggregation 1 changed") and "grouping keys" in r for r in last["reasons"]), last
+        for name in EDITS:
+            run_once(spark, scratch, name, tmp_path / "scratch-state")  # the same job code, in this process
+            from_scratch = query_rows(scratch.root / "data" / name, version=1)
+            # every window of the events and of the first tick closes; the second tick's stays open
+            windows_per_event = 4 if name == "sliding" else 1
+            assert sum(n * count for (_, _, n), count in from_scratch.items()) == windows_per_event * (events + 1)
+            folder = deployed.root / "data" / name
+            wait_for(lambda f=folder, want=from_scratch: query_rows(f, version=2) == want, f"{name} v2 = from scratch")
+        cli(deployed, "stop", "sliding", "--no-savepoint")
+        cli(deployed, "stop", "by-field", "--no-savepoint")
+    finally:  # never leave the detached jobs running, even when an assertion fails
+        kill_recorded_jobs(deployed.root / ".sql-runner")
 
 
 COUNTS_DDL = (
