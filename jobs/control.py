@@ -21,6 +21,7 @@ from typing import Any
 
 from pyspark.sql.streaming import StreamingQuery
 
+from jobs.query import first_line
 from jobs.runtime import ProgressListener
 from runner.core import history, layout
 from runner.core.bucket import Bucket, bucket_from
@@ -48,8 +49,7 @@ def refused_restore(error: BaseException) -> str | None:
     text = str(error)
     if not any(marker in text for marker in _REFUSALS):
         return None
-    text = re.sub(r"^.*?terminated with exception: ", "", text.splitlines()[0] if text else "")
-    return re.sub(r"\s*SQLSTATE: \w+\s*$", "", text).strip()
+    return re.sub(r"^.*?terminated with exception: ", "", first_line(text))
 
 
 def _now() -> str:
@@ -95,11 +95,10 @@ class JobControl:
                 self._last_progress = progress
             if self._last_progress is not None:  # a stopped or failed job still shows where it got to
                 record["progress"] = self._last_progress
-        try:
-            with self._lock:
+            try:
                 self.bucket.write(layout.status(self.spec.manifest.name), json.dumps(record).encode())
-        except Exception as error:  # noqa: BLE001 - status is best effort; the data path matters more
-            self.log(f"could not publish status: {error}")
+            except Exception as error:  # noqa: BLE001 - status is best effort; the data path matters more
+                self.log(f"could not publish status: {error}")
 
     def refused(self, reason: str) -> None:
         """Spark refused the restored state: say so in the status and the job's history."""

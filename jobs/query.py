@@ -162,14 +162,17 @@ _CODES = {
 }
 
 
+def first_line(message: str) -> str:
+    """The first line of a Spark error message, without its SQLSTATE."""
+    return re.sub(r"\s*SQLSTATE: \w+", "", message.split("\n")[0]).strip()
+
+
 def _problem_from_spark(
     error: AnalysisException, default_code: str, where: Location, bound: BoundSql | None
 ) -> Problem:
     condition = error.getCondition() or ""
     code = _CODES.get(condition.split(".")[0], default_code)
-    message = error.getMessage() or str(error)
-    message = message.split("\n")[0]
-    message = re.sub(r"\s*SQLSTATE: \w+", "", message)
+    message = first_line(error.getMessage() or str(error))
     message = re.sub(r"^\[[A-Z_.]+\]\s*", "", message)
     if bound:
         for view, table in bound.tables.items():

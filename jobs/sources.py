@@ -9,6 +9,7 @@ dead-letter location. A malformed record therefore never fails the job.
 from __future__ import annotations
 
 import atexit
+import functools
 import json
 import shutil
 import tempfile
@@ -212,7 +213,12 @@ def invalid_rows(frame: DataFrame, table: TableDef) -> DataFrame:
     )
 
 
-_STAND_IN_ROOT: list[str] = []
+@functools.cache
+def _stand_in_root() -> Path:
+    """One empty folder per process for the stand-in streams, removed when it exits."""
+    root = tempfile.mkdtemp(prefix="sql-runner-analysis-")
+    atexit.register(shutil.rmtree, root, True)
+    return Path(root)
 
 
 def stand_in(spark: SparkSession, table: TableDef) -> DataFrame:
@@ -222,10 +228,6 @@ def stand_in(spark: SparkSession, table: TableDef) -> DataFrame:
     two tables apart), then the same computed columns and watermark as the live source:
     the plan Spark analyses is the streaming plan the job will run, without any data.
     """
-    if not _STAND_IN_ROOT:
-        root = tempfile.mkdtemp(prefix="sql-runner-analysis-")
-        atexit.register(shutil.rmtree, root, True)
-        _STAND_IN_ROOT.append(root)
-    folder = Path(_STAND_IN_ROOT[0]) / table.slug
+    folder = _stand_in_root() / table.slug
     folder.mkdir(exist_ok=True)
     return finish(spark.readStream.schema(spark_schema(table)).json(str(folder)), table)

@@ -188,7 +188,7 @@ def test_plan_covers_desired_and_deployed_names_in_order():
 FIELD_EDITS = {
     "name": None,  # another name is another job: covered by the new-job and removed-job cases
     "description": ("new words", SAME),
-    "target-table": ("`demo`.`other`", INCOMPATIBLE),
+    "target-table": ("`demo`.`other`", SAME),  # a new version by its declaration alone
     "sql": ("SELECT a FROM t WHERE a > 1", COMPATIBLE),
     "code": ("execution_output = table('t').where('a > 1')", COMPATIBLE),  # replaces the sql
     "sparkProperties": ({"spark.sql.shuffle.partitions": "4"}, SAME),

@@ -10,11 +10,10 @@ manifest, with what to do about it, and nothing is deployed.
 
 from __future__ import annotations
 
-import re
-
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame
 
+from jobs.query import first_line
 from runner.core.errors import UserError
 
 # What to do, by what Spark said (first match wins; patterns are parts of Spark's messages).
@@ -62,8 +61,7 @@ def check(output: DataFrame, mode: str, *, file: str | None, field: str, line: i
     try:
         checker.checkForStreaming(output._jdf.queryExecution().analyzed(), spark_mode)
     except AnalysisException as error:
-        first = error.getMessage().split(";\n", 1)[0].splitlines()[0]
-        reason = re.sub(r"\s*SQLSTATE: \w+\s*$", "", first).strip().rstrip(";")
+        reason = first_line(error.getMessage()).rstrip(";")
         raise UserError.of(
             "STREAMING_UNSUPPORTED", file=file, field=field, line=line, mode=mode, reason=reason, hint=hint_for(reason)
         ) from None

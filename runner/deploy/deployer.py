@@ -401,13 +401,17 @@ class Deployer:
         assert record is not None and prepared is not None
         manifest = prepared.manifest.model_copy(update={"meta": record.manifest.meta})
         self._write_record(decision, replace(record, manifest=manifest, deployed_at=self.clock()))
+        self._apply_retention(manifest, layout.checkpoint(decision.name, record.version, record.run_id), outcome)
+
+    def _apply_retention(self, manifest: Manifest, in_use: str, outcome: dict[str, Any]) -> None:
+        """Delete the savepoints and run folders of ``manifest``'s version beyond its retention."""
         deleted = savepoints.apply_retention(
             self.store,
-            decision.name,
-            record.version,
+            manifest.name,
+            manifest.version,
             keep_savepoints=manifest.retention.savepoints,
             keep_runs=manifest.retention.runs,
-            in_use=layout.checkpoint(decision.name, record.version, record.run_id),
+            in_use=in_use,
         )
         if deleted:
             outcome["retention-deleted"] = deleted
@@ -491,16 +495,7 @@ class Deployer:
         )
         job = self.target.submit(identity, args, submit.environment(self.settings.env))
         outcome.update({"job": job.job_id, "run-id": run_id, "checkpoint": checkpoint_key})
-        deleted = savepoints.apply_retention(
-            self.store,
-            name,
-            version,
-            keep_savepoints=manifest.retention.savepoints,
-            keep_runs=manifest.retention.runs,
-            in_use=checkpoint_key,
-        )
-        if deleted:
-            outcome["retention-deleted"] = deleted
+        self._apply_retention(manifest, checkpoint_key, outcome)
 
     def _write_record(self, decision: Decision, record: DeploymentRecord) -> None:
         data = record.to_yaml().encode()

@@ -19,7 +19,8 @@ Per manifest (the README's Deployments section)::
 
 How a change to each manifest field is carried out is declared on the field
 (``x-on-change`` in ``runner/core/manifest.py``): ``none`` fields are recorded without a
-restart, ``restart`` fields restart with the state, the query's fields are judged.
+restart, ``restart`` fields restart with the state, ``new-version`` fields (the target)
+start a new version, and the query's fields are judged by Spark.
 
 "Query changed" is judged by Spark (:class:`QueryDiff`, computed before planning): an
 edit that keeps the meaning and the output columns is no change, and a change Spark can
@@ -192,6 +193,8 @@ def plan_one(name: str, desired: Desired | None, deployed: Deployed | None, obse
     diff = desired.diff or QueryDiff(changed=False, state_compatible=True)
     changed_keys = changed_fields(desired.manifest, deployed.manifest, "restart")
     recorded_keys = changed_fields(desired.manifest, deployed.manifest, "none")
+    new_version_keys = changed_fields(desired.manifest, deployed.manifest, "new-version")
+    query_incompatible = diff.changed and not diff.state_compatible
     config_changed = bool(changed_keys)
     reasons: list[str] = []
     if running and observed.running_version not in (None, deployed.version):
@@ -206,14 +209,16 @@ def plan_one(name: str, desired: Desired | None, deployed: Deployed | None, obse
         reasons.append(f"configuration changed: {', '.join(changed_keys)}")
     if recorded_keys:
         reasons.append(f"changed without a restart: {', '.join(recorded_keys)} (the job does not use them)")
+    if new_version_keys:
+        reasons.append(f"{', '.join(new_version_keys)} changed: a new version starts")
     refused = observed.refused if not running and not deployed.removed else None
-    if refused and not (diff.changed and not diff.state_compatible):
+    if refused and not (query_incompatible or new_version_keys):
         reasons.append(
             f"v{deployed.version} could not start from its restored state: {refused}; restoring it again "
             "would fail the same way"
         )
 
-    if (diff.changed and not diff.state_compatible) or refused:
+    if query_incompatible or new_version_keys or refused:
         version = deployed.version + 1
         policy = desired.manifest.on_query_change
         previous_state = StateRef("stop-savepoint", deployed.version) if running else _latest(observed)
@@ -235,7 +240,7 @@ def plan_one(name: str, desired: Desired | None, deployed: Deployed | None, obse
             stop=running,
             continue_from=continue_from,
             sources=_sources_start(desired, deployed, continue_from, policy),
-            fresh_because="query changed" if diff.changed and not diff.state_compatible else "restore refused",
+            fresh_because="query changed" if query_incompatible or new_version_keys else "restore refused",
         )
 
     if running and not deployed.removed and not diff.changed and not config_changed:
