@@ -52,6 +52,28 @@ def refused_restore(error: BaseException) -> str | None:
     return re.sub(r"^.*?terminated with exception: ", "", first_line(text))
 
 
+# Exceptions that only wrap the one that explains a failure.
+_WRAPPERS = (
+    "Py4JJavaError",
+    "PythonException",
+    "StreamingQueryException",
+    "ForeachBatchUserFuncException",
+    "SparkException",
+    "CapturedException",
+)
+_EXCEPTION_LINE = re.compile(r"^\s*(?:[\w.]+\.)?(\w+(?:Error|Exception)):\s*(.+)$")
+
+
+def failure_reason(text: str) -> str:
+    """One line that explains a query's failure: the innermost exception a wrapper quotes
+    (a ``code`` snippet's ``ValueError: ...``), else the first line of the message."""
+    for line in text.splitlines():
+        match = _EXCEPTION_LINE.match(line)
+        if match and match.group(1) not in _WRAPPERS and "Traceback" not in match.group(2):
+            return f"{match.group(1)}: {match.group(2).strip()}"
+    return re.sub(r"^.*?terminated with exception: ", "", first_line(text))
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
@@ -68,6 +90,7 @@ class JobControl:
         self._lock = threading.Lock()
         self._last_progress: dict[str, Any] | None = None
         self._final: tuple[str, dict[str, Any]] | None = None  # stopped or failed, once said
+        self.labels: dict[str, Any] = {}  # written into every status record (e.g. the session it runs in)
 
     def publish(self, state: str, progress: dict[str, Any] | None = None, **extra: Any) -> None:
         """Write the job's status; failures to publish never stop the job.
@@ -89,6 +112,7 @@ class JobControl:
                 "state": state,
                 "started-at": self.started,
                 "updated-at": _now(),
+                **self.labels,
                 **extra,
             }
             if progress is not None:
@@ -169,14 +193,30 @@ class JobControl:
             self._done.wait(POLL_SECONDS)
 
 
-def stop_between_batches(queries: list[StreamingQuery], timeout: float = 120.0) -> None:
-    """Stop each query when no micro-batch is running (up to ``timeout``, then regardless)."""
+def stop_between_batches(queries: list[StreamingQuery], timeout: float = 120.0) -> bool:
+    """Stop each query between micro-batches: when none is in flight, or as soon as one completes.
+
+    A query that is behind starts its next batch the moment one completes, so there may
+    never be a moment with none in flight; then it is stopped right after a batch
+    completed, abandoning the one just begun. That is safe: an uncommitted batch is
+    replayed, with the same id, by whoever restores the checkpoint. True if every query
+    stopped so within ``timeout`` (after it, a query is stopped regardless).
+    """
     deadline = time.monotonic() + timeout
     for query in queries:
-        while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
-            time.sleep(0.05)
+        completed = _last_batch(query)
+        while query.isActive and time.monotonic() < deadline:
+            if not query.status.get("isTriggerActive") or _last_batch(query) != completed:
+                break
+            time.sleep(0.02)
         if query.isActive:
             query.stop()
+    return time.monotonic() < deadline
+
+
+def _last_batch(query: StreamingQuery) -> int | None:
+    progress = query.lastProgress
+    return progress.get("batchId") if progress else None
 
 
 class StatusPublisher(ProgressListener):
@@ -190,16 +230,18 @@ class StatusPublisher(ProgressListener):
         progress = event.progress
         if progress.name != self.query_name:
             return
-        event_time = progress.eventTime or {}
-        self.control.publish(
-            "running",
-            {
-                "batch": progress.batchId,
-                "timestamp": progress.timestamp,
-                "input-rows": progress.numInputRows,
-                "input-rows-per-second": progress.inputRowsPerSecond,
-                "processed-rows-per-second": progress.processedRowsPerSecond,
-                "batch-duration-ms": (progress.durationMs or {}).get("triggerExecution"),
-                "watermark": event_time.get("watermark"),
-            },
-        )
+        self.control.publish("running", progress_record(progress))
+
+
+def progress_record(progress: Any) -> dict[str, Any]:
+    """What the status shows of one micro-batch (a ``StreamingQueryProgress``)."""
+    event_time = progress.eventTime or {}
+    return {
+        "batch": progress.batchId,
+        "timestamp": progress.timestamp,
+        "input-rows": progress.numInputRows,
+        "input-rows-per-second": progress.inputRowsPerSecond,
+        "processed-rows-per-second": progress.processedRowsPerSecond,
+        "batch-duration-ms": (progress.durationMs or {}).get("triggerExecution"),
+        "watermark": event_time.get("watermark"),
+    }

@@ -195,6 +195,7 @@ FIELD_EDITS = {
     "trigger-interval": ("1 minute", SAME),
     "on-query-change": ("reprocess", SAME),
     "retention": ({"savepoints": 5, "runs": 2}, SAME),
+    "mode": ("session", SAME),  # moves the job: stop with a savepoint in one mode, restore in the other
     "meta": None,  # written by the runner, never part of a desired manifest
 }
 EXPECTED = {

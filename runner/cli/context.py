@@ -14,6 +14,8 @@ from runner.deploy.deployer import Deployer, Settings
 from runner.state.desired import copy_desired
 from runner.state.store import Store, open_store
 from runner.targets import Target, open_target
+from runner.targets.modes import Targets
+from runner.targets.session import SessionTarget
 
 # The shared options (runner/cli/options.py) a Context is built from.
 OPTIONS = (
@@ -63,6 +65,14 @@ class Context:
             savepoints_bucket=savepoints_bucket,
         )
         self.team = team
+        # Where application-mode jobs run (and the session application itself), as the session is told.
+        self.application_settings = {
+            "kind": target,
+            "master": master,
+            "master-web-ui": master_web_ui,
+            "resource-manager": resource_manager,
+            "log-dir": str(self.state_root / "logs"),
+        }
         self.target: Target = open_target(
             target,
             records=self.store.manifests,
@@ -71,6 +81,8 @@ class Context:
             master_web_ui=master_web_ui,
             resource_manager=resource_manager,
         )
+        self.sessions = SessionTarget(self.store.manifests, self.target, team)
+        self.targets = Targets(self.target, self.sessions)
         self.stop_timeout = stop_timeout
         self.spark_submit = spark_submit
         self.project_dir = project
@@ -98,9 +110,10 @@ class Context:
         return self.project.root if self.from_store else Path.cwd()
 
     def deployer(self, target: Target | None = None, once: bool = False, *, with_project: bool = True) -> Deployer:
+        """A deployer whose application-mode jobs go to ``target`` (default: the chosen target)."""
         settings = Settings(
             self.store,
-            target or self.target,
+            Targets(target or self.target, self.sessions),
             self.team,
             dict(os.environ),
             self.stop_timeout,

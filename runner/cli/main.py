@@ -10,6 +10,7 @@ from __future__ import annotations
 import click
 
 from runner.cli import author, deployments, operate
+from runner.cli.session import session
 
 
 @click.group(help=__doc__, context_settings={"help_option_names": ["-h", "--help"]})
@@ -29,6 +30,7 @@ for command in (
     operate.stop,
     operate.savepoint,
     operate.history,
+    session,
 ):
     cli.add_command(command)
 

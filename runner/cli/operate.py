@@ -22,11 +22,14 @@ def status(ctx: Context, as_json: bool) -> None:
     from runner.deploy.status import job_status
     from runner.state.records import deployed_names
 
-    rows = [job_status(ctx.store, ctx.target, ctx.team, name) for name in deployed_names(ctx.store.manifests)]
+    rows = [job_status(ctx.store, ctx.targets, ctx.team, name) for name in deployed_names(ctx.store.manifests)]
     if as_json:
         for row in rows:
             line(json.dumps(row))
         return
+    health = ctx.sessions.health()
+    if health is not None or any(row["target"] == "session" for row in rows):
+        line(render.session_health(health))
     out.print(render.status_table(rows))
 
 

@@ -14,6 +14,7 @@ STATUS_COLUMNS = (
     "version",
     "target",
     "state",
+    "restarts",
     "last progress",
     "input rows/s",
     "batch ms",
@@ -88,3 +89,21 @@ def history_table(name: str, entries: list[dict[str, Any]]) -> Table:
             str(entry.get("seconds")),
         )
     return table
+
+
+def session_health(health: dict[str, Any] | None) -> str:
+    """One line about the team's session: up for how long, and its queries by state."""
+    if health is None:
+        return "session: not running"
+    queries = health.get("queries") or {}
+    counts = ", ".join(f"{queries.get(k, 0)} {k}" for k in ("running", "failing", "parked"))
+    invalid = health.get("invalid") or {}
+    line = (
+        f"session {health.get('run-id')}: {health.get('state')}, up {health.get('uptime-seconds', 0):.0f}s, "
+        f"queries {counts}"
+    )
+    if queries.get("stuck-builds"):
+        line += f", {queries['stuck-builds']} query build(s) stuck (code that never returned)"
+    if invalid:
+        line += f"; not deployed (invalid): {', '.join(sorted(invalid))}"
+    return line

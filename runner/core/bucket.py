@@ -51,6 +51,10 @@ class Bucket(Protocol):
 
     def keys(self, prefix: str) -> list[str]: ...
 
+    def listing(self, prefix: str) -> dict[str, str]:
+        """Every key under ``prefix`` with a tag that changes when its content does (S3: the ETag)."""
+        ...
+
     def copy_prefix(self, source: str, destination: str, into: Bucket | None = None) -> int: ...
 
     def delete_prefix(self, prefix: str) -> int: ...
@@ -131,6 +135,17 @@ class LocalBucket:
                     continue
                 found.append((Path(directory) / name).relative_to(self.root).as_posix())
         return sorted(k for k in found if k.startswith(prefix))
+
+    def listing(self, prefix: str) -> dict[str, str]:
+        """Keys with their modification time and size: a change without reading the content."""
+        tags = {}
+        for key in self.keys(prefix):
+            try:
+                stat = self._path(key).stat()
+            except FileNotFoundError:
+                continue
+            tags[key] = f"{stat.st_mtime_ns}-{stat.st_size}"
+        return tags
 
     def copy_prefix(self, source: str, destination: str, into: Bucket | None = None) -> int:
         target = into or self
@@ -247,6 +262,14 @@ class S3Bucket:
         for page in paginator.paginate(Bucket=self.bucket, Prefix=self._key(prefix)):
             found.extend(item["Key"][len(self.prefix) :] for item in page.get("Contents", []))
         return sorted(found)
+
+    def listing(self, prefix: str) -> dict[str, str]:
+        """Keys with their ETags, from the listing alone (one request per 1000 keys)."""
+        paginator = self.client.get_paginator("list_objects_v2")
+        tags = {}
+        for page in paginator.paginate(Bucket=self.bucket, Prefix=self._key(prefix)):
+            tags.update({item["Key"][len(self.prefix) :]: item["ETag"] for item in page.get("Contents", [])})
+        return tags
 
     def copy_prefix(self, source: str, destination: str, into: Bucket | None = None) -> int:
         target = into or self

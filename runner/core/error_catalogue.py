@@ -233,6 +233,41 @@ _ENTRIES = (
         "check --resource-manager (e.g. http://<emr-master>:8088)",
     ),
     ErrorCode("KILL_REFUSED", "ResourceManager refused to kill {app}: HTTP {status}"),
+    # ---- session mode --------------------------------------------------------------------------------
+    ErrorCode(
+        "SESSION_TARGET_UNAVAILABLE",
+        "{name} is a session query (mode: session), but {target} jobs cannot start it here",
+        "start the team's session (sql-runner session start); it applies session manifests itself",
+    ),
+    ErrorCode(
+        "SESSION_NOT_RUNNING",
+        "{name} is a session query (mode: session) and team {team} has no session running",
+        "sql-runner session start (it then applies every session manifest by itself)",
+    ),
+    ErrorCode("SESSION_START_FAILED", "the session could not start {name}: {reason}", "sql-runner history {name}"),
+    ErrorCode(
+        "SESSION_NO_ANSWER",
+        "the session did not answer the request to start {name} within {seconds}s",
+        "sql-runner session status; the session's log is in the state folder's logs/",
+    ),
+    ErrorCode(
+        "SESSION_DID_NOT_START",
+        "the session application did not come up: {detail}",
+        "read the session's log (named above) for the cause",
+    ),
+    ErrorCode("SESSION_BAD_CONF", "--conf '{value}' is not KEY=VALUE"),
+    ErrorCode(
+        "SESSION_PROPERTY_NOT_PER_QUERY",
+        "sparkProperties.{key} cannot be set per query in a session: it belongs to the whole application",
+        "a session query can set runtime SQL properties (spark.sql.*); set the rest with "
+        "sql-runner session start --conf, or run this query with mode: application",
+    ),
+    ErrorCode(
+        "SESSION_QUERY_BUILD_TIMEOUT",
+        "building {name} did not finish within {seconds}s (its code snippet never returned): not started",
+        "fix the code snippet; the query stays parked until its manifest changes",
+    ),
+    ErrorCode("SESSION_QUERY_START_FAILED", "{name} could not start in the session: {reason}"),
 )
 
 CATALOGUE: dict[str, ErrorCode] = {}

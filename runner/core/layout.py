@@ -7,6 +7,11 @@ manifests bucket
   locks/<name>.json                          a deploy in progress (lease)
   control/<name>/stop.json                   a request to stop at a micro-batch boundary
   control/<name>/stopped.json                the job's answer: stopped between batches
+  control/<name>/start.json                  a request to the session to start a job spec (its answer:
+  control/<name>/started.json                started.json)
+  session/health.json                        the session application's health, published while it runs
+  session/stop.json, session/stopped.json    a request to stop the session, and its answer
+  session/held.json                          session queries held stopped until their manifest changes
   status/<name>.json                         the running job's latest progress
   jobs/<name>.json                           how to find the running job on its target
   errors/<name>.json                         why the deploy Lambda refused a pushed manifest
@@ -27,6 +32,14 @@ DEFAULT_STATE_DIR = ".sql-runner"
 DESIRED_PREFIX = "manifests/"
 DEPLOY_ERRORS_PREFIX = "errors/"
 DEPLOY_REQUESTS_PREFIX = "deploy-requests/"
+CONTROL_PREFIX = "control/"
+# The session application's job name: manifest names cannot begin with "_", so it never
+# shares a job record with a query.
+SESSION_JOB = "_session"
+SESSION_HEALTH = "session/health.json"
+SESSION_STOP = "session/stop.json"
+SESSION_STOPPED = "session/stopped.json"
+SESSION_HELD = "session/held.json"
 
 
 def deployed(name: str) -> str:
@@ -47,6 +60,14 @@ def stop_request(name: str) -> str:
 
 def stop_acknowledged(name: str) -> str:
     return f"control/{name}/stopped.json"
+
+
+def start_request(name: str) -> str:
+    return f"control/{name}/start.json"
+
+
+def start_answer(name: str) -> str:
+    return f"control/{name}/started.json"
 
 
 def status(name: str) -> str:

@@ -55,6 +55,7 @@ BUILT_IN_DEFAULTS: dict[str, Any] = {
     "sparkProperties": {},
     "on-query-change": "continue",
     "retention": {"savepoints": 3, "runs": 3},
+    "mode": "application",
 }
 # Keys that identify one query; a template that sets them would make every query the same.
 PER_QUERY_KEYS = ("name", "target-table", "sql", "code")
@@ -131,6 +132,12 @@ class Manifest(BaseModel):
         default_factory=Retention,
         description="Savepoints and runs kept per version.",
         json_schema_extra=_on_change("none"),
+    )
+    mode: Literal["application", "session"] = Field(
+        "application",
+        description="'application': the query is its own Spark application (isolation); 'session': a query "
+        "in the team's long-running session application (seconds to take effect, one driver for all).",
+        json_schema_extra=_on_change("restart"),
     )
     meta: Meta | None = Field(None, description="Set by the runner on deploy.", json_schema_extra=_on_change("runner"))
 
@@ -248,6 +255,7 @@ ALLOWED_FIELDS = [
     "trigger-interval",
     "on-query-change",
     "retention",
+    "mode",
 ]
 
 

@@ -8,27 +8,29 @@ from typing import Any
 from runner.core import layout
 from runner.state import records, savepoints
 from runner.state.store import Store
-from runner.targets.base import Target
+from runner.targets.modes import Targets
 
 
-def job_status(store: Store, target: Target, team: str, name: str) -> dict[str, Any]:
+def job_status(store: Store, targets: Targets, team: str, name: str) -> dict[str, Any]:
     """One deployed job's state: running, stopped, failed, not running or removed, with its progress."""
     record, _ = records.read_deployed(store.manifests, name)
     assert record is not None, f"{name} is listed as deployed"
-    job = target.find(team, name)
+    job = targets.find(team, name)
     blob = store.manifests.read(layout.status(name))
     published = json.loads(blob.text) if blob else {}
     progress = published.get("progress") or {} if published.get("version") == record.version else {}
+    this_version = published.get("version") == record.version
     if record.removed:
         state = "removed" + (" (still running)" if job else "")
     elif job is not None:
-        state = "running"
-    elif published.get("version") == record.version and published.get("state") in ("failed", "stopped"):
-        state = published["state"]
+        # a session query between restarts is still found, but failing
+        state = "failing" if this_version and published.get("state") == "failing" else "running"
+    elif this_version and published.get("state") in ("failed", "stopped"):
+        state = published["state"] + (" (parked)" if published.get("parked") else "")
     else:
         state = "not running"
     why = None
-    if state == "failed":
+    if state.startswith("failed") or state == "failing":
         refused = published.get("state-refused")
         why = f"Spark refused the restored state: {refused}" if refused else published.get("error")
     latest = savepoints.savepoints(store, name, record.version)
@@ -38,6 +40,7 @@ def job_status(store: Store, target: Target, team: str, name: str) -> dict[str, 
         "version": record.version,
         "target": record.target,
         "state": state,
+        "restarts": published.get("restarts", 0) if this_version else 0,
         "last progress": progress.get("timestamp"),
         "input rows/s": None if rate is None else round(rate, 1),
         "batch ms": progress.get("batch-duration-ms"),

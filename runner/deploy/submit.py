@@ -51,18 +51,42 @@ def command(
     spark_submit: str | None = None,
     local_python: bool = True,
 ) -> list[str]:
-    """The full argument list: spark-submit, its options, the entry point and the spec."""
+    """The full argument list of a job: spark-submit, its options, the entry point and the spec."""
+    return application_command(
+        entry_point(),
+        ["--spec-json", spec.to_json()],
+        master=master,
+        app_name=app_name or f"sql-runner:{spec.manifest.name}:v{spec.manifest.version}",
+        properties=resolved_properties(spec, env, file),
+        options=options,
+        spark_submit=spark_submit,
+        local_python=local_python,
+    )
+
+
+def application_command(
+    entry: Path,
+    entry_args: list[str],
+    *,
+    master: str,
+    app_name: str,
+    properties: Mapping[str, str],
+    options: list[str] | None = None,
+    spark_submit: str | None = None,
+    local_python: bool = True,
+) -> list[str]:
+    """``spark-submit`` of a Python ``entry`` file: master, target options, name, properties, then the entry."""
     args = [
         spark_submit or str(spark_submit_path()),
         "--master",
         master,
         *(options or []),
         "--name",
-        app_name or f"sql-runner:{spec.manifest.name}:v{spec.manifest.version}",
+        app_name,
         "--driver-java-options",
         java_options(),
     ]
-    for key, value in resolved_properties(spec, env, file).items():
+    for key, value in properties.items():
         args += ["--conf", f"{key}={value}"]
     if local_python:  # this interpreter, for a driver and executors on this machine
         args += [
@@ -71,7 +95,7 @@ def command(
             "--conf",
             f"spark.pyspark.driver.python={sys.executable}",
         ]
-    return [*args, str(entry_point()), "--spec-json", spec.to_json()]
+    return [*args, str(entry), *entry_args]
 
 
 def environment(base: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -13,7 +13,7 @@ import json
 import os
 import socket
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
@@ -31,10 +31,24 @@ def owner() -> str:
 
 
 @contextmanager
-def lease(bucket: Bucket, name: str, *, purpose: str, ttl: float = 900.0, now: datetime | None = None) -> Iterator[str]:
-    """Hold ``locks/<name>.json`` for the block; raises LeaseHeld if someone else holds it."""
+def lease(
+    bucket: Bucket,
+    name: str,
+    *,
+    purpose: str,
+    ttl: float = 900.0,
+    now: datetime | None = None,
+    holder: str | None = None,
+    dead: Callable[[str], bool] | None = None,
+) -> Iterator[str]:
+    """Hold ``locks/<name>.json`` for the block; raises LeaseHeld if someone else holds it.
+
+    ``holder`` names the owner (default: host, process and a random id); ``dead(owner)``
+    says that a lease's owner is known to be gone (a session that was killed and is being
+    restarted), so its lease is taken over before it expires.
+    """
     now = now or datetime.now(UTC)
-    me = owner()
+    me = holder or owner()
     body = json.dumps(
         {
             "owner": me,
@@ -48,15 +62,17 @@ def lease(bucket: Bucket, name: str, *, purpose: str, ttl: float = 900.0, now: d
         etag = bucket.write(key, body, if_absent=True)
     except PreconditionFailed:
         current = bucket.read(key)
-        holder = json.loads(current.text) if current else {}
-        expired = current is not None and datetime.fromisoformat(holder["expires-at"]) < now
+        found = json.loads(current.text) if current else {}
+        expired = current is not None and (
+            datetime.fromisoformat(found["expires-at"]) < now or (dead is not None and dead(found.get("owner", "")))
+        )
         if current is None or not expired:
             raise LeaseHeld(
                 Problem.of(
                     "DEPLOY_IN_PROGRESS",
                     name=name,
-                    reason=f"another runner holds the deploy lease ({holder.get('purpose', 'deploy')} by "
-                    f"{holder.get('owner', '?')} since {holder.get('acquired-at', '?')})",
+                    reason=f"another runner holds the deploy lease ({found.get('purpose', 'deploy')} by "
+                    f"{found.get('owner', '?')} since {found.get('acquired-at', '?')})",
                 )
             ) from None
         try:

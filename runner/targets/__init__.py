@@ -6,12 +6,21 @@ from pathlib import Path
 
 from runner.core.bucket import Bucket
 from runner.core.errors import UserError
-from runner.targets.base import JobIdentity, RunningJob, Target
+from runner.targets.base import JobIdentity, Launch, RunningJob, Target
 from runner.targets.local import LocalTarget
 from runner.targets.standalone import StandaloneTarget
 from runner.targets.yarn import YarnTarget
 
-__all__ = ["JobIdentity", "LocalTarget", "RunningJob", "StandaloneTarget", "Target", "YarnTarget", "open_target"]
+__all__ = [
+    "JobIdentity",
+    "Launch",
+    "LocalTarget",
+    "RunningJob",
+    "StandaloneTarget",
+    "Target",
+    "YarnTarget",
+    "open_target",
+]
 
 
 def open_target(
@@ -33,5 +42,5 @@ def open_target(
     if kind == "yarn":
         if not resource_manager:
             raise UserError.of("TARGET_NEEDS_RESOURCE_MANAGER")
-        return YarnTarget(resource_manager)
+        return YarnTarget(resource_manager, records)
     raise UserError.of("UNKNOWN_TARGET", kind=kind, targets="local, standalone, yarn")

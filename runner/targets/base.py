@@ -1,9 +1,17 @@
-"""What every target offers: submit a job, find it by exact identity, stop or kill it."""
+"""What every target offers: start a job, find it by exact identity, stop it at a batch boundary or kill it.
+
+Application targets (local, standalone, yarn) run each job as its own ``spark-submit``
+application; the session target runs it as a query inside the team's long-running
+session application. The deployer does not know which: it hands every target a
+:class:`Launch` (the job spec, and the command line an application would run).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
+
+from runner.core.jobspec import JobSpec
 
 
 @dataclass(frozen=True)
@@ -45,6 +53,17 @@ class RunningJob:
     detail: str = ""
 
 
+@dataclass(frozen=True)
+class Launch:
+    """One application or query to start: its identity, its job spec (None for the session application
+    itself), and the ``spark-submit`` command line and environment an application target runs."""
+
+    identity: JobIdentity
+    spec: JobSpec | None
+    args: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+
+
 class Target(Protocol):
     kind: str
 
@@ -52,8 +71,14 @@ class Target(Protocol):
 
     def submit_options(self, identity: JobIdentity) -> list[str]: ...
 
-    def submit(self, identity: JobIdentity, args: list[str], env: dict[str, str]) -> RunningJob: ...
+    def submit(self, launch: Launch) -> RunningJob: ...
 
     def find(self, team: str, name: str) -> RunningJob | None: ...
 
     def stop(self, job: RunningJob, *, force: bool) -> None: ...
+
+    def stop_gracefully(self, job: RunningJob, timeout: float) -> bool:
+        """Stop the job after its current micro-batch; kill it after ``timeout`` seconds.
+
+        True if it stopped at a batch boundary (its latest checkpoint is a clean savepoint)."""
+        ...

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import subprocess
 
-from runner.targets.base import JobIdentity, RunningJob
+from runner.targets.base import JobIdentity, Launch, RunningJob
 from runner.targets.local import LocalTarget
 
 
@@ -25,13 +25,16 @@ class ForegroundTarget:
     def submit_options(self, identity: JobIdentity) -> list[str]:
         return []
 
-    def submit(self, identity: JobIdentity, args: list[str], env: dict[str, str]) -> RunningJob:
+    def submit(self, launch: Launch) -> RunningJob:
         """Run the job attached to this terminal until it finishes."""
-        self.exit_code = subprocess.run(args, env=env, check=False).returncode
-        return RunningJob(identity, self.kind, "foreground", f"exit code {self.exit_code}")
+        self.exit_code = subprocess.run(launch.args, env=launch.env, check=False).returncode
+        return RunningJob(launch.identity, self.kind, "foreground", f"exit code {self.exit_code}")
 
     def find(self, team: str, name: str) -> RunningJob | None:
         return self.local.find(team, name)
 
     def stop(self, job: RunningJob, *, force: bool) -> None:
         self.local.stop(job, force=force)
+
+    def stop_gracefully(self, job: RunningJob, timeout: float) -> bool:
+        return self.local.stop_gracefully(job, timeout)

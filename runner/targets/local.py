@@ -18,7 +18,8 @@ from pathlib import Path
 
 from runner.core import layout
 from runner.core.bucket import Bucket
-from runner.targets.base import JobIdentity, RunningJob
+from runner.targets.base import JobIdentity, Launch, RunningJob
+from runner.targets.stop_request import request_stop
 
 
 def process_start_ticks(pid: int) -> int | None:
@@ -50,13 +51,19 @@ class LocalTarget:
     def log_path(self, identity: JobIdentity) -> Path:
         return self.log_dir / f"{identity.name}-v{identity.version}-{identity.run_id}.log"
 
-    def submit(self, identity: JobIdentity, args: list[str], env: dict[str, str]) -> RunningJob:
-        """Start ``args`` detached (its own session, output to a log file) and record it."""
+    def submit(self, launch: Launch) -> RunningJob:
+        """Start the launch's ``spark-submit`` detached (its own session, output to a log file) and record it."""
+        identity = launch.identity
         log = self.log_path(identity)
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "ab") as handle:
             process = subprocess.Popen(
-                args, env=env, stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+                launch.args,
+                env=launch.env,
+                stdout=handle,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
             )
         ticks = process_start_ticks(process.pid)
         record = {
@@ -86,6 +93,9 @@ class LocalTarget:
         if ticks is None or ticks != record["start-ticks"]:
             return None
         return RunningJob(identity, self.kind, f"{record['pid']}@{record['host']}", f"log {record['log']}")
+
+    def stop_gracefully(self, job: RunningJob, timeout: float) -> bool:
+        return request_stop(self.bucket, self, job, timeout)
 
     def stop(self, job: RunningJob, *, force: bool) -> None:
         """SIGTERM (the job stops its queries) or SIGKILL, to the job's whole process group."""

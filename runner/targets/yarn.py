@@ -13,8 +13,10 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+from runner.core.bucket import Bucket
 from runner.core.errors import UserError
-from runner.targets.base import JobIdentity, RunningJob
+from runner.targets.base import JobIdentity, Launch, RunningJob
+from runner.targets.stop_request import request_stop
 
 ACTIVE_STATES = "NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING"
 
@@ -22,7 +24,8 @@ ACTIVE_STATES = "NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING"
 class YarnTarget:
     kind = "yarn"
 
-    def __init__(self, resource_manager: str, *, submit_timeout: float = 300.0):
+    def __init__(self, resource_manager: str, records: Bucket, *, submit_timeout: float = 300.0):
+        self.records = records  # the manifests bucket, where stop requests and answers go
         self.resource_manager = resource_manager.rstrip("/")
         self.submit_timeout = submit_timeout
 
@@ -41,10 +44,11 @@ class YarnTarget:
             "spark.yarn.maxAppAttempts=1",
         ]
 
-    def submit(self, identity: JobIdentity, args: list[str], env: dict[str, str]) -> RunningJob:
+    def submit(self, launch: Launch) -> RunningJob:
         """Run spark-submit until YARN accepted the application, then look it up by its tags."""
+        identity = launch.identity
         completed = subprocess.run(
-            args, env=env, capture_output=True, text=True, timeout=self.submit_timeout, check=False
+            launch.args, env=launch.env, capture_output=True, text=True, timeout=self.submit_timeout, check=False
         )
         if completed.returncode != 0:
             tail = (completed.stderr or completed.stdout).strip().splitlines()[-5:]
@@ -87,6 +91,9 @@ class YarnTarget:
         version = next((int(t.split(":", 1)[1]) for t in tags if t.startswith("sql-runner-version:")), 0)
         detail = f"{app.get('state')} in queue {app.get('queue')}; {app.get('trackingUrl', '')}".strip()
         return RunningJob(JobIdentity(team, name, version), self.kind, app["id"], detail)
+
+    def stop_gracefully(self, job: RunningJob, timeout: float) -> bool:
+        return request_stop(self.records, self, job, timeout)
 
     def stop(self, job: RunningJob, *, force: bool) -> None:
         """Kill the application through the ResourceManager (YARN has no gentler stop)."""

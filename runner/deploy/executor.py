@@ -1,0 +1,288 @@
+"""Carrying the steps of a decision out against a target and a store.
+
+Each step of ``runner/deploy/steps.py`` is one method here. What one step produces for
+the next (the savepoint a stop took, the run folder a restore made, where the sources
+continue) is kept in a :class:`Run`; what happened is written into ``outcome``, which
+ends up in the decision's history record.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from runner.core import layout
+from runner.core.bucket import PreconditionFailed
+from runner.core.errors import UserError
+from runner.core.manifest import Manifest, Meta
+from runner.core.starts import Source, Starts
+from runner.core.stateref import StateRef
+from runner.deploy import submit
+from runner.deploy.inputs import Decision, job_spec
+from runner.deploy.steps import (
+    ApplyRetention,
+    FreshCheckpoint,
+    MarkRemoved,
+    RecordUpdate,
+    Refuse,
+    RestoreSavepoint,
+    ResumeCheckpoint,
+    StartJob,
+    Step,
+    StopWithSavepoint,
+    WriteRecord,
+)
+from runner.state import continuation, savepoints
+from runner.state.records import DeploymentRecord
+from runner.state.store import Store
+from runner.targets.base import JobIdentity, Launch, RunningJob
+from runner.targets.modes import Targets
+from runner.targets.stop_request import clear
+
+Log = Callable[[str], None]
+
+
+@dataclass
+class Settings:
+    """How steps are carried out: where state lives, where jobs run, and the job options."""
+
+    store: Store
+    targets: Targets
+    team: str = "local"
+    env: dict[str, str] = field(default_factory=dict)
+    stop_timeout: float = 90.0  # seconds to wait for a stop at a batch boundary before killing
+    spark_submit: str | None = None  # default: the installed pyspark's
+    once: bool = False  # jobs process the input available now, then stop (``run --once``)
+
+
+@dataclass
+class Run:
+    """What the steps of one decision hand each other."""
+
+    decision: Decision
+    outcome: dict[str, Any]
+    taken: savepoints.Taken | None = None  # the savepoint the stop step took
+    run_id: str = ""
+    checkpoint_key: str = ""
+    starts: Starts = field(default_factory=dict)
+    continued_from: StateRef | None = None
+    manifest: Manifest | None = None  # the desired manifest with the meta it runs with
+
+
+class Executor:
+    def __init__(self, settings: Settings, log: Log, clock: Callable[[], datetime]):
+        self.settings = settings
+        self.store = settings.store
+        self.targets = settings.targets
+        self.log = log
+        self.clock = clock
+
+    def carry_out(self, decision: Decision, plan: tuple[Step, ...], outcome: dict[str, Any]) -> None:
+        """Carry ``plan`` out, in order; a step that fails raises and leaves the later ones undone."""
+        run = Run(decision, outcome)
+        for step in plan:
+            self._do(step, run)
+
+    def _do(self, step: Step, run: Run) -> None:
+        decision = run.decision
+        if isinstance(step, Refuse):
+            raise UserError.of(
+                "NO_STATE_TO_RESTORE",
+                name=decision.name,
+                reasons="; ".join(step.reasons),
+                deployed=layout.deployed(decision.name),
+            )
+        if isinstance(step, StopWithSavepoint):
+            assert decision.record is not None and decision.running is not None
+            run.taken = self.stop_with_savepoint(decision.record, decision.running, reason=decision.action.summary)
+            run.outcome["savepoint"] = taken_summary(run.taken)
+        elif isinstance(step, MarkRemoved):
+            assert decision.record is not None
+            self._write_record(decision, replace(decision.record, removed=True, deployed_at=self.clock()))
+        elif isinstance(step, RecordUpdate):
+            record, prepared = decision.record, decision.prepared
+            assert record is not None and prepared is not None
+            run.manifest = prepared.manifest.model_copy(update={"meta": record.manifest.meta})
+            run.checkpoint_key = layout.checkpoint(decision.name, record.version, record.run_id)
+            self._write_record(decision, replace(record, manifest=run.manifest, deployed_at=self.clock()))
+        elif isinstance(step, RestoreSavepoint | ResumeCheckpoint | FreshCheckpoint):
+            self._state(step, run)
+        elif isinstance(step, WriteRecord):
+            self._write_run_record(run)
+        elif isinstance(step, StartJob):
+            self._start(run)
+        elif isinstance(step, ApplyRetention):
+            assert run.manifest is not None
+            self._apply_retention(run.manifest, run.checkpoint_key, run.outcome)
+        else:  # pragma: no cover - every step type is handled above
+            raise AssertionError(f"unknown step {step!r}")
+
+    # ---- state for the run about to start -------------------------------------------------
+
+    def _resolve(self, ref: StateRef | None, run: Run) -> StateRef | None:
+        """A ``stop-savepoint`` reference is the savepoint the stop step took."""
+        if ref is not None and ref.kind == "stop-savepoint":
+            assert run.taken is not None, "the stop step comes first"
+            return run.taken.ref
+        return ref
+
+    def _state(self, step: RestoreSavepoint | ResumeCheckpoint | FreshCheckpoint, run: Run) -> None:
+        decision = run.decision
+        action, prepared, name = decision.action, decision.prepared, decision.name
+        assert prepared is not None and action.version is not None
+        version = action.version
+        now = self.clock()
+        run.manifest = prepared.manifest.model_copy(update={"meta": self._meta(decision, now)})
+        run.run_id = savepoints.new_run_id(now)
+        if isinstance(step, RestoreSavepoint):
+            ref = self._resolve(step.ref, run)
+            assert ref is not None
+            run.checkpoint_key = savepoints.restore(self.store, ref, name, version, run.run_id)
+            run.outcome["restored-from"] = ref.key
+            run.continued_from = decision.record.continued_from if decision.record else None
+        elif isinstance(step, ResumeCheckpoint):
+            run.run_id = step.ref.key.rstrip("/").rsplit("/", 1)[-1]
+            run.checkpoint_key = step.ref.key
+            run.outcome["resumed-checkpoint"] = step.ref.key
+            run.continued_from = decision.record.continued_from if decision.record else None
+        else:
+            run.checkpoint_key = layout.checkpoint(name, version, run.run_id)
+            run.continued_from = self._resolve(step.continue_from, run)
+            if run.continued_from is not None:
+                self._continue(run, run.continued_from)
+
+    def _meta(self, decision: Decision, now: datetime) -> Meta:
+        """The running version keeps its meta; a new version gets a new one (same query id)."""
+        version = decision.action.version
+        assert version is not None
+        previous = decision.record.manifest.meta if decision.record else None
+        if previous is not None and previous.query_version == version:
+            return previous
+        return Meta(
+            query_id=previous.query_id if previous else str(uuid.uuid4()),
+            query_version=version,
+            query_create_timestamp=now.replace(microsecond=0),
+        )
+
+    def _continue(self, run: Run, previous: StateRef) -> None:
+        """Where each source of the new version starts: after what the previous version read."""
+        decision = run.decision
+        prepared = decision.prepared
+        assert prepared is not None and decision.action.version is not None
+        bucket = self.store.savepoints if previous.kind == "savepoint" else self.store.checkpoints
+        reads = [t for t in prepared.tables if Source(t.name, t.connector) in prepared.sources]
+        planned = continuation.plan_starts(
+            self.store.checkpoints,
+            bucket,
+            previous.key,
+            reads,
+            decision.name,
+            decision.action.version,
+            self.settings.env,
+        )
+        run.starts = planned.starts
+        run.outcome["continuation"] = planned.notes
+        for note in planned.notes:
+            self.log(f"[{decision.name} v{decision.action.version}] {note}")
+
+    def _write_run_record(self, run: Run) -> None:
+        decision = run.decision
+        prepared = decision.prepared
+        assert prepared is not None and run.manifest is not None
+        record = DeploymentRecord(
+            run.manifest,
+            prepared.tables,
+            prepared.sources,
+            run.run_id,
+            self.targets.pick(run.manifest).kind,
+            self.clock(),
+            removed=False,
+            continued_from=run.continued_from,
+        )
+        self._write_record(decision, record)
+
+    def _start(self, run: Run) -> None:
+        decision, manifest = run.decision, run.manifest
+        prepared = decision.prepared
+        assert prepared is not None and manifest is not None
+        name, version = decision.name, manifest.version
+        target = self.targets.pick(manifest)
+        clear(self.store.manifests, name)
+        identity = JobIdentity(self.settings.team, name, version, run.run_id)
+        spec = job_spec(
+            self.store, manifest, prepared.tables, run.checkpoint_key, run.run_id, run.starts, once=self.settings.once
+        )
+        args = submit.command(
+            spec,
+            master=target.master(),
+            env=self.settings.env,
+            file=prepared.file,
+            app_name=identity.app_name,
+            options=target.submit_options(identity),
+            spark_submit=self.settings.spark_submit,
+            local_python=target.kind != "yarn",
+        )
+        self.log(f"[{name} v{version}] starting on {target.kind} ({target.master()}), checkpoint {run.checkpoint_key}")
+        job = target.submit(Launch(identity, spec, args, submit.environment(self.settings.env)))
+        run.outcome.update({"job": job.job_id, "run-id": run.run_id, "checkpoint": run.checkpoint_key})
+
+    def _apply_retention(self, manifest: Manifest, in_use: str, outcome: dict[str, Any]) -> None:
+        """Delete the savepoints and run folders of ``manifest``'s version beyond its retention."""
+        deleted = savepoints.apply_retention(
+            self.store,
+            manifest.name,
+            manifest.version,
+            keep_savepoints=manifest.retention.savepoints,
+            keep_runs=manifest.retention.runs,
+            in_use=in_use,
+        )
+        if deleted:
+            outcome["retention-deleted"] = deleted
+
+    def _write_record(self, decision: Decision, record: DeploymentRecord) -> None:
+        data = record.to_yaml().encode()
+        key = layout.deployed(decision.name)
+        try:
+            if decision.etag is None:
+                self.store.manifests.write(key, data, if_absent=True)
+            else:
+                self.store.manifests.write(key, data, if_etag=decision.etag)
+        except PreconditionFailed:
+            raise UserError.of("DEPLOYED_STATE_CHANGED", name=decision.name) from None
+
+    # ---- stopping ---------------------------------------------------------------------------
+
+    def stop_job(self, record: DeploymentRecord, job: RunningJob) -> bool:
+        """Stop at a batch boundary; killed after the timeout. True if it stopped itself."""
+        timeout = self.settings.stop_timeout
+        self.log(
+            f"[{record.name} v{job.identity.version}] asking {job.job_id} to stop after its current micro-batch "
+            f"(waiting up to {timeout:.0f}s, then killing it)"
+        )
+        return self.targets.of(job).stop_gracefully(job, timeout)
+
+    def stop_with_savepoint(self, record: DeploymentRecord, job: RunningJob, *, reason: str) -> savepoints.Taken:
+        graceful = self.stop_job(record, job)
+        checkpoint_key = layout.checkpoint(record.name, record.version, record.run_id)
+        taken = savepoints.take(
+            self.store, record.name, record.version, checkpoint_key, now=self.clock(), graceful=graceful, reason=reason
+        )
+        how = "stopped at a batch boundary" if graceful else "killed (savepoint = latest checkpoint)"
+        self.log(
+            f"[{record.name} v{record.version}] {how}; savepoint {taken.ref.key} ({taken.files} files, "
+            f"last committed batch {taken.last_batch})"
+        )
+        return taken
+
+
+def taken_summary(taken: savepoints.Taken) -> dict[str, Any]:
+    """How a savepoint taken on stop is shown in the history record."""
+    return {
+        "key": taken.ref.key,
+        "graceful": taken.graceful,
+        "files": taken.files,
+        "last-committed-batch": taken.last_batch,
+    }

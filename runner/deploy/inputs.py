@@ -1,0 +1,209 @@
+"""What a deploy decision is made from: the desired manifest checked against its tables, and
+what the store and the target say about the deployed job.
+
+- :class:`Preparer` loads a desired manifest, lets Spark analyse it (the same streaming
+  checks as ``validate``) and compare it with the deployed query;
+- :func:`observe` reads the deployed record, the job's published status, its savepoints
+  and checkpoints, and asks the target whether the job runs.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from runner.authoring.project import Project
+from runner.core import layout
+from runner.core.catalog import Catalog
+from runner.core.errors import Problem, ProblemCollector, UserError
+from runner.core.jobspec import JobSpec
+from runner.core.manifest import Manifest, Meta
+from runner.core.querydiff import QueryDiff
+from runner.core.starts import Source, Starts
+from runner.core.tables import TableDef
+from runner.deploy.plan import Action, Deployed, Desired, Observed
+from runner.state import records, savepoints
+from runner.state.records import DeploymentRecord
+from runner.state.store import Store
+from runner.targets.base import RunningJob, Target
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """One desired manifest, checked against the tables and compared with what is deployed."""
+
+    manifest: Manifest
+    file: str
+    tables: tuple[TableDef, ...]  # read and written
+    sources: tuple[Source, ...]
+    diff: QueryDiff | None
+
+    @property
+    def desired(self) -> Desired:
+        return Desired(self.manifest, self.sources, self.diff)
+
+
+@dataclass
+class Decision:
+    name: str
+    action: Action
+    prepared: Prepared | None
+    record: DeploymentRecord | None
+    etag: str | None
+    running: RunningJob | None
+    observed: Observed
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What one decision is made from: the deployed record (and its etag), the running job, the state found."""
+
+    record: DeploymentRecord | None
+    etag: str | None
+    running: RunningJob | None
+    observed: Observed
+
+    @property
+    def deployed(self) -> Deployed | None:
+        record = self.record
+        return Deployed(record.manifest, record.sources, record.removed, record.continued_from) if record else None
+
+    def decision(self, action: Action, prepared: Prepared | None) -> Decision:
+        return Decision(action.name, action, prepared, self.record, self.etag, self.running, self.observed)
+
+
+def job_spec(
+    store: Store,
+    manifest: Manifest,
+    tables: tuple[TableDef, ...],
+    checkpoint_key: str,
+    run_id: str,
+    starts: Starts,
+    *,
+    once: bool = False,
+) -> JobSpec:
+    """What a job of ``manifest`` (with its meta) is handed."""
+    return JobSpec(
+        manifest,
+        Catalog(tables),
+        store.checkpoints.uri(checkpoint_key),
+        store.checkpoints.uri(layout.dead_letter(manifest.name)),
+        store=store.describe(),
+        once=once,
+        run_id=run_id,
+        starts=starts,
+    )
+
+
+class Preparer:
+    """Loads and analyses desired manifests on a SparkSession it is given (created on first use)."""
+
+    def __init__(
+        self,
+        project: Project,
+        store: Store,
+        env: Mapping[str, str],
+        spark: Callable[[], Any],
+        clock: Callable[[], datetime],
+    ):
+        self.project = project
+        self.store = store
+        self.env = env
+        self.spark = spark
+        self.clock = clock
+
+    def prepare(self, path: Path) -> Prepared:
+        """Load and analyse one desired manifest; UserError if it is not deployable."""
+        from runner.analysis.query_diff import diff_queries
+        from runner.analysis.validate import analyse
+
+        project = self.project
+        file = project.display(path)
+        manifest = project.load_manifest(path)
+        analysed = analyse(self.spark(), manifest, project.catalog, self.env, file=file)
+        tables = analysed.tables
+        self._check_spec_size(manifest, tables)
+        sources = tuple(Source(t.name, t.connector) for t in analysed.reads)
+        record, _ = records.read_deployed(self.store.manifests, manifest.name)
+        diff = None
+        if record is not None:
+            if same_text(record, manifest, tables):
+                diff = QueryDiff(changed=False, state_compatible=True)
+            else:
+                diff = diff_queries(
+                    self.spark(), record.manifest, list(record.tables), manifest, project.catalog, self.env
+                )
+        return Prepared(manifest, file, tables, sources, diff)
+
+    def prepare_all(self, paths: list[Path] | None) -> dict[str, Prepared]:
+        """The desired manifests (``paths``, or every manifest of the project), all checked before any is used."""
+        chosen = paths if paths is not None else self.project.manifest_paths()
+        collector = ProblemCollector()
+        for path in chosen:
+            if not path.exists():
+                collector.add(Problem.of("FILE_NOT_FOUND", file=str(path), kind="manifest"))
+        collector.raise_if_any()
+        prepared: dict[str, Prepared] = {}
+        for path in chosen:
+            try:
+                item = self.prepare(path)
+            except UserError as error:
+                collector.capture(error)
+                continue
+            if item.manifest.name in prepared:
+                collector.add(
+                    Problem.of(
+                        "MANIFEST_DUPLICATE_NAME",
+                        file=item.file,
+                        field="name",
+                        name=item.manifest.name,
+                        other=prepared[item.manifest.name].file,
+                    )
+                )
+            prepared[item.manifest.name] = item
+        collector.raise_if_any()
+        return prepared
+
+    def _check_spec_size(self, manifest: Manifest, tables: tuple[TableDef, ...]) -> None:
+        """A job spec too large for spark-submit's command line is refused now, before anything is stopped."""
+        meta = Meta(query_id=str(uuid.uuid4()), query_version=1, query_create_timestamp=self.clock())
+        run_id = savepoints.new_run_id(self.clock())
+        checkpoint_key = layout.checkpoint(manifest.name, 1, run_id)
+        job_spec(self.store, manifest.model_copy(update={"meta": meta}), tables, checkpoint_key, run_id, {}).to_json()
+
+
+def same_text(record: DeploymentRecord, manifest: Manifest, tables: tuple[TableDef, ...]) -> bool:
+    """The deployed and desired queries are the same text over the same table definitions."""
+    old = record.manifest
+    return (old.sql, old.code, old.target_table) == (manifest.sql, manifest.code, manifest.target_table) and sorted(
+        json.dumps(t.definition(), sort_keys=True) for t in record.tables
+    ) == sorted(json.dumps(t.definition(), sort_keys=True) for t in tables)
+
+
+def observe(store: Store, target: Target, team: str, name: str) -> Inputs:
+    """What the plan decides on for ``name``, read from the store and the target."""
+    record, blob = records.read_deployed(store.manifests, name)
+    running = target.find(team, name)
+    running_version = running.identity.version if running else None
+    if record is None:
+        return Inputs(None, None, running, Observed(running=running is not None, running_version=running_version))
+    version = record.version
+    status_blob = store.manifests.read(layout.status(name))
+    status = json.loads(status_blob.text) if status_blob else {}
+    checkpoints = tuple(savepoints.checkpoints(store, name, version))
+    this_run = status.get("version") == version and status.get("run-id") == record.run_id
+    ever_ran = bool(checkpoints) or (this_run and status.get("state") in ("running", "stopped"))
+    observed = Observed(
+        running=running is not None,
+        running_version=running_version,
+        savepoints=tuple(savepoints.savepoints(store, name, version)),
+        checkpoints=checkpoints,
+        ever_ran=ever_ran,
+        refused=status.get("state-refused") if this_run and status.get("state") == "failed" else None,
+    )
+    return Inputs(record, blob.etag if blob else None, running, observed)

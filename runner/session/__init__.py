@@ -1,0 +1,1 @@
+"""Session mode: one long-running Spark application per team hosts many streaming queries."""

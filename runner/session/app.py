@@ -1,0 +1,100 @@
+"""``spark-submit`` entry point of a team's session application.
+
+    spark-submit ... runner/session/app.py --config-json '{"team": ..., "run-id": ..., ...}'
+
+The configuration says where state lives, where the desired manifests are (a project
+folder, or the manifests bucket), where application-mode jobs run (so a query can move
+between the modes) and how the session protects its queries. It holds no secrets: table
+placeholders are resolved from the session's own environment.
+
+SIGTERM or ``session/stop.json`` stops every query between micro-batches with a
+savepoint, then the application ends.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):
+    # spark-submit runs this file as a script; make the project's packages importable.
+    sys.path.append(str(Path(__file__).resolve().parents[2]))
+
+from pyspark.sql import SparkSession  # noqa: E402
+
+from jobs.logs import quiet_python_logs  # noqa: E402
+from runner.core.bucket import bucket_from  # noqa: E402
+from runner.deploy.deployer import Deployer  # noqa: E402
+from runner.deploy.executor import Settings  # noqa: E402
+from runner.session.config import SessionConfig  # noqa: E402
+from runner.session.host import QueryHost  # noqa: E402
+from runner.session.loop import Desired, Session  # noqa: E402
+from runner.state.store import Store  # noqa: E402
+from runner.targets import open_target  # noqa: E402
+from runner.targets.modes import Targets  # noqa: E402
+
+
+def log(message: str) -> None:
+    print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} [session] {message}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="runner/session/app.py", description=__doc__)
+    parser.add_argument("--config-json", required=True)
+    config = SessionConfig.from_json(parser.parse_args(argv).config_json)
+    quiet_python_logs()
+    spark = SparkSession.builder.getOrCreate()
+    analysis = spark.newSession()  # validate and compare queries away from the hosted ones' settings
+    store = Store(*(bucket_from(config.store[role]) for role in ("manifests", "checkpoints", "savepoints")))
+    application = open_target(
+        config.application["kind"],
+        records=store.manifests,
+        log_dir=Path(config.application["log-dir"]),
+        master=config.application.get("master"),
+        master_web_ui=config.application.get("master-web-ui"),
+        resource_manager=config.application.get("resource-manager"),
+    )
+    host = QueryHost(spark, config.run_id, config.protection, log)
+    env = dict(os.environ)
+    settings = Settings(store, Targets(application, host), config.team, env, config.stop_timeout)
+    me = f"session:{config.team}:{config.run_id}"
+    deployer = Deployer(
+        None,
+        settings,
+        log,
+        spark=lambda: analysis,
+        lease_holder=me,
+        # Only one session per team runs: a lease another session run left behind is a killed one's.
+        dead_holder=lambda owner: owner.startswith(f"session:{config.team}:") and owner != me,
+    )
+    desired = (
+        Desired(folder=Path(config.project))
+        if config.project
+        else Desired(bucket=bucket_from(config.store["manifests"]))
+    )
+    session = Session(
+        deployer, host, desired, team=config.team, run_id=config.run_id, poll=config.poll, env=env, log=log
+    )
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log(f"received signal {signum}: stopping every query with a savepoint")
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    log(f"session {config.run_id} of team {config.team} up; watching {desired.describe()}")
+    try:
+        session.run(stop.is_set)
+    finally:
+        spark.stop()
+    log("session stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

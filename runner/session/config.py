@@ -1,0 +1,39 @@
+"""What a session application is started with (no secrets: placeholders resolve in the session)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Protection:
+    """How the session protects itself and the other queries from one query."""
+
+    max_failures: int = 5  # consecutive run-time failures before a query is parked
+    first_backoff: float = 1.0  # seconds before the first restart; doubles per failure
+    max_backoff: float = 60.0
+    batch_timeout: float = 300.0  # seconds one micro-batch may take before it is cancelled
+    build_timeout: float = 60.0  # seconds building a query (its code snippet) may take
+
+
+@dataclass(frozen=True)
+class SessionConfig:
+    team: str
+    run_id: str
+    store: dict[str, dict[str, str]]  # Store.describe()
+    application: dict[str, Any]  # where application-mode jobs run: kind, master, log-dir, ...
+    project: str | None = None  # the project folder watched; None: the manifests bucket's manifests/
+    poll: float = 0.5  # seconds between looks at the desired manifests and requests
+    stop_timeout: float = 90.0
+    protection: Protection = field(default_factory=Protection)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @staticmethod
+    def from_json(text: str) -> SessionConfig:
+        data = json.loads(text)
+        data["protection"] = Protection(**data.get("protection", {}))
+        return SessionConfig(**data)

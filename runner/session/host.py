@@ -1,0 +1,355 @@
+"""The session target: jobs run as streaming queries inside this (the session's) Spark application.
+
+Each hosted job gets its own ``SparkSession.newSession()`` (its own SQL settings and
+table views, one shared SparkContext) and its own FAIR scheduler pool, so one heavy
+query does not hold up the others' batches. It writes its status and history exactly as
+an application-mode job does (``jobs/control.py``), with ``mode: session``.
+
+Isolation (the session supervises, the deployer never sees a crash):
+
+- a query that fails at run time is restarted from its checkpoint after a backoff
+  (1 s, 2 s, 4 s ... up to ``max_backoff``), shown as ``failing`` with its error;
+- after ``max_failures`` consecutive failures it is parked as ``failed`` and stays so
+  until its manifest changes (the session loop decides that);
+- a micro-batch running longer than ``batch_timeout`` is cancelled and counts as a
+  failure, so a ``code`` snippet or UDF that blocks cannot hold a query (and its
+  executor slots) forever;
+- building a query (which runs a ``code`` snippet on the driver) happens on a worker
+  thread with ``build_timeout``: a snippet that never returns fails the start and
+  parks the query instead of blocking the session; the stuck thread is counted in the
+  session's health.
+- Spark refusing the restored state is not retried: it is published as a refusal, and
+  the loop plans the next version.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from jobs import runtime
+from jobs.build import build_job
+from jobs.control import JobControl, failure_reason, progress_record, refused_restore, stop_between_batches
+from runner.core.errors import UserError
+from runner.core.jobspec import JobSpec
+from runner.session.config import Protection
+from runner.targets.base import JobIdentity, Launch, RunningJob
+
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Event:
+    """Something the host did on its own, for the job's history: restarted, parked, refused."""
+
+    name: str
+    version: int
+    kind: str  # "failing" | "parked" | "refused" | "recovered"
+    summary: str
+    reasons: tuple[str, ...]
+
+
+@dataclass
+class Hosted:
+    launch: Launch
+    control: JobControl
+    session: SparkSession | None = None
+    queries: list[StreamingQuery] = field(default_factory=list)
+    published_batch: int | None = None  # the last micro-batch whose progress was published
+    state: str = "starting"  # running | failing | failed | stopped
+    failures: int = 0  # consecutive
+    restarts: int = 0
+    error: str | None = None
+    retry_at: float | None = None
+    batch_seen: tuple[int | None, float] | None = None  # (batch id, since) while a batch is in flight
+
+    @property
+    def identity(self) -> JobIdentity:
+        return self.launch.identity
+
+    @property
+    def spec(self) -> JobSpec:
+        assert self.launch.spec is not None, "a hosted query has a job spec"
+        return self.launch.spec
+
+    @property
+    def active(self) -> bool:
+        return self.state in ("running", "failing")
+
+
+class QueryHost:
+    """The session's own target: start, find and stop queries in this application."""
+
+    kind = "session"
+
+    def __init__(self, spark: SparkSession, session_run: str, protection: Protection, log: Log):
+        self.spark = spark
+        self.session_run = session_run
+        self.protection = protection
+        self.log = log
+        self.hosted: dict[str, Hosted] = {}
+        self.stuck_builds = 0
+        self._lock = threading.RLock()
+
+    # ---- the target interface -----------------------------------------------------------
+
+    def master(self) -> str:
+        return f"session {self.session_run}"
+
+    def submit_options(self, identity: JobIdentity) -> list[str]:
+        return []
+
+    def submit(self, launch: Launch) -> RunningJob:
+        """Start the launch's job as queries in this application; UserError if it cannot be built."""
+        name = launch.identity.name
+        assert launch.spec is not None, "a session query has a job spec"
+        with self._lock:
+            old = self.hosted.get(name)
+            if old is not None and old.active:
+                self._stop_queries(old, force=True)
+            control = JobControl(launch.spec, self.log)
+            control.labels = {"mode": "session", "session-run": self.session_run}
+            hosted = Hosted(launch, control)
+            self.hosted[name] = hosted
+        error = self._start_with_timeout(hosted)
+        if error is not None:
+            self._fail_to_start(hosted, error)
+            raise error
+        return self._running(hosted)
+
+    def find(self, team: str, name: str) -> RunningJob | None:
+        hosted = self.hosted.get(name)
+        if hosted is None or not hosted.active or hosted.identity.team != team:
+            return None
+        return self._running(hosted)
+
+    def stop(self, job: RunningJob, *, force: bool) -> None:
+        hosted = self.hosted.get(job.identity.name)
+        if hosted is not None:
+            self._stop_queries(hosted, force=force)
+            self._settle(hosted, "stopped", reason="stopped by the runner")
+
+    def stop_gracefully(self, job: RunningJob, timeout: float) -> bool:
+        """Stop the job's queries between micro-batches (cancelled after ``timeout``)."""
+        hosted = self.hosted.get(job.identity.name)
+        if hosted is None:
+            return True
+        graceful = self._stop_queries(hosted, force=False, timeout=timeout)
+        self._settle(hosted, "stopped", reason="stop requested")
+        return graceful
+
+    # ---- supervision ---------------------------------------------------------------------
+
+    def supervise(self) -> list[Event]:
+        """Notice failed queries, restart those whose backoff is over, cancel overlong batches."""
+        events: list[Event] = []
+        now = time.monotonic()
+        for hosted in list(self.hosted.values()):
+            if hosted.state == "running":
+                failure = self._failure(hosted, now)
+                if failure is not None:
+                    events.extend(self._on_failure(hosted, failure, now))
+                elif self._published_progress(hosted) and hosted.failures:
+                    events.append(self._recovered(hosted))
+            elif hosted.state == "failing" and hosted.retry_at is not None and now >= hosted.retry_at:
+                hosted.retry_at = None
+                hosted.restarts += 1
+                self.log(f"[{hosted.spec.label}] restart {hosted.restarts} from its checkpoint")
+                error = self._start_with_timeout(hosted)
+                if error is not None:
+                    events.extend(self._on_failure(hosted, str(error), now))
+        return events
+
+    def counts(self) -> dict[str, int]:
+        states = [h.state for h in self.hosted.values()]
+        return {
+            "running": states.count("running"),
+            "failing": states.count("failing"),
+            "parked": sum(1 for h in self.hosted.values() if h.state == "failed"),
+            "stuck-builds": self.stuck_builds,
+        }
+
+    def _failure(self, hosted: Hosted, now: float) -> str | None:
+        """Why a running job failed (a query ended with an error, or a batch ran too long), or None."""
+        for query in hosted.queries:
+            try:
+                if not query.isActive:
+                    error = query.exception()
+                    return f"{error}" if error is not None else f"query {query.name} stopped"
+                status = query.status
+                last = query.lastProgress
+            except Exception as error:  # noqa: BLE001 - a query Spark cannot report on has failed
+                return f"{type(error).__name__}: {error}"
+            if query is hosted.queries[0]:
+                batch = last.get("batchId") if last else None
+                if status.get("isTriggerActive"):
+                    if hosted.batch_seen is None or hosted.batch_seen[0] != batch:
+                        hosted.batch_seen = (batch, now)
+                    elif now - hosted.batch_seen[1] > self.protection.batch_timeout:
+                        return (
+                            f"a micro-batch ran longer than {self.protection.batch_timeout:.0f}s "
+                            "(batch timeout): cancelled"
+                        )
+                else:
+                    hosted.batch_seen = None
+        return None
+
+    def _published_progress(self, hosted: Hosted) -> bool:
+        """Publish the output query's latest completed micro-batch, if it is new; True if it was.
+
+        Polled by the loop rather than pushed by a listener per query: with many queries,
+        Python listeners on Spark's shared listener queue fall behind and Spark drops events.
+        """
+        try:
+            last = hosted.queries[0].lastProgress if hosted.queries else None
+        except Exception:  # noqa: BLE001 - published on the next round
+            return False
+        if last is None or last.batchId == hosted.published_batch:
+            return False
+        hosted.published_batch = last.batchId
+        hosted.control.publish("running", progress_record(last))
+        return True
+
+    def _on_failure(self, hosted: Hosted, error: str, now: float) -> list[Event]:
+        label, spec = hosted.spec.label, hosted.spec
+        self._stop_queries(hosted, force=True)
+        refusal = refused_restore(Exception(error))
+        if refusal is not None:
+            hosted.state, hosted.error = "failed", refusal
+            hosted.control.refused(refusal)
+            self.log(f"[{label}] Spark refused the restored state: {refusal}")
+            return [
+                Event(
+                    spec.manifest.name, spec.manifest.version, "refused", "Spark refused the restored state", (refusal,)
+                )
+            ]
+        hosted.failures += 1
+        hosted.error = failure_reason(error)
+        limit = self.protection.max_failures
+        if hosted.failures >= limit:
+            hosted.state = "failed"
+            hosted.control.labels.update(failures=hosted.failures, restarts=hosted.restarts)
+            hosted.control.publish("failed", error=hosted.error, parked=True)
+            self.log(f"[{label}] failed {hosted.failures} times in a row: parked until its manifest changes")
+            return [
+                Event(
+                    spec.manifest.name,
+                    spec.manifest.version,
+                    "parked",
+                    f"parked after {hosted.failures} consecutive failures; it stays stopped until its manifest changes",
+                    (hosted.error or "",),
+                )
+            ]
+        delay = min(self.protection.first_backoff * 2 ** (hosted.failures - 1), self.protection.max_backoff)
+        hosted.state, hosted.retry_at = "failing", now + delay
+        hosted.control.labels.update(failures=hosted.failures, restarts=hosted.restarts)
+        hosted.control.publish("failing", error=hosted.error, **{"retry-in": delay})
+        self.log(f"[{label}] failed ({hosted.failures}/{limit}): {hosted.error}; restarting in {delay:.0f}s")
+        return [
+            Event(
+                spec.manifest.name,
+                spec.manifest.version,
+                "failing",
+                f"failed at run time ({hosted.failures} of {limit} before it is parked): restart from its "
+                f"checkpoint in {delay:.0f}s",
+                (hosted.error or "",),
+            )
+        ]
+
+    def _recovered(self, hosted: Hosted) -> Event:
+        spec = hosted.spec
+        failures, hosted.failures, hosted.error = hosted.failures, 0, None
+        hosted.control.labels.update(failures=0, restarts=hosted.restarts)
+        hosted.control.publish("running")
+        return Event(
+            spec.manifest.name,
+            spec.manifest.version,
+            "recovered",
+            f"running again after {failures} failure(s): a micro-batch completed",
+            (),
+        )
+
+    # ---- starting and stopping -------------------------------------------------------------
+
+    def _start_with_timeout(self, hosted: Hosted) -> UserError | None:
+        """Build and start the job's queries on a worker thread; its error, or a timeout, or None."""
+        outcome: dict[str, Any] = {}
+
+        def work() -> None:
+            try:
+                self._start(hosted)
+            except BaseException as error:  # noqa: BLE001 - handed to the waiting thread
+                outcome["error"] = error
+
+        worker = threading.Thread(target=work, name=f"sql-runner-build-{hosted.identity.name}", daemon=True)
+        worker.start()
+        worker.join(self.protection.build_timeout)
+        if worker.is_alive():
+            self.stuck_builds += 1
+            return UserError.of(
+                "SESSION_QUERY_BUILD_TIMEOUT", name=hosted.identity.name, seconds=f"{self.protection.build_timeout:.0f}"
+            )
+        error = outcome.get("error")
+        if error is None:
+            return None
+        if isinstance(error, UserError):
+            return error
+        return UserError.of(
+            "SESSION_QUERY_START_FAILED", name=hosted.identity.name, reason=f"{type(error).__name__}: {error}"
+        )
+
+    def _start(self, hosted: Hosted) -> None:
+        spec = hosted.spec
+        session = self.spark.newSession()
+        for key, value in spec.manifest.spark_properties.items():
+            session.conf.set(key, value)
+        # Pools are thread-local properties inherited by the query's stream thread.
+        self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", spec.manifest.name)
+        try:
+            built = build_job(session, spec.manifest, spec.catalog, hosted.launch.env, live=True, starts=spec.starts)
+            queries = runtime.start(session, built, spec, hosted.launch.env)
+        finally:
+            self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", None)
+        hosted.session, hosted.queries, hosted.batch_seen, hosted.published_batch = session, queries, None, None
+        hosted.state = "running"
+        hosted.control.labels.update(failures=hosted.failures, restarts=hosted.restarts)
+        hosted.control.publish("running")
+
+    def _fail_to_start(self, hosted: Hosted, error: UserError) -> None:
+        """A job that cannot be built is parked at once: building it again fails the same way."""
+        self._stop_queries(hosted, force=True)
+        hosted.state, hosted.error = "failed", error.problems[0].render()
+        hosted.control.publish("failed", error=hosted.error, parked=True)
+
+    def _stop_queries(self, hosted: Hosted, *, force: bool, timeout: float = 120.0) -> bool:
+        """Stop the job's queries (between batches unless ``force``); True if none had to be cancelled."""
+        queries = hosted.queries
+        graceful = True
+        if not force:
+            graceful = stop_between_batches(queries, timeout)
+        else:
+            runtime.stop_all(queries)
+            graceful = False
+        self._published_progress(hosted)  # a stopped query still shows where it got to
+        hosted.queries = []
+        hosted.control.close()
+        return graceful
+
+    def _settle(self, hosted: Hosted, state: str, *, reason: str) -> None:
+        hosted.state = state
+        hosted.control.publish(state, reason=reason)
+
+    def _running(self, hosted: Hosted) -> RunningJob:
+        identity = hosted.identity
+        return RunningJob(
+            identity,
+            self.kind,
+            f"{identity.name}@session-{self.session_run}",
+            f"{hosted.state} in session {self.session_run}",
+        )

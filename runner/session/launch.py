@@ -1,0 +1,127 @@
+"""Starting and stopping a team's session application from the command line.
+
+``start`` submits ``runner/session/app.py`` to the application target (local, standalone
+or yarn; on YARN with several application attempts, so YARN restarts a session that
+dies) and returns once the session publishes its health. ``stop`` asks the session to
+stop every query with a savepoint and waits for the application to end.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from runner.core import layout
+from runner.core.errors import UserError
+from runner.deploy import submit
+from runner.session.config import Protection, SessionConfig
+from runner.state.savepoints import new_run_id
+from runner.state.store import Store
+from runner.targets.base import JobIdentity, Launch, RunningJob, Target
+from runner.targets.session import SessionTarget
+
+APP = Path(__file__).with_name("app.py")
+# The session's own Spark settings: FAIR pools so one query's batches do not queue behind another's.
+SESSION_PROPERTIES = {
+    "spark.scheduler.mode": "FAIR",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.log.level": "WARN",
+    "spark.sql.streaming.stopTimeout": "60s",
+}
+# YARN restarts a session application that dies (a failed attempt), up to this many times an hour.
+YARN_ATTEMPTS = {"spark.yarn.maxAppAttempts": "4", "spark.yarn.am.attemptFailuresValidityInterval": "1h"}
+
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Started:
+    job: RunningJob
+    seconds: float
+    already: bool = False
+
+
+def start(
+    store: Store,
+    application: Target,
+    *,
+    team: str,
+    project: Path | None,
+    application_settings: dict[str, Any],
+    env: Mapping[str, str],
+    properties: Mapping[str, str],
+    poll: float,
+    stop_timeout: float,
+    protection: Protection,
+    spark_submit: str | None,
+    timeout: float = 180.0,
+    log: Log,
+) -> Started:
+    """Start the team's session (or find it running) and wait until it publishes its health."""
+    began = time.monotonic()
+    sessions = SessionTarget(store.manifests, application, team)
+    running = sessions.application_job()
+    if running is not None:
+        return Started(running, 0.0, already=True)
+    run_id = new_run_id(datetime.now(UTC))
+    config = SessionConfig(
+        team=team,
+        run_id=run_id,
+        store=store.describe(),
+        application=application_settings,
+        project=str(project) if project is not None else None,
+        poll=poll,
+        stop_timeout=stop_timeout,
+        protection=protection,
+    )
+    store.manifests.delete(layout.SESSION_STOP)
+    identity = JobIdentity(team, layout.SESSION_JOB, 1, run_id)
+    options = application.submit_options(identity)
+    merged = {**SESSION_PROPERTIES, **(YARN_ATTEMPTS if application.kind == "yarn" else {}), **properties}
+    args = submit.application_command(
+        APP,
+        ["--config-json", config.to_json()],
+        master=application.master(),
+        app_name=f"sql-runner:{team}:session",
+        properties=merged,
+        options=options,
+        spark_submit=spark_submit,
+        local_python=application.kind != "yarn",
+    )
+    log(f"starting the session of team {team} on {application.kind} ({application.master()})")
+    job = application.submit(Launch(identity, None, args, submit.environment(env)))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        blob = store.manifests.read(layout.SESSION_HEALTH)
+        health = json.loads(blob.text) if blob else {}
+        if health.get("run-id") == run_id and health.get("state") == "running":
+            return Started(job, time.monotonic() - began)
+        if application.find(team, layout.SESSION_JOB) is None:
+            raise UserError.of("SESSION_DID_NOT_START", detail=job.detail)
+        time.sleep(0.2)
+    raise UserError.of("SESSION_DID_NOT_START", detail=f"no health within {timeout:.0f}s; {job.detail}")
+
+
+def stop(store: Store, application: Target, *, team: str, timeout: float, log: Log) -> float | None:
+    """Stop the session's queries with savepoints and end it; seconds taken, None if none was running."""
+    began = time.monotonic()
+    job = application.find(team, layout.SESSION_JOB)
+    if job is None:
+        return None
+    request_id = uuid.uuid4().hex[:12]
+    store.manifests.write(layout.SESSION_STOP, json.dumps({"id": request_id, "run-id": job.identity.run_id}).encode())
+    log(f"asked session {job.identity.run_id} to stop every query with a savepoint (waiting up to {timeout:.0f}s)")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and application.find(team, layout.SESSION_JOB) is not None:
+        time.sleep(0.3)
+    if application.find(team, layout.SESSION_JOB) is not None:
+        log("the session did not stop in time: killing it (its queries restore from their latest checkpoints)")
+        application.stop(job, force=True)
+    store.manifests.delete(layout.SESSION_STOP)
+    return time.monotonic() - began

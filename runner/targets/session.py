@@ -1,0 +1,118 @@
+"""The team's session application, seen from outside it (the CLI, a deploy on EMR).
+
+The session runs as one application on the application target (``jobs/_session.json``
+locally, YARN tags on EMR) and publishes its health to ``session/health.json``. Each
+query it hosts publishes ``status/<name>.json`` with ``mode: session`` and the session's
+run id, so a query counts as running only while *that* session run is alive.
+
+Talking to the session goes through the state store, like talking to any job:
+
+- start a job spec: ``control/<name>/start.json``; the session answers ``started.json``
+  (the spec carries placeholders, never their values: the session resolves them from
+  its own environment);
+- stop a query between micro-batches: the usual ``control/<name>/stop.json`` protocol.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any
+
+from runner.core import layout
+from runner.core.bucket import Bucket
+from runner.core.errors import UserError
+from runner.targets.base import JobIdentity, Launch, RunningJob, Target
+from runner.targets.stop_request import request_stop
+
+ANSWER_TIMEOUT = 120.0
+POLL_SECONDS = 0.2
+
+
+class SessionTarget:
+    kind = "session"
+
+    def __init__(self, records: Bucket, application: Target, team: str):
+        self.records = records  # the manifests bucket
+        self.application = application  # where the session application itself runs
+        self.team = team
+        self._alive: tuple[float, RunningJob | None] | None = None
+
+    # ---- the session application ----------------------------------------------------------
+
+    def application_job(self) -> RunningJob | None:
+        """The running session application, if any (checked at most once a second)."""
+        now = time.monotonic()
+        if self._alive is None or now - self._alive[0] > 1.0:
+            self._alive = (now, self.application.find(self.team, layout.SESSION_JOB))
+        return self._alive[1]
+
+    def health(self) -> dict[str, Any] | None:
+        """What the running session last published about itself; None when no session runs."""
+        job = self.application_job()
+        if job is None:
+            return None
+        blob = self.records.read(layout.SESSION_HEALTH)
+        health = json.loads(blob.text) if blob else {}
+        if health.get("run-id") != job.identity.run_id:
+            return {"state": "starting", "run-id": job.identity.run_id}
+        return health
+
+    # ---- the target interface -------------------------------------------------------------
+
+    def master(self) -> str:
+        return "session"
+
+    def submit_options(self, identity: JobIdentity) -> list[str]:
+        return []
+
+    def submit(self, launch: Launch) -> RunningJob:
+        """Hand the job spec to the session and wait for its answer."""
+        name = launch.identity.name
+        assert launch.spec is not None, "a session query has a job spec"
+        health = self.health()
+        if health is None:
+            raise UserError.of("SESSION_NOT_RUNNING", name=name, team=self.team)
+        request_id = uuid.uuid4().hex[:12]
+        self.records.delete(layout.start_answer(name))
+        self.records.write(
+            layout.start_request(name), json.dumps({"id": request_id, "spec": launch.spec.to_json()}).encode()
+        )
+        deadline = time.monotonic() + ANSWER_TIMEOUT
+        while time.monotonic() < deadline:
+            blob = self.records.read(layout.start_answer(name))
+            answer = json.loads(blob.text) if blob else {}
+            if answer.get("id") == request_id:
+                self.records.delete(layout.start_answer(name))
+                if answer.get("error"):
+                    raise UserError.of("SESSION_START_FAILED", name=name, reason=answer["error"])
+                return RunningJob(launch.identity, self.kind, answer["job"], answer.get("detail", ""))
+            if self.application_job() is None:
+                break
+            time.sleep(POLL_SECONDS)
+        self.records.delete(layout.start_request(name))
+        raise UserError.of("SESSION_NO_ANSWER", name=name, seconds=f"{ANSWER_TIMEOUT:.0f}")
+
+    def find(self, team: str, name: str) -> RunningJob | None:
+        health = self.health() if team == self.team else None
+        if health is None:
+            return None
+        blob = self.records.read(layout.status(name))
+        status = json.loads(blob.text) if blob else {}
+        if status.get("mode") != "session" or status.get("session-run") != health.get("run-id"):
+            return None
+        if status.get("state") not in ("running", "failing"):
+            return None
+        identity = JobIdentity(team, name, int(status["version"]), status.get("run-id", ""))
+        return RunningJob(
+            identity, self.kind, f"{name}@session-{health['run-id']}", f"{status['state']} in the team's session"
+        )
+
+    def stop(self, job: RunningJob, *, force: bool) -> None:
+        """Ask the session to stop the query now (``force``) or between micro-batches."""
+        request = {"id": uuid.uuid4().hex[:12], "version": job.identity.version, "force": force}
+        self.records.write(layout.stop_request(job.identity.name), json.dumps(request).encode())
+
+    def stop_gracefully(self, job: RunningJob, timeout: float) -> bool:
+        return request_stop(self.records, self, job, timeout)

@@ -1,0 +1,316 @@
+"""Session mode on real local Spark: one application hosts every query and applies manifest edits itself.
+
+- Lifecycle: five queries in one session while events keep arriving; a query is added,
+  one is changed compatibly (restored from its savepoint), one incompatibly (other
+  deduplication keys: v2 continues after the files v1 read), one is removed. The
+  untouched queries keep advancing through every change (their batch ids grow), and
+  every file sink holds each expected row exactly once. A failing query (a code snippet
+  that throws) is restarted with backoff, parked after --max-failures, never disturbs the
+  others, and runs again once its manifest is fixed. An invalid manifest (no query) is
+  reported and changes nothing.
+- Durability: the session killed with SIGKILL (twice, at different moments) and started
+  again resumes every query from its latest state; outputs exact.
+- Moving a query between modes: stop with a savepoint in one, restore in the other.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+
+from demo.committed_rows import committed_json_rows
+from tests.clihelpers import cli, history, wait_for
+from tests.conftest import METADATA_DDL, ProjectDir
+
+OUT = ["out-a", "out-b", "out-c", "out-d", "out-e", "out-f", "out-bad"]
+DDL = """
+CREATE TABLE `demo`.`events` (id STRING, account STRING, amount DOUBLE, ts TIMESTAMP(3))
+WITH ('connector' = 'filesystem', 'path' = 'data/events', 'format' = 'json');
+""" + "".join(
+    f"""
+CREATE TABLE `demo`.`{name}` (id STRING, amount DOUBLE{METADATA_DDL})
+WITH ('connector' = 'filesystem', 'path' = 'data/{name}', 'format' = 'json');
+"""
+    for name in OUT
+)
+TEMPLATE = """
+mode: session
+trigger-interval: 2 seconds
+sparkProperties: {spark.sql.shuffle.partitions: "2"}
+"""
+
+
+def query(name: str, target: str, sql: str) -> str:
+    return f'name: {name}\ntarget-table: "`demo`.`{target}`"\nsql: "{sql}"\n'
+
+
+def dedup(name: str, target: str, keys: str) -> str:
+    """A stateful query: rows deduplicated on ``keys`` (kept in state, no watermark needed)."""
+    return (
+        f'name: {name}\ntarget-table: "`demo`.`{target}`"\ncode: |\n'
+        f'  execution_output = table("`demo`.`events`").dropDuplicates([{keys}]).select("id", "amount")\n'
+    )
+
+
+BAD_CODE = """
+name: q-bad
+target-table: "`demo`.`out-bad`"
+code: |
+  def boom(value):
+      raise ValueError("the snippet throws on every row")
+  failing = F.udf(boom, "double")
+  execution_output = table("`demo`.`events`").select("id", failing("amount").alias("amount"))
+"""
+FIXED_CODE = """
+name: q-bad
+target-table: "`demo`.`out-bad`"
+code: |
+  execution_output = table("`demo`.`events`").select("id", "amount")
+"""
+
+
+class Feeder:
+    """Writes one small JSON-lines file of events every ``every`` seconds (ids unique across files)."""
+
+    def __init__(self, folder: Path, every: float = 1.5):
+        self.folder = folder
+        self.every = every
+        self.files = 0
+        self.amounts: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def write(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        lines = []
+        for row in range(4):
+            number = self.files * 4 + row
+            key, amount = f"e{number:05d}", float(number % 40)
+            self.amounts[key] = amount
+            lines.append(json.dumps({"id": key, "account": f"a{number % 3}", "amount": amount, "ts": "2026-01-01"}))
+        tmp = self.folder / f".f{self.files:05d}.tmp"
+        tmp.write_text("\n".join(lines) + "\n")
+        tmp.rename(self.folder / f"f{self.files:05d}.json")  # files appear whole
+        self.files += 1
+
+    def start(self) -> None:
+        def run() -> None:
+            while not self._stop.wait(self.every):
+                self.write()
+
+        self._thread = threading.Thread(target=run, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+
+def rows(project: ProjectDir, table: str) -> Counter:
+    return Counter(r["id"] for r in committed_json_rows(project.root / "data" / table))
+
+
+def statuses(project: ProjectDir) -> dict[str, dict]:
+    lines = cli(project, "status", "--json").stdout.splitlines()
+    return {row["name"]: row for row in map(json.loads, lines)}
+
+
+def status_file(project: ProjectDir, name: str) -> dict:
+    path = project.root / ".sql-runner" / "manifests" / "status" / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def record_status(project: ProjectDir, name: str) -> str | None:
+    """The deployed record's status: active or removed (read from the store, no CLI)."""
+    path = project.root / ".sql-runner" / "manifests" / "deployed" / f"{name}.yaml"
+    return yaml.safe_load(path.read_text())["deployment"]["status"] if path.exists() else None
+
+
+def batch(project: ProjectDir, name: str) -> int:
+    return (status_file(project, name).get("progress") or {}).get("batch", -1)
+
+
+def in_this_session(project: ProjectDir, name: str) -> bool:
+    """The query completed a micro-batch in the session that runs now."""
+    health = json.loads((project.root / ".sql-runner" / "manifests" / "session" / "health.json").read_text())
+    status = status_file(project, name)
+    return status.get("session-run") == health["run-id"] and status.get("progress") is not None
+
+
+def session_pid(project: ProjectDir) -> int:
+    return json.loads((project.root / ".sql-runner" / "manifests" / "jobs" / "_session.json").read_text())["pid"]
+
+
+def advancing(project: ProjectDir, names: list[str], since: dict[str, int]) -> bool:
+    return all(batch(project, name) > since[name] for name in names)
+
+
+@pytest.fixture
+def session_project(project: ProjectDir) -> ProjectDir:
+    project.ddl("tables", DDL)
+    project.template(TEMPLATE)
+    return project
+
+
+def test_a_session_applies_adds_changes_and_removals_while_the_other_queries_keep_running(
+    session_project: ProjectDir,
+):
+    project = session_project
+    feeder = Feeder(project.root / "data" / "events")
+    feeder.write()
+    project.manifest("q-a", query("q-a", "out-a", "SELECT id, amount FROM `demo`.`events` WHERE amount > 10"))
+    project.manifest("q-b", query("q-b", "out-b", "SELECT id, amount FROM `demo`.`events`"))
+    project.manifest("q-c", dedup("q-c", "out-c", '"id"'))
+    project.manifest("q-d", query("q-d", "out-d", "SELECT id, amount FROM `demo`.`events` WHERE amount > 20"))
+    project.manifest("q-e", query("q-e", "out-e", "SELECT id, amount FROM `demo`.`events`"))
+    project.manifest("q-bad", BAD_CODE)
+    started = cli(project, "session", "start", "--max-failures", "2")
+    assert "up in" in started.stdout
+    assert "already running" in cli(project, "session", "start").stdout  # one session per team
+
+    steady = ["q-a", "q-d"]
+    wait_for(lambda: all(batch(project, n) >= 0 for n in ["q-a", "q-b", "q-c", "q-d", "q-e"]), "five queries running")
+    # The throwing snippet: restarted with backoff, then parked; the others are not disturbed.
+    wait_for(lambda: status_file(project, "q-bad").get("parked"), "q-bad parked", 120)
+    bad = statuses(project)["q-bad"]
+    assert bad["state"] == "failed (parked)"
+    assert "the snippet throws on every row" in bad["why"] and bad["restarts"] == 1
+    kinds = [entry["decision"] for entry in history(project, "q-bad")]
+    assert kinds == ["start", "failing", "parked"], kinds
+    health = json.loads(cli(project, "session", "status", "--json").stdout)
+    assert health["queries"]["parked"] == 1 and health["queries"]["running"] == 5
+
+    feeder.start()
+    try:
+        mark = {n: batch(project, n) for n in steady}
+        # add
+        project.manifest("q-f", query("q-f", "out-f", "SELECT id, amount FROM `demo`.`events`"))
+        wait_for(lambda: batch(project, "q-f") >= 0, "the added query's first batch", 120)
+        wait_for(lambda: advancing(project, steady, mark), "steady queries advancing across the add", 60)
+
+        # compatible change: restored from the savepoint the stop took, same version
+        mark = {n: batch(project, n) for n in steady}
+        run_before = status_file(project, "q-b")["run-id"]
+        project.manifest("q-b", query("q-b", "out-b", "SELECT id, amount FROM `demo`.`events` WHERE amount >= 0"))
+        wait_for(
+            lambda: status_file(project, "q-b").get("run-id") not in (None, run_before) and batch(project, "q-b") >= 0,
+            "q-b restored",
+            120,
+        )
+        assert status_file(project, "q-b")["version"] == 1
+        assert history(project, "q-b")[-1]["summary"].startswith("stop with savepoint, then restore v1 from")
+        wait_for(lambda: advancing(project, steady, mark), "steady queries advancing across the change", 60)
+
+        # incompatible change (other deduplication keys): v2, continuing after the files v1 read
+        mark = {n: batch(project, n) for n in steady}
+        project.manifest("q-c", dedup("q-c", "out-c", '"id", "account"'))
+        wait_for(lambda: status_file(project, "q-c").get("version") == 2 and batch(project, "q-c") >= 0, "q-c v2", 120)
+        assert "start v2 with clean state" in history(project, "q-c")[-1]["summary"]
+        wait_for(lambda: advancing(project, steady, mark), "steady queries advancing across the new version", 60)
+
+        # an invalid manifest is reported and changes nothing
+        (project.root / "manifests" / "q-x.yaml").write_text("name: q-x\ntarget-table: nowhere\n")
+        health = project.root / ".sql-runner" / "manifests" / "session" / "health.json"
+        wait_for(lambda: "q-x" in json.loads(health.read_text())["invalid"], "q-x reported", 60)
+        assert "q-x" not in statuses(project)
+
+        # removal
+        mark = {n: batch(project, n) for n in steady}
+        (project.root / "manifests" / "q-e.yaml").unlink()
+        wait_for(lambda: record_status(project, "q-e") == "removed", "q-e removed", 120)
+        removed_at = rows(project, "out-e")
+        wait_for(lambda: advancing(project, steady, mark), "steady queries advancing across the removal", 60)
+
+        # the parked query comes back when its manifest is fixed
+        project.manifest("q-bad", FIXED_CODE)
+        wait_for(lambda: status_file(project, "q-bad").get("state") == "running", "q-bad running again", 120)
+    finally:
+        feeder.stop()
+
+    everything = set(feeder.amounts)
+    tables = ["out-a", "out-b", "out-c", "out-d", "out-f", "out-bad"]
+    wanted = {
+        "out-a": {k for k, v in feeder.amounts.items() if v > 10},
+        "out-d": {k for k, v in feeder.amounts.items() if v > 20},
+    }
+    wait_for(lambda: all(set(rows(project, t)) == wanted.get(t, everything) for t in tables), "every event written", 90)
+    stopped = cli(project, "session", "stop")
+    assert "session stopped" in stopped.stdout
+    for table in tables:
+        counted = rows(project, table)
+        assert set(counted) == wanted.get(table, everything), table
+        assert max(counted.values()) == 1, f"{table} has duplicates"
+    assert rows(project, "out-e") == removed_at  # nothing written after the removal
+    for name in ["q-a", "q-b", "q-c", "q-d", "q-f", "q-bad"]:
+        assert statuses(project)[name]["state"] == "stopped"
+        assert history(project, name)[-1]["summary"] == "session stopped: stop with savepoint"
+
+
+def test_a_killed_session_resumes_every_query_from_its_latest_state(session_project: ProjectDir):
+    project = session_project
+    feeder = Feeder(project.root / "data" / "events")
+    feeder.write()
+    project.manifest("q-a", query("q-a", "out-a", "SELECT id, amount FROM `demo`.`events` WHERE amount > 10"))
+    project.manifest("q-b", dedup("q-b", "out-b", '"id"'))
+    cli(project, "session", "start")
+    feeder.start()
+    try:
+        for pause in (4.0, 2.5):
+            wait_for(lambda: all(in_this_session(project, n) for n in ("q-a", "q-b")), "batches before the kill", 90)
+            time.sleep(pause)
+            os.killpg(session_pid(project), signal.SIGKILL)
+            wait_for(lambda: "not running" in cli(project, "session", "status").stdout, "the session gone", 30)
+            cli(project, "session", "start")
+    finally:
+        feeder.stop()
+    wanted = {"out-a": {k for k, v in feeder.amounts.items() if v > 10}, "out-b": set(feeder.amounts)}
+    wait_for(lambda: all(set(rows(project, t)) == ids for t, ids in wanted.items()), "every event written", 90)
+    cli(project, "session", "stop")
+    for table, ids in wanted.items():
+        counted = rows(project, table)
+        assert set(counted) == ids and max(counted.values()) == 1, table
+    restored = [e for e in history(project, "q-b") if e["decision"] == "restore"]
+    assert len(restored) == 2 and all("resumed-checkpoint" in e["outcome"] for e in restored)
+
+
+def test_a_query_moves_between_application_and_session_mode_with_its_state(session_project: ProjectDir):
+    project = session_project
+    project.template("trigger-interval: 2 seconds\nsparkProperties: {spark.sql.shuffle.partitions: '2'}\n")
+    feeder = Feeder(project.root / "data" / "events")
+    feeder.write()
+    path = project.manifest("q-m", dedup("q-m", "out-a", '"id"'))
+    cli(project, "deploy")
+    wait_for(lambda: batch(project, "q-m") >= 0, "the application job's first batch")
+    cli(project, "session", "start")
+    feeder.start()
+    try:
+        # application -> session: the session stops the application job with a savepoint and restores it
+        path.write_text(path.read_text() + "mode: session\n")
+        wait_for(lambda: status_file(project, "q-m").get("mode") == "session" and batch(project, "q-m") >= 0, "moved")
+        moved = history(project, "q-m")[-1]
+        assert moved["summary"].startswith("stop with savepoint, then restore v1 from") and moved["target"] == "session"
+        assert "mode" in " ".join(moved["reasons"]) and moved["outcome"]["savepoint"]["graceful"]
+        assert statuses(project)["q-m"]["target"] == "session"
+        # session -> application: deploy stops the session query with a savepoint and restores it as an application
+        path.write_text(path.read_text().replace("mode: session\n", "mode: application\n"))
+        cli(project, "deploy")
+        back = history(project, "q-m")[-1]
+        assert back["target"] == "local" and back["outcome"]["savepoint"]["graceful"], back
+        wait_for(lambda: statuses(project)["q-m"]["state"] == "running" and batch(project, "q-m") >= 0, "back")
+        assert statuses(project)["q-m"]["target"] == "local"
+    finally:
+        feeder.stop()
+    wait_for(lambda: set(rows(project, "out-a")) == set(feeder.amounts), "every event written", 90)
+    counted = rows(project, "out-a")
+    assert max(counted.values()) == 1  # the checkpoint travelled with the query: no file read twice
+    cli(project, "stop", "q-m")
+    cli(project, "session", "stop")

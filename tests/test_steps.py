@@ -1,0 +1,188 @@
+"""What a decision takes, and carrying it out, without Spark.
+
+``steps(action)`` is pure: each kind of action maps to its steps in a safe order (stop and
+savepoint before the record changes; the record before the job starts). The executor
+carries steps out against a store (a local folder) and a target; here the target is
+RecordingTarget, a test double that only records what it was asked to do, because the
+point is what the executor asks of a target and writes to the store, not Spark.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from runner.core import layout
+from runner.core.errors import UserError
+from runner.core.manifest import Manifest, Meta
+from runner.core.starts import Source
+from runner.core.stateref import StateRef
+from runner.deploy.executor import Executor, Settings
+from runner.deploy.inputs import Decision, Prepared
+from runner.deploy.plan import Action, Observed
+from runner.deploy.steps import (
+    ApplyRetention,
+    FreshCheckpoint,
+    MarkRemoved,
+    RecordUpdate,
+    Refuse,
+    RestoreSavepoint,
+    ResumeCheckpoint,
+    StartJob,
+    StopWithSavepoint,
+    WriteRecord,
+    steps,
+)
+from runner.state import records
+from runner.state.records import DeploymentRecord
+from runner.state.store import open_store
+from runner.targets.base import JobIdentity, Launch, RunningJob
+from runner.targets.modes import Targets
+
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+STOP_SAVEPOINT = StateRef("stop-savepoint", 1)
+
+
+def test_each_action_kind_has_its_steps_in_a_safe_order():
+    restore = Action("j", "restore", (), version=1, stop=True, restore_from=STOP_SAVEPOINT)
+    assert steps(restore) == (
+        StopWithSavepoint(),
+        RestoreSavepoint(STOP_SAVEPOINT),
+        WriteRecord(),
+        StartJob(),
+        ApplyRetention(),
+    )
+    checkpoint = StateRef("checkpoint", 1, "checkpoints/j/1/run-x/")
+    resume = Action("j", "restore", (), version=1, restore_from=checkpoint)
+    assert steps(resume) == (ResumeCheckpoint(checkpoint), WriteRecord(), StartJob(), ApplyRetention())
+    new_version = Action("j", "start", (), version=2, stop=True, continue_from=STOP_SAVEPOINT)
+    assert steps(new_version)[:2] == (StopWithSavepoint(), FreshCheckpoint(STOP_SAVEPOINT))
+    assert steps(Action("j", "start", (), version=1)) == (
+        FreshCheckpoint(None),
+        WriteRecord(),
+        StartJob(),
+        ApplyRetention(),
+    )
+    assert steps(Action("j", "remove", (), version=1, stop=True)) == (StopWithSavepoint(), MarkRemoved())
+    assert steps(Action("j", "remove", (), version=1)) == (MarkRemoved(),)
+    assert steps(Action("j", "update", (), version=1)) == (RecordUpdate(), ApplyRetention())
+    assert steps(Action("j", "nothing", ())) == ()
+    assert steps(Action("j", "error", ("no state",), version=1)) == (Refuse(("no state",)),)
+
+
+class RecordingTarget:
+    """Test double of a target: records submits and stops, reports what was submitted as running."""
+
+    kind = "recording"
+
+    def __init__(self, graceful: bool = True):
+        self.calls: list[tuple[str, str]] = []
+        self.running: dict[str, RunningJob] = {}
+        self.launches: list[Launch] = []
+        self.graceful = graceful
+
+    def master(self) -> str:
+        return "local[1]"
+
+    def submit_options(self, identity: JobIdentity) -> list[str]:
+        return []
+
+    def submit(self, launch: Launch) -> RunningJob:
+        self.calls.append(("submit", launch.identity.name))
+        self.launches.append(launch)
+        job = RunningJob(launch.identity, self.kind, f"job-{len(self.launches)}")
+        self.running[launch.identity.name] = job
+        return job
+
+    def find(self, team: str, name: str) -> RunningJob | None:
+        return self.running.get(name)
+
+    def stop(self, job: RunningJob, *, force: bool) -> None:
+        self.calls.append(("kill" if force else "stop", job.identity.name))
+        self.running.pop(job.identity.name, None)
+
+    def stop_gracefully(self, job: RunningJob, timeout: float) -> bool:
+        self.calls.append(("stop-gracefully", job.identity.name))
+        self.running.pop(job.identity.name, None)
+        return self.graceful
+
+
+def manifest(sql: str = "SELECT id FROM `demo`.`in`", version: int | None = None) -> Manifest:
+    meta = Meta(query_id="q-1", query_version=version, query_create_timestamp=NOW) if version else None
+    return Manifest(name="job", target_table="`demo`.`out`", sql=sql, meta=meta)
+
+
+@pytest.fixture
+def world(tmp_path: Path):
+    store = open_store(tmp_path)
+    target = RecordingTarget()
+    clock = iter(NOW + timedelta(seconds=i) for i in range(1000))
+    executor = Executor(Settings(store, Targets(target), "team", {}), lambda _: None, lambda: next(clock))
+    return store, target, executor
+
+
+def deployed_running(store, target) -> tuple[DeploymentRecord, RunningJob, str]:
+    """v1 deployed and running, with a checkpoint that committed batches 0 and 1."""
+    record = DeploymentRecord(
+        manifest(version=1), (), (Source("`demo`.`in`", "filesystem"),), "run-a", "recording", NOW
+    )
+    blob_etag = store.manifests.write(layout.deployed("job"), record.to_yaml().encode())
+    checkpoint = layout.checkpoint("job", 1, "run-a")
+    for batch in (0, 1):
+        store.checkpoints.write(f"{checkpoint}commits/{batch}", b"v1\n{}")
+        store.checkpoints.write(f"{checkpoint}offsets/{batch}", b"v1\n{}")
+    job = RunningJob(JobIdentity("team", "job", 1, "run-a"), "recording", "job-0")
+    target.running["job"] = job
+    return record, job, blob_etag
+
+
+def test_a_state_compatible_change_stops_snapshots_restores_and_starts_in_that_order(world):
+    store, target, executor = world
+    record, job, etag = deployed_running(store, target)
+    action = Action("job", "restore", ("query changed",), version=1, stop=True, restore_from=STOP_SAVEPOINT)
+    prepared = Prepared(
+        manifest("SELECT id FROM `demo`.`in` WHERE id > 1"), "manifests/job.yaml", (), record.sources, None
+    )
+    outcome: dict = {}
+    executor.carry_out(
+        Decision("job", action, prepared, record, etag, job, Observed(running=True)), steps(action), outcome
+    )
+
+    assert target.calls == [("stop-gracefully", "job"), ("submit", "job")]
+    savepoint = outcome["savepoint"]
+    assert savepoint["graceful"] and savepoint["last-committed-batch"] == 1
+    assert store.savepoints.read(f"{savepoint['key']}commits/1") is not None
+    restored = outcome["checkpoint"]
+    assert restored == layout.checkpoint("job", 1, outcome["run-id"]) and outcome["run-id"] != "run-a"
+    assert store.checkpoints.read(f"{restored}commits/1") is not None  # the new run folder holds the savepoint
+    now_deployed, _ = records.read_deployed(store.manifests, "job")
+    assert now_deployed is not None and now_deployed.run_id == outcome["run-id"] and now_deployed.version == 1
+    assert now_deployed.manifest.sql.endswith("WHERE id > 1")
+    spec = target.launches[0].spec
+    assert spec is not None and spec.checkpoint == store.checkpoints.uri(restored)
+    assert spec.manifest.meta == record.manifest.meta  # the same version keeps its meta
+
+
+def test_a_record_changed_since_the_decision_stops_the_carry_out_before_anything_starts(world):
+    store, target, executor = world
+    record, job, etag = deployed_running(store, target)
+    store.manifests.write(layout.deployed("job"), record.to_yaml().encode() + b"# another runner\n")
+    action = Action("job", "start", ("query changed",), version=2, stop=True, continue_from=STOP_SAVEPOINT)
+    prepared = Prepared(manifest(), "manifests/job.yaml", (), record.sources, None)
+    with pytest.raises(UserError) as raised:
+        executor.carry_out(
+            Decision("job", action, prepared, record, etag, job, Observed(running=True)), steps(action), {}
+        )
+    assert raised.value.problems[0].code == "DEPLOYED_STATE_CHANGED"
+    assert ("submit", "job") not in target.calls
+
+
+def test_refuse_touches_nothing(world):
+    store, target, executor = world
+    action = Action("job", "error", ("no savepoint or checkpoint",), version=1)
+    with pytest.raises(UserError) as raised:
+        executor.carry_out(Decision("job", action, None, None, None, None, Observed()), steps(action), {})
+    assert raised.value.problems[0].code == "NO_STATE_TO_RESTORE"
+    assert target.calls == [] and store.manifests.keys("") == []
