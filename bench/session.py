@@ -1,0 +1,375 @@
+"""Session mode against application mode, side by side in one run.
+
+    .venv/bin/python bench/session.py [--changes 20] [--app-changes 20] [--queries 50] [--kills 10] [--seed 7]
+
+1. Time to effect: from a manifest landing to the first completed micro-batch of the new
+   or changed query (its status shows progress of the new run). Each round adds a query,
+   changes it compatibly (both measured), then removes it (not measured), so the load
+   stays the same. Session mode watching the project folder; session mode watching the
+   manifests bucket on S3 (moto's server on 127.0.0.1); application mode (the manifest
+   written, then ``sql-runner deploy`` of it: a fresh spark-submit per change).
+2. Memory: ``--queries`` simple queries in one session (the session's whole process
+   group: JVM and Python workers) against one application-mode job's process group
+   times ``--queries``.
+3. Soak: the session killed with SIGKILL ``--kills`` times at random moments while events
+   arrive, started again each time; every file sink must hold each row exactly once.
+
+Events are small JSON-lines files written every half second; every query reads them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from demo.committed_rows import committed_json_rows  # noqa: E402
+
+SQL_RUNNER = str(Path(sys.executable).parent / "sql-runner")
+METADATA = """, __create_timestamp TIMESTAMP(3), __query_name STRING, __query_description STRING,
+  __query_id STRING, __query_version INT, __query_create_timestamp TIMESTAMP(3)"""
+
+
+class Project:
+    """A throw-away project: an events table, ``outputs`` output tables, a template."""
+
+    def __init__(self, root: Path, outputs: int, mode: str, env: dict[str, str] | None = None):
+        self.root = root
+        self.env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", **(env or {})}
+        (root / "manifests" / "tables").mkdir(parents=True)
+        ddl = (
+            "CREATE TABLE `b`.`events` (id STRING, amount DOUBLE) WITH ('connector' = 'filesystem', "
+            "'path' = 'data/events', 'format' = 'json');\n"
+        )
+        for n in range(outputs):
+            ddl += (
+                f"CREATE TABLE `b`.`out-{n}` (id STRING, amount DOUBLE{METADATA}) WITH "
+                f"('connector' = 'filesystem', 'path' = 'data/out-{n}', 'format' = 'json');\n"
+            )
+        (root / "manifests" / "tables" / "b.sql").write_text(ddl)
+        (root / "manifests" / "job-template.yaml").write_text(
+            f"mode: {mode}\ntrigger-interval: 1 second\nsparkProperties: {{spark.sql.shuffle.partitions: '2'}}\n"
+        )
+        self.files = 0
+        self.ids: list[str] = []
+        self._stop = threading.Event()
+
+    def manifest_text(self, name: str, out: int, threshold: int) -> str:
+        return (
+            f'name: {name}\ntarget-table: "`b`.`out-{out}`"\n'
+            f'sql: "SELECT id, amount FROM `b`.`events` WHERE amount >= {threshold}"\n'
+        )
+
+    def write_events(self) -> None:
+        folder = self.root / "data" / "events"
+        folder.mkdir(parents=True, exist_ok=True)
+        ids = [f"e{self.files:05d}-{i}" for i in range(5)]
+        tmp = folder / f".{self.files}.tmp"
+        tmp.write_text("".join(json.dumps({"id": i, "amount": float(n)}) + "\n" for n, i in enumerate(ids)))
+        tmp.rename(folder / f"f{self.files:05d}.json")
+        self.ids.extend(ids)
+        self.files += 1
+
+    def feed(self, every: float = 0.5) -> threading.Thread:
+        def run() -> None:
+            while not self._stop.wait(every):
+                self.write_events()
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        return thread
+
+    def stop_feeding(self) -> None:
+        self._stop.set()
+
+    def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        result = subprocess.run([SQL_RUNNER, *args], cwd=self.root, env=self.env, capture_output=True, text=True)
+        if check and result.returncode != 0:
+            raise SystemExit(f"sql-runner {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
+        return result
+
+    def rows(self, out: int) -> Counter:
+        return Counter(r["id"] for r in committed_json_rows(self.root / "data" / f"out-{out}"))
+
+
+def wait(condition: Callable[[], object], what: str, timeout: float = 180.0, every: float = 0.02) -> object:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(every)
+    raise SystemExit(f"timed out waiting for {what}")
+
+
+def new_progress(read_status: Callable[[str], dict], name: str, old_run: str | None) -> bool:
+    status = read_status(name)
+    return bool(status.get("progress")) and status.get("run-id") not in (None, old_run)
+
+
+def time_to_effect(
+    project: Project,
+    rounds: int,
+    land: Callable[[str, str], None],
+    remove: Callable[[str], None],
+    read_status: Callable[[str], dict],
+    apply: Callable[[str], None] | None = None,
+) -> list[float]:
+    """Seconds from a manifest landing to its first completed micro-batch, two changes per round."""
+    timings: list[float] = []
+    for i in range(rounds):
+        name = f"q-{i:02d}"
+        for threshold in (0, 1):  # add, then a compatible change (another filter)
+            old_run = read_status(name).get("run-id")
+            began = time.monotonic()
+            land(name, project.manifest_text(name, 1, threshold))
+            if apply is not None:
+                apply(name)
+            wait(lambda: new_progress(read_status, name, old_run), f"{name} in effect")  # noqa: B023
+            timings.append(time.monotonic() - began)
+        remove(name)
+    return timings
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def local_status(project: Project) -> Callable[[str], dict]:
+    def read(name: str) -> dict:
+        path = project.root / ".sql-runner" / "manifests" / "status" / f"{name}.json"
+        try:
+            return json.loads(path.read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            return {}
+
+    return read
+
+
+def group_rss(pgid: int) -> int:
+    """Resident memory of every process in the group, in bytes."""
+    total = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            if int(stat[stat.rindex(")") + 2 :].split()[2]) != pgid:
+                continue
+            for line in (entry / "status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) * 1024
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
+def record_pid(project: Project, name: str) -> int:
+    return json.loads((project.root / ".sql-runner" / "manifests" / "jobs" / f"{name}.json").read_text())["pid"]
+
+
+def bench_session_local(base: Path, rounds: int) -> list[float]:
+    project = Project(base / "session-local", 2, "session")
+    project.write_events()
+    (project.root / "manifests" / "steady.yaml").write_text(project.manifest_text("steady", 0, 0))
+    project.cli("session", "start", "--poll", "0.2")
+    project.feed()
+    read = local_status(project)
+    try:
+        wait(lambda: read("steady").get("progress"), "the steady query")
+
+        def land(name: str, text: str) -> None:
+            (project.root / "manifests" / f"{name}.yaml").write_text(text)
+
+        def remove(name: str) -> None:
+            (project.root / "manifests" / f"{name}.yaml").unlink()
+            wait(lambda: read(name).get("state") == "stopped", f"{name} removed", every=0.1)
+
+        return time_to_effect(project, rounds, land, remove, read)
+    finally:
+        project.stop_feeding()
+        project.cli("session", "stop", check=False)
+
+
+def bench_session_s3(base: Path, rounds: int) -> list[float]:
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    env = {
+        "AWS_ENDPOINT_URL": f"http://{host}:{port}",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    os.environ.update(env)
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket="bench-manifests")
+    project = Project(base / "session-s3", 2, "session", {**env, "SQL_RUNNER_MANIFESTS_BUCKET": "bench-manifests"})
+    for path in (project.root / "manifests").rglob("*.*"):
+        key = path.relative_to(project.root).as_posix()
+        s3.put_object(Bucket="bench-manifests", Key=key, Body=path.read_bytes())
+    project.write_events()
+
+    def land(name: str, text: str) -> None:
+        s3.put_object(Bucket="bench-manifests", Key=f"manifests/{name}.yaml", Body=text.encode())
+
+    def read(name: str) -> dict:
+        try:
+            return json.loads(s3.get_object(Bucket="bench-manifests", Key=f"status/{name}.json")["Body"].read())
+        except s3.exceptions.NoSuchKey:
+            return {}
+
+    def remove(name: str) -> None:
+        s3.delete_object(Bucket="bench-manifests", Key=f"manifests/{name}.yaml")
+        wait(lambda: read(name).get("state") == "stopped", f"{name} removed", every=0.1)
+
+    land("steady", project.manifest_text("steady", 0, 0))
+    project.cli("session", "start", "--from-store", "--poll", "0.2")
+    project.feed()
+    try:
+        wait(lambda: read("steady").get("progress"), "the steady query")
+        return time_to_effect(project, rounds, land, remove, read)
+    finally:
+        project.stop_feeding()
+        project.cli("session", "stop", check=False)
+        server.stop()
+
+
+def bench_application(base: Path, rounds: int) -> tuple[list[float], int]:
+    project = Project(base / "application", 2, "application")
+    project.write_events()
+    project.feed()
+    read = local_status(project)
+    rss = 0
+
+    def land(name: str, text: str) -> None:
+        (project.root / "manifests" / f"{name}.yaml").write_text(text)
+
+    def apply(name: str) -> None:
+        project.cli("deploy", f"manifests/{name}.yaml")
+
+    def remove(name: str) -> None:
+        nonlocal rss
+        rss = max(rss, group_rss(record_pid(project, name)))
+        (project.root / "manifests" / f"{name}.yaml").unlink()
+        project.cli("undeploy", name)
+
+    try:
+        return time_to_effect(project, rounds, land, remove, read, apply), rss
+    finally:
+        project.stop_feeding()
+
+
+def bench_memory(base: Path, queries: int) -> int:
+    project = Project(base / "memory", queries, "session")
+    project.write_events()
+    for n in range(queries):
+        (project.root / "manifests" / f"m-{n:02d}.yaml").write_text(project.manifest_text(f"m-{n:02d}", n, n % 3))
+    project.cli("session", "start")
+    project.feed(1.0)
+    read = local_status(project)
+    try:
+        wait(lambda: all(read(f"m-{n:02d}").get("progress") for n in range(queries)), "every query", 900, 1.0)
+        time.sleep(10)  # a few batches each
+        return group_rss(record_pid(project, "_session"))
+    finally:
+        project.stop_feeding()
+        project.cli("session", "stop", check=False)
+
+
+def soak(base: Path, kills: int, seed: int) -> dict[str, int]:
+    rng = random.Random(seed)
+    project = Project(base / "soak", 2, "session")
+    project.write_events()
+    (project.root / "manifests" / "s-a.yaml").write_text(project.manifest_text("s-a", 0, 0))
+    (project.root / "manifests" / "s-b.yaml").write_text(
+        'name: s-b\ntarget-table: "`b`.`out-1`"\ncode: |\n'
+        '  execution_output = table("`b`.`events`").dropDuplicates(["id"]).select("id", "amount")\n'
+    )
+    project.cli("session", "start")
+    project.feed()
+    try:
+        for _ in range(kills):
+            time.sleep(rng.uniform(1.0, 8.0))
+            os.killpg(record_pid(project, "_session"), signal.SIGKILL)
+            time.sleep(0.5)
+            project.cli("session", "start")
+    finally:
+        project.stop_feeding()
+    wanted = set(project.ids)
+    wait(lambda: all(set(project.rows(n)) == wanted for n in (0, 1)), "every event written", 300, 1.0)
+    project.cli("session", "stop")
+    result = {"expected": len(wanted)}
+    for n in (0, 1):
+        rows = project.rows(n)
+        result[f"out-{n} rows"] = sum(rows.values())
+        result[f"out-{n} duplicates"] = sum(c - 1 for c in rows.values() if c > 1)
+        result[f"out-{n} missing"] = len(wanted - set(rows))
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--changes", type=int, default=20, help="measured changes per session variant")
+    parser.add_argument("--app-changes", type=int, default=20, help="measured changes in application mode")
+    parser.add_argument("--queries", type=int, default=50)
+    parser.add_argument("--kills", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="sql-runner-bench-") as folder:
+        base = Path(folder)
+        local = bench_session_local(base, max(1, args.changes // 2))
+        s3 = bench_session_s3(base, max(1, args.changes // 2))
+        application, app_rss = bench_application(base, max(1, args.app_changes // 2))
+        session_rss = bench_memory(base, args.queries)
+        soaked = soak(base, args.kills, args.seed)
+
+    print("\n## Time to effect (manifest landed -> first completed micro-batch of the new run)\n")
+    print("| mode | changes | p50 s | p95 s | max s | vs session (local) p50 |")
+    print("|---|---|---|---|---|---|")
+    base_p50 = statistics.median(local)
+    for label, values in (
+        ("session, project folder", local),
+        ("session, S3 manifests prefix (moto server)", s3),
+        ("application (sql-runner deploy: fresh spark-submit)", application),
+    ):
+        p50 = statistics.median(values)
+        print(
+            f"| {label} | {len(values)} | {p50:.2f} | {percentile(values, 0.95):.2f} | {max(values):.2f} "
+            f"| x{p50 / base_p50:.1f} |"
+        )
+    print(f"\n## Memory of {args.queries} simple queries (resident, process groups)\n")
+    print("| how | GiB | ratio |")
+    print("|---|---|---|")
+    gib = 1024**3
+    print(f"| one session hosting {args.queries} queries | {session_rss / gib:.2f} | x1.0 |")
+    print(
+        f"| one application-mode job x {args.queries} | {app_rss * args.queries / gib:.2f} "
+        f"| x{app_rss * args.queries / session_rss:.1f} |"
+    )
+    print(f"\n## Soak: {args.kills} SIGKILLs of the session, restarted each time (seed {args.seed})\n")
+    print("| " + " | ".join(soaked) + " |")
+    print("|" + "---|" * len(soaked))
+    print("| " + " | ".join(str(v) for v in soaked.values()) + " |")
+
+
+if __name__ == "__main__":
+    main()
