@@ -51,14 +51,16 @@ class Project:
         self.root = root
         self.env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", **(env or {})}
         (root / "manifests" / "tables").mkdir(parents=True)
+        # absolute paths: the S3 variant's session reads its DDL from a copy of the bucket elsewhere
+        data = root / "data"
         ddl = (
             "CREATE TABLE `b`.`events` (id STRING, amount DOUBLE) WITH ('connector' = 'filesystem', "
-            "'path' = 'data/events', 'format' = 'json');\n"
+            f"'path' = '{data / 'events'}', 'format' = 'json');\n"
         )
         for n in range(outputs):
             ddl += (
                 f"CREATE TABLE `b`.`out-{n}` (id STRING, amount DOUBLE{METADATA}) WITH "
-                f"('connector' = 'filesystem', 'path' = 'data/out-{n}', 'format' = 'json');\n"
+                f"('connector' = 'filesystem', 'path' = '{data / f'out-{n}'}', 'format' = 'json');\n"
             )
         (root / "manifests" / "tables" / "b.sql").write_text(ddl)
         (root / "manifests" / "job-template.yaml").write_text(
@@ -207,8 +209,12 @@ def bench_session_local(base: Path, rounds: int) -> list[float]:
 
 
 def bench_session_s3(base: Path, rounds: int) -> list[float]:
+    import logging
+
     import boto3
     from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's server logs every request
 
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()

@@ -10,7 +10,10 @@ manifests/), it walks through a deployment's life with detached jobs on local Sp
 3. changes spend-per-account's window: incompatible, version 2 with clean state that
    continues after the files version 1 read;
 4. a whitespace-and-case-only edit: no action;
-5. deletes payee-bands' manifest: stopped with a savepoint, marked removed.
+5. deletes payee-bands' manifest: stopped with a savepoint, marked removed;
+6. session mode: starts the team's session, pushes three session manifests, changes
+   one compatibly and one incompatibly, removes one, and shows how long each took to
+   take effect (no deploy command: the session watches the manifests folder).
 
 It prints the plan before each step, then stops the jobs it started (with savepoints).
 Everything lives in demo-data/ (gitignored), which it resets first.
@@ -50,6 +53,31 @@ SQL_RUNNER = str(Path(sys.executable).parent / "sql-runner")
 HIGH_VALUE = PROJECT / "manifests" / "high-value-transactions.yaml"
 SPEND = PROJECT / "manifests" / "spend-per-account.yaml"
 BANDS = PROJECT / "manifests" / "payee-bands.yaml"
+METADATA = """,
+  __create_timestamp TIMESTAMP(3), __query_name STRING, __query_description STRING,
+  __query_id STRING, __query_version INT, __query_create_timestamp TIMESTAMP(3)"""
+SESSION_DDL = "".join(
+    f"CREATE TABLE `demo`.`{name}` ({columns}{METADATA}\n) WITH ('connector' = 'filesystem', "
+    f"'path' = 'demo-data/output/{name}', 'format' = 'json');\n"
+    for name, columns in (
+        ("big-spends", "transaction_id STRING, account_id STRING, amount DOUBLE"),
+        ("first-payment-per-payee", "payee STRING, account_id STRING, amount DOUBLE"),
+        ("card-ids", "transaction_id STRING, account_id STRING"),
+    )
+)
+SESSION_MANIFESTS = {
+    "big-spends": (
+        "big-spends",
+        'sql: "SELECT transaction_id, account_id, amount FROM `demo`.`card-transactions` WHERE amount > 900"',
+    ),
+    "first-payment-per-payee": (
+        "first-payment-per-payee",
+        "code: |\n"
+        '  execution_output = table("`demo`.`card-transactions`").dropDuplicates(["payee"])'
+        '.select("payee", "account_id", "amount")',
+    ),
+    "card-ids": ("card-ids", 'sql: "SELECT transaction_id, account_id FROM `demo`.`card-transactions`"'),
+}
 
 
 def say(message: str) -> None:
@@ -295,14 +323,96 @@ def run_demo() -> None:
     deploy("--all")
     show_status()
 
+    # 6. session mode ---------------------------------------------------------------------------
+    run_session_demo(add_events)
+
+
+def published(name: str) -> dict:
+    path = STATE / "manifests" / "status" / f"{name}.json"
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+
+
+def push(name: str, text: str, then: Callable[[], object] | None = None) -> float:
+    """Write a session manifest (then ``then``) and wait for the first micro-batch of its new run; seconds."""
+    old_run = published(name).get("run-id")
+    began = time.monotonic()
+    (PROJECT / "manifests" / f"{name}.yaml").write_text(text, encoding="utf-8")
+    if then is not None:
+        then()
+    wait(
+        lambda: published(name).get("run-id") not in (None, old_run) and bool(published(name).get("progress")),
+        f"{name} to take effect",
+    )
+    return time.monotonic() - began
+
+
+def session_manifest(name: str, query: str) -> str:
+    target, body = SESSION_MANIFESTS[name][0], query
+    return f'name: {name}\nmode: session\ntarget-table: "`demo`.`{target}`"\n{body}\n'
+
+
+def run_session_demo(add_events: Callable[..., list[Transaction]]) -> None:
+    say("step 6: session mode: one Spark application hosts the queries and applies manifest edits itself")
+    (PROJECT / "manifests" / "tables" / "session.sql").write_text(SESSION_DDL, encoding="utf-8")
+    console.print("   $ sql-runner session start", style="dim")
+    console.print(f"   {cli('session', 'start').stdout.strip()}", markup=False)
+    timings = Table(title="time to effect: manifest saved -> first micro-batch of the new run", title_justify="left")
+    for column in ("change", "seconds", "version", "rows in the output"):
+        timings.add_column(column)
+
+    def note(change: str, name: str, seconds: float) -> None:
+        timings.add_row(change, f"{seconds:.1f}", str(published(name).get("version")), str(len(rows(name))))
+
+    for name, (_, query) in SESSION_MANIFESTS.items():
+        note(f"new: {name}", name, push(name, session_manifest(name, query)))
+    add_events("batch-004", 30, 45)
+    big = session_manifest("big-spends", SESSION_MANIFESTS["big-spends"][1].replace("> 900", "> 800"))
+    note("big-spends: filter > 900 -> > 800 (compatible: restored)", "big-spends", push("big-spends", big))
+    payees = SESSION_MANIFESTS["first-payment-per-payee"][1].replace('["payee"]', '["payee", "account_id"]')
+    note(
+        "first-payment-per-payee: dedup keys + account_id (incompatible: v2)",
+        "first-payment-per-payee",
+        # v2 continues after the files v1 read: new events give it something to read
+        push(
+            "first-payment-per-payee",
+            session_manifest("first-payment-per-payee", payees),
+            lambda: add_events("batch-005", 30, 46),
+        ),
+    )
+    began = time.monotonic()
+    (PROJECT / "manifests" / "card-ids.yaml").unlink()
+    deployed = STATE / "manifests" / "deployed" / "card-ids.yaml"
+    wait(lambda: "status: removed" in deployed.read_text(), "card-ids to be removed")
+    timings.add_row(
+        "card-ids: manifest deleted (stopped with a savepoint)", f"{time.monotonic() - began:.1f}", "-", "-"
+    )
+    console.print(timings)
+    console.print(
+        table_of(
+            f"big-spends ({len(rows('big-spends'))} rows; first few)",
+            rows("big-spends"),
+            ["transaction_id", "account_id", "amount", "__query_version"],
+        )
+    )
+    console.print("   $ sql-runner session status", style="dim")
+    console.print(cli("session", "status").stdout.rstrip(), markup=False)
+
 
 def stop_everything() -> None:
     """Leave no job running: stop each one at a batch boundary, with a savepoint."""
     if not (STATE / "manifests" / "jobs").is_dir():
         return
     say("stopping the demo's jobs (each with a savepoint; `sql-runner deploy` would restore them)")
+    if (STATE / "manifests" / "jobs" / "_session.json").exists():
+        console.print("   $ sql-runner session stop", style="dim")
+        console.print(f"   {cli('session', 'stop').stdout.strip()}", markup=False)
     for record in sorted((STATE / "manifests" / "jobs").glob("*.json")):
         name = record.stem
+        if name.startswith("_"):  # the session application, stopped above
+            continue
         try:
             if status_of(name)["state"] in ("running", "removed (still running)"):
                 for line in cli("stop", name).stdout.splitlines():

@@ -68,6 +68,9 @@ class Hosted:
     error: str | None = None
     retry_at: float | None = None
     batch_seen: tuple[int | None, float] | None = None  # (batch id, since) while a batch is in flight
+    # Held while the job is started, stopped or supervised: the control loop and the
+    # supervisor thread never act on one job at once.
+    lock: threading.RLock = field(default_factory=threading.RLock)
 
     @property
     def identity(self) -> JobIdentity:
@@ -117,11 +120,12 @@ class QueryHost:
             control.labels = {"mode": "session", "session-run": self.session_run}
             hosted = Hosted(launch, control)
             self.hosted[name] = hosted
-        error = self._start_with_timeout(hosted)
-        if error is not None:
-            self._fail_to_start(hosted, error)
-            raise error
-        return self._running(hosted)
+        with hosted.lock:
+            error = self._start_with_timeout(hosted)
+            if error is not None:
+                self._fail_to_start(hosted, error)
+                raise error
+            return self._running(hosted)
 
     def find(self, team: str, name: str) -> RunningJob | None:
         hosted = self.hosted.get(name)
@@ -132,46 +136,57 @@ class QueryHost:
     def stop(self, job: RunningJob, *, force: bool) -> None:
         hosted = self.hosted.get(job.identity.name)
         if hosted is not None:
-            self._stop_queries(hosted, force=force)
-            self._settle(hosted, "stopped", reason="stopped by the runner")
+            with hosted.lock:
+                self._stop_queries(hosted, force=force)
+                self._settle(hosted, "stopped", reason="stopped by the runner")
 
     def stop_gracefully(self, job: RunningJob, timeout: float) -> bool:
         """Stop the job's queries between micro-batches (cancelled after ``timeout``)."""
         hosted = self.hosted.get(job.identity.name)
         if hosted is None:
             return True
-        graceful = self._stop_queries(hosted, force=False, timeout=timeout)
-        self._settle(hosted, "stopped", reason="stop requested")
-        return graceful
+        with hosted.lock:
+            graceful = self._stop_queries(hosted, force=False, timeout=timeout)
+            self._settle(hosted, "stopped", reason="stop requested")
+            return graceful
 
     # ---- supervision ---------------------------------------------------------------------
 
     def supervise(self) -> list[Event]:
-        """Notice failed queries, restart those whose backoff is over, cancel overlong batches."""
+        """Publish progress, notice failed queries, restart those whose backoff is over, cancel
+        overlong batches. A job being started or stopped meanwhile is looked at next time."""
         events: list[Event] = []
-        now = time.monotonic()
         for hosted in list(self.hosted.values()):
-            if hosted.state == "running":
-                failure = self._failure(hosted, now)
-                if failure is not None:
-                    events.extend(self._on_failure(hosted, failure, now))
-                elif self._published_progress(hosted) and hosted.failures:
-                    events.append(self._recovered(hosted))
-            elif hosted.state == "failing" and hosted.retry_at is not None and now >= hosted.retry_at:
-                hosted.retry_at = None
-                hosted.restarts += 1
-                self.log(f"[{hosted.spec.label}] restart {hosted.restarts} from its checkpoint")
-                error = self._start_with_timeout(hosted)
-                if error is not None:
-                    events.extend(self._on_failure(hosted, str(error), now))
+            if not hosted.lock.acquire(blocking=False):
+                continue
+            try:
+                events.extend(self._supervise(hosted, time.monotonic()))
+            finally:
+                hosted.lock.release()
         return events
 
+    def _supervise(self, hosted: Hosted, now: float) -> list[Event]:
+        if hosted.state == "running":
+            failure = self._failure(hosted, now)
+            if failure is not None:
+                return self._on_failure(hosted, failure, now)
+            if self._published_progress(hosted) and hosted.failures:
+                return [self._recovered(hosted)]
+        elif hosted.state == "failing" and hosted.retry_at is not None and now >= hosted.retry_at:
+            hosted.retry_at = None
+            hosted.restarts += 1
+            self.log(f"[{hosted.spec.label}] restart {hosted.restarts} from its checkpoint")
+            error = self._start_with_timeout(hosted)
+            if error is not None:
+                return self._on_failure(hosted, str(error), now)
+        return []
+
     def counts(self) -> dict[str, int]:
-        states = [h.state for h in self.hosted.values()]
+        states = [h.state for h in list(self.hosted.values())]  # the loop thread may add jobs meanwhile
         return {
             "running": states.count("running"),
             "failing": states.count("failing"),
-            "parked": sum(1 for h in self.hosted.values() if h.state == "failed"),
+            "parked": states.count("failed"),
             "stuck-builds": self.stuck_builds,
         }
 

@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import queue
+import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -49,12 +51,24 @@ Log = Callable[[str], None]
 HEARTBEAT_SECONDS = 5.0
 
 
-@dataclass
 class Desired:
-    """Where the desired manifests come from: a project folder, or the manifests bucket."""
+    """Where the desired manifests come from: a project folder, or the manifests bucket.
 
-    folder: Path | None = None
-    bucket: Bucket | None = None
+    The bucket's manifests are copied into one folder kept for the session's life, so
+    relative paths in their DDL resolve the same way on every reload (a new folder each
+    time would make every table look changed).
+    """
+
+    def __init__(self, folder: Path | None = None, bucket: Bucket | None = None):
+        self.folder = folder
+        self.bucket = bucket
+        self._copy = Path(tempfile.mkdtemp(prefix="sql-runner-session-")) if folder is None else None
+
+    def describe(self) -> str:
+        if self.folder is not None:
+            return f"{self.folder / 'manifests'}"
+        assert self.bucket is not None
+        return self.bucket.uri(layout.DESIRED_PREFIX)
 
     def listing(self) -> dict[str, str]:
         """Every desired file with a tag that changes with its content; cheap (no file is read)."""
@@ -68,20 +82,14 @@ class Desired:
         assert self.bucket is not None
         return self.bucket.listing(layout.DESIRED_PREFIX)
 
-    def describe(self) -> str:
+    def load(self) -> Project:
+        """The desired project: the folder, or a fresh copy of the bucket's manifests in the session's folder."""
         if self.folder is not None:
-            return f"{self.folder / 'manifests'}"
-        assert self.bucket is not None
-        return self.bucket.uri(layout.DESIRED_PREFIX)
-
-    def load(self) -> tuple[Project, tempfile.TemporaryDirectory | None]:
-        """The desired project (a temporary copy of the bucket's, which the caller keeps alive)."""
-        if self.folder is not None:
-            return load_project(self.folder), None
-        assert self.bucket is not None
-        copy = tempfile.TemporaryDirectory(prefix="sql-runner-session-")
-        copy_desired(self.bucket, Path(copy.name))
-        return load_project(Path(copy.name)), copy
+            return load_project(self.folder)
+        assert self.bucket is not None and self._copy is not None
+        shutil.rmtree(self._copy / layout.DESIRED_PREFIX, ignore_errors=True)
+        copy_desired(self.bucket, self._copy)
+        return load_project(self._copy)
 
 
 class Session:
@@ -118,16 +126,23 @@ class Session:
             self.held[name] = entry["fingerprint"]
             self.used_tables[name] = entry["tables"]
         self.retry: set[str] = set()  # names to deploy again on the next round (lease busy)
+        self.events: queue.Queue[Event] = queue.Queue()  # from the supervisor thread to the loop
         self._last_health: tuple[float, str] | None = None
         self._project: Project | None = None
-        self._copy: tempfile.TemporaryDirectory | None = None
         self.stopping = False
 
     # ---- the loop ------------------------------------------------------------------------
 
     def run(self, should_stop: Callable[[], bool]) -> None:
-        """Reconcile until asked to stop (the session stop request, or ``should_stop``)."""
+        """Reconcile until asked to stop (the session stop request, or ``should_stop``).
+
+        Supervision (progress, failures, restarts) and health run on their own thread, so a
+        long reconcile (a session starting fifty queries) never holds them up.
+        """
         self.publish_health("running", force=True)
+        done = threading.Event()
+        supervisor = threading.Thread(target=self._supervise, args=(done,), name="sql-runner-supervisor", daemon=True)
+        supervisor.start()
         while not should_stop():
             started = time.monotonic()
             try:
@@ -137,19 +152,31 @@ class Session:
             except Exception as error:  # noqa: BLE001 - one bad round must not end the session
                 self.log(f"session round failed: {type(error).__name__}: {error}")
             time.sleep(max(0.0, self.poll - (time.monotonic() - started)))
+        done.set()
+        supervisor.join()
         self.shutdown()
 
     def round(self) -> None:
-        """One pass: desired changes, requests, supervision, health."""
+        """One pass: desired changes, requests, and what the supervisor reported."""
         listing = self.desired.listing()
         if listing != self.listing or self.retry:
             changed = listing != self.listing
             self.listing = listing
             self.reconcile(full=changed)
         self.answer_requests()
-        for event in self.host.supervise():
-            self._on_event(event)
-        self.publish_health("running")
+        while not self.events.empty():
+            self._on_event(self.events.get())
+
+    def _supervise(self, done: threading.Event) -> None:
+        """The supervisor thread: the host's supervision and the session's health, every poll."""
+        while not done.wait(self.poll):
+            try:
+                for event in self.host.supervise():
+                    self._record_event(event)
+                    self.events.put(event)
+                self.publish_health("running")
+            except Exception as error:  # noqa: BLE001 - supervision carries on
+                self.log(f"supervision failed: {type(error).__name__}: {error}")
 
     # ---- deploying desired changes ---------------------------------------------------------
 
@@ -157,7 +184,7 @@ class Session:
         """Deploy every session manifest whose content changed, and remove the ones that are gone."""
         if full:
             try:
-                self._project, self._copy = self.desired.load()
+                self._project = self.desired.load()
                 self.invalid.pop("(project)", None)
             except UserError as error:
                 self._report_invalid("(project)", error)
@@ -315,8 +342,8 @@ class Session:
 
     # ---- supervision and health ------------------------------------------------------------
 
-    def _on_event(self, event: Event) -> None:
-        """Record what the host did on its own in the job's history; a refusal is planned at once."""
+    def _record_event(self, event: Event) -> None:
+        """What the host did on its own, in the job's history."""
         self.deployer.record(
             event.name,
             event.kind,
@@ -328,6 +355,9 @@ class Session:
             time.monotonic(),
             target=self.host.kind,
         )
+
+    def _on_event(self, event: Event) -> None:
+        """A parked job is held until its manifest changes; a refused restore is planned again at once."""
         if event.kind == "parked":
             fingerprint = self.applied.get(event.name)
             if fingerprint is not None:
@@ -339,7 +369,8 @@ class Session:
 
     def publish_health(self, state: str, *, force: bool = False) -> None:
         counts = self.host.counts()
-        summary = json.dumps([state, counts, sorted(self.invalid)])
+        invalid = dict(self.invalid)  # a copy: the loop thread updates it
+        summary = json.dumps([state, counts, sorted(invalid)])
         now = time.monotonic()
         last = self._last_health
         if not force and last and last[1] == summary and now - last[0] < HEARTBEAT_SECONDS:
@@ -352,7 +383,7 @@ class Session:
             "updated-at": datetime.now(UTC).isoformat(timespec="milliseconds"),
             "uptime-seconds": round(now - self.started, 1),
             "queries": counts,
-            "invalid": dict(sorted(self.invalid.items())),
+            "invalid": dict(sorted(invalid.items())),
         }
         self.bucket.write(layout.SESSION_HEALTH, json.dumps(health, indent=2).encode())
         self._last_health = (now, summary)
