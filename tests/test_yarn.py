@@ -58,7 +58,10 @@ def test_deploy_submits_in_cluster_mode_finds_the_app_by_exact_tags_and_kills_on
 
         # a kill the ResourceManager refuses: a clear error, the application still runs
         rm.fail_kills = True
-        refused = cli(demo_project, "stop", "high-value", "--no-savepoint", *options, check=False)
+        # (the fake application never answers a stop request: after --stop-timeout the runner kills it)
+        refused = cli(
+            demo_project, "stop", "high-value", "--no-savepoint", *options, "--stop-timeout", "1", check=False
+        )
         assert refused.returncode == 2 and "KILL_REFUSED" in refused.stderr and ours in refused.stderr
         assert rm.state(ours) == "ACCEPTED"
 
