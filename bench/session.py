@@ -285,19 +285,20 @@ def bench_application(base: Path, rounds: int) -> tuple[list[float], int]:
 
 
 def bench_memory(base: Path, queries: int) -> int:
+    """Resident memory of the session once every query has completed a micro-batch over the same input."""
     project = Project(base / "memory", queries, "session")
-    project.write_events()
+    for _ in range(3):
+        project.write_events()
+    template = project.root / "manifests" / "job-template.yaml"
+    template.write_text(template.read_text().replace("1 second", "10 seconds"))  # 2 cores: let them settle
     for n in range(queries):
         (project.root / "manifests" / f"m-{n:02d}.yaml").write_text(project.manifest_text(f"m-{n:02d}", n, n % 3))
     project.cli("session", "start")
-    project.feed(1.0)
     read = local_status(project)
     try:
-        wait(lambda: all(read(f"m-{n:02d}").get("progress") for n in range(queries)), "every query", 900, 1.0)
-        time.sleep(10)  # a few batches each
+        wait(lambda: all(read(f"m-{n:02d}").get("progress") for n in range(queries)), "every query", 1800, 2.0)
         return group_rss(record_pid(project, "_session"))
     finally:
-        project.stop_feeding()
         project.cli("session", "stop", check=False)
 
 
@@ -345,36 +346,37 @@ def main() -> None:
         local = bench_session_local(base, max(1, args.changes // 2))
         s3 = bench_session_s3(base, max(1, args.changes // 2))
         application, app_rss = bench_application(base, max(1, args.app_changes // 2))
-        session_rss = bench_memory(base, args.queries)
+        print("\n## Time to effect (manifest landed -> first completed micro-batch of the new run)\n")
+        print("| mode | changes | p50 s | p95 s | max s | vs session (local) p50 |")
+        print("|---|---|---|---|---|---|")
+        base_p50 = statistics.median(local)
+        for label, values in (
+            ("session, project folder", local),
+            ("session, S3 manifests prefix (moto server)", s3),
+            ("application (sql-runner deploy: fresh spark-submit)", application),
+        ):
+            p50 = statistics.median(values)
+            print(
+                f"| {label} | {len(values)} | {p50:.2f} | {percentile(values, 0.95):.2f} | {max(values):.2f} "
+                f"| x{p50 / base_p50:.1f} |",
+                flush=True,
+            )
         soaked = soak(base, args.kills, args.seed)
-
-    print("\n## Time to effect (manifest landed -> first completed micro-batch of the new run)\n")
-    print("| mode | changes | p50 s | p95 s | max s | vs session (local) p50 |")
-    print("|---|---|---|---|---|---|")
-    base_p50 = statistics.median(local)
-    for label, values in (
-        ("session, project folder", local),
-        ("session, S3 manifests prefix (moto server)", s3),
-        ("application (sql-runner deploy: fresh spark-submit)", application),
-    ):
-        p50 = statistics.median(values)
+        print(f"\n## Soak: {args.kills} SIGKILLs of the session, restarted each time (seed {args.seed})\n")
+        print("| " + " | ".join(soaked) + " |")
+        print("|" + "---|" * len(soaked))
+        print("| " + " | ".join(str(v) for v in soaked.values()) + " |", flush=True)
+        session_rss = bench_memory(base, args.queries)
+        print(f"\n## Memory of {args.queries} simple queries (resident, process groups)\n")
+        print("| how | GiB | ratio |")
+        print("|---|---|---|")
+        gib = 1024**3
+        print(f"| one session hosting {args.queries} queries | {session_rss / gib:.2f} | x1.0 |")
         print(
-            f"| {label} | {len(values)} | {p50:.2f} | {percentile(values, 0.95):.2f} | {max(values):.2f} "
-            f"| x{p50 / base_p50:.1f} |"
+            f"| one application-mode job x {args.queries} | {app_rss * args.queries / gib:.2f} "
+            f"| x{app_rss * args.queries / session_rss:.1f} |",
+            flush=True,
         )
-    print(f"\n## Memory of {args.queries} simple queries (resident, process groups)\n")
-    print("| how | GiB | ratio |")
-    print("|---|---|---|")
-    gib = 1024**3
-    print(f"| one session hosting {args.queries} queries | {session_rss / gib:.2f} | x1.0 |")
-    print(
-        f"| one application-mode job x {args.queries} | {app_rss * args.queries / gib:.2f} "
-        f"| x{app_rss * args.queries / session_rss:.1f} |"
-    )
-    print(f"\n## Soak: {args.kills} SIGKILLs of the session, restarted each time (seed {args.seed})\n")
-    print("| " + " | ".join(soaked) + " |")
-    print("|" + "---|" * len(soaked))
-    print("| " + " | ".join(str(v) for v in soaked.values()) + " |")
 
 
 if __name__ == "__main__":
