@@ -9,7 +9,9 @@
   others, and runs again once its manifest is fixed. An invalid manifest (no query) is
   reported and changes nothing.
 - Durability: the session killed with SIGKILL while events arrive and started
-  again resumes every query from its latest state; outputs exact.
+  again resumes every query from its latest state; a savepoint taken from outside the
+  session (``sql-runner savepoint``: a stop request, then the job spec handed to the
+  session) restores the query there; outputs exact.
 - Moving a query between modes: stop with a savepoint in one, restore in the other.
 """
 
@@ -264,12 +266,20 @@ def test_a_killed_session_resumes_every_query_from_its_latest_state(session_proj
     cli(project, "session", "start")
     feeder.start()
     try:
-        for pause in (3.0,):  # bench/session.py's soak kills it many more times
-            wait_for(lambda: all(in_this_session(project, n) for n in ("q-a", "q-b")), "batches before the kill", 90)
-            time.sleep(pause)
-            os.killpg(session_pid(project), signal.SIGKILL)
-            wait_for(lambda: "not running" in cli(project, "session", "status").stdout, "the session gone", 30)
-            cli(project, "session", "start")
+        wait_for(lambda: all(in_this_session(project, n) for n in ("q-a", "q-b")), "batches before the kill", 90)
+        time.sleep(3.0)  # bench/session.py's soak kills it many more times, at random moments
+        os.killpg(session_pid(project), signal.SIGKILL)
+        wait_for(lambda: "not running" in cli(project, "session", "status").stdout, "the session gone", 30)
+        cli(project, "session", "start")
+        wait_for(lambda: in_this_session(project, "q-b"), "q-b resumed", 90)
+        # From outside the session: stop q-b between batches, snapshot it, and hand the session the restore.
+        run_before = status_file(project, "q-b")["run-id"]
+        assert "savepoints/q-b/1/savepoint-" in cli(project, "savepoint", "q-b").stdout
+        wait_for(
+            lambda: status_file(project, "q-b")["run-id"] != run_before and in_this_session(project, "q-b"),
+            "q-b running again from its savepoint",
+            60,
+        )
     finally:
         feeder.stop()
     wanted = {"out-a": {k for k, v in feeder.amounts.items() if v > 10}, "out-b": set(feeder.amounts)}
@@ -278,8 +288,9 @@ def test_a_killed_session_resumes_every_query_from_its_latest_state(session_proj
     for table, ids in wanted.items():
         counted = rows(project, table)
         assert set(counted) == ids and max(counted.values()) == 1, table
-    restored = [e for e in history(project, "q-b") if e["decision"] == "restore"]
-    assert len(restored) == 1 and all("resumed-checkpoint" in e["outcome"] for e in restored)
+    resumed, from_savepoint = [e for e in history(project, "q-b") if e["decision"] == "restore"]
+    assert "resumed-checkpoint" in resumed["outcome"]  # after the kill: the checkpoint the dead session used
+    assert "restored-from" in from_savepoint["outcome"] and from_savepoint["target"] == "session"
 
 
 def test_a_query_moves_between_application_and_session_mode_with_its_state(session_project: ProjectDir):

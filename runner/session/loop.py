@@ -300,7 +300,7 @@ class Session:
         if request.get("force"):
             self.host.stop(job, force=True)
         else:
-            self.host.stop_gracefully(job, timeout=120.0)
+            self.host.stop_gracefully(job, timeout=self.deployer.settings.stop_timeout)
         self.bucket.write(
             layout.stop_acknowledged(name),
             json.dumps(
