@@ -1,8 +1,8 @@
 """One team's AWS environment as two Terraform stacks.
 
 ``team-<name>``: KMS key; S3 buckets for manifests, checkpoints, savepoints, artifacts
-and logs; the EMR cluster (bootstrap installs the runner, first step redeploys every
-manifest); the MSK cluster; the deploy Lambda with its queue and logs; IAM roles limited
+and logs; the EMR cluster (bootstrap installs the runner; first steps start the team's
+session and redeploy every application-mode manifest); the MSK cluster; the deploy Lambda with its queue and logs; IAM roles limited
 to this team's resources; a budget filtered by the team tag.
 
 ``team-<name>-topics``: the team's Kafka topics, through the Kafka provider. They live in
@@ -476,8 +476,20 @@ class TeamStack(TerraformStack):
         return instance, service
 
     @property
+    def first_steps(self) -> list[tuple[str, list[str]]]:
+        """The cluster's first steps: start the team's session (it applies every ``mode: session`` manifest
+        by itself and watches ``manifests/``), then resume every application-mode job from its saved state."""
+        return [
+            ("sql-runner session start (hosts every session-mode query)", self.step_command.args("session start")),
+            (
+                "sql-runner deploy --all --mode application (resume every application-mode job from its saved state)",
+                self.step_command.args("deploy", "--all", "--mode", "application"),
+            ),
+        ]
+
+    @property
     def step_command(self) -> StepCommand:
-        """How EMR steps run the runner: the cluster's first step here, the Lambda's steps later."""
+        """How EMR steps run the runner: the cluster's first steps here, the Lambda's steps later."""
         return StepCommand(
             self.team.name,
             self.buckets["manifests"].bucket,
@@ -552,14 +564,11 @@ class TeamStack(TerraformStack):
             ],
             step=[
                 EmrClusterStep(
-                    name="sql-runner deploy --all (resume every job from its saved state)",
+                    name=name,
                     action_on_failure="CONTINUE",
-                    hadoop_jar_step=[
-                        EmrClusterStepHadoopJarStep(
-                            jar="command-runner.jar", args=self.step_command.args("deploy", "--all")
-                        )
-                    ],
+                    hadoop_jar_step=[EmrClusterStepHadoopJarStep(jar="command-runner.jar", args=args)],
                 )
+                for name, args in self.first_steps
             ],
             configurations_json=json.dumps(
                 [
@@ -618,7 +627,11 @@ class TeamStack(TerraformStack):
                 {
                     "Effect": "Allow",
                     "Action": ["s3:GetObject", "s3:GetObjectVersion"],
-                    "Resource": [f"{manifests.arn}/{layout.DESIRED_PREFIX}*"],
+                    # the desired manifests, and the deployed records (does a job run in the session?)
+                    "Resource": [
+                        f"{manifests.arn}/{layout.DESIRED_PREFIX}*",
+                        f"{manifests.arn}/{layout.DEPLOYED_PREFIX}*",
+                    ],
                 },
                 {
                     "Effect": "Allow",

@@ -62,3 +62,23 @@ def edit(path: Path, old: str, new: str) -> None:
     text = path.read_text()
     assert old in text
     path.write_text(text.replace(old, new))
+
+
+def parsed_command(args: list[str]) -> tuple[str, dict]:
+    """Parse a full ``sql-runner ...`` command line as the CLI would, without running it: the
+    command's path (``session start``) and its parameters. A misplaced option raises click's error
+    (the command groups take no options of their own, so a group is followed by its command's name)."""
+    import click
+
+    from runner.cli.main import cli as group
+
+    command: click.Command = group
+    words, path = list(args[1:]), []
+    ctx = click.Context(command, info_name="sql-runner")
+    while isinstance(command, click.Group):
+        name, words = words[0], words[1:]
+        sub = command.get_command(ctx, name)
+        assert sub is not None, f"no command {name!r}"
+        path.append(name)
+        command = sub
+    return " ".join(path), command.make_context(path[-1], words, parent=ctx).params

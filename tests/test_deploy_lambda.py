@@ -1,7 +1,8 @@
 """The deploy Lambda's handler, called directly with S3 event shapes, S3 and EMR under moto.
 
-Bad inputs tried: an invalid manifest, a manifest whose name does not match its file,
-an invalid template, a repeated delivery of one event, events for the runner's own
+Bad inputs tried: an invalid manifest (application and session mode), a manifest whose
+name does not match its file, an invalid template, ``--mode`` with manifests and an unknown
+``--mode``, a repeated delivery of one event, events for the runner's own
 writes and for another bucket, a missing configuration variable.
 """
 
@@ -15,6 +16,7 @@ import pytest
 from moto import mock_aws
 
 from runner.aws import deploy_lambda
+from tests.clihelpers import parsed_command
 
 BUCKET = "team-a-manifests"
 TEAM = "team-a"
@@ -117,6 +119,7 @@ def test_a_pushed_manifest_adds_one_step_for_exactly_that_object_version(aws):
     assert args[args.index("--object-version") + 1] == version and args[-1] == "manifests/high-value.yaml"
     assert args[args.index("--team") + 1] == TEAM and args[args.index("--target") + 1] == "yarn"
     assert args[args.index("--checkpoints-bucket") + 1] == "team-a-checkpoints"
+    assert parsed_command(args)[1]["object_version"] == version  # the CLI takes the command as written
 
     # S3 delivers at least once: the same event again adds nothing
     again = deploy_lambda.handler(s3_event("manifests/high-value.yaml", version), None)
@@ -170,7 +173,39 @@ def test_a_deleted_manifest_adds_an_undeploy_step(aws):
     deploy_lambda.handler(s3_event("manifests/high-value.yaml", marker, created=False), None)
     [step] = steps(emr, cluster)
     assert step["Name"] == f"sql-runner undeploy high-value ({marker})"
-    assert step["Config"]["Args"][1] == "undeploy" and step["Config"]["Args"][-1] == "high-value"
+    command, params = parsed_command(step["Config"]["Args"])
+    assert command == "undeploy" and params["name"] == "high-value"
+
+
+def test_session_mode_manifests_are_validated_but_left_to_the_session(aws):
+    """The session watches manifests/ itself: the Lambda reports an invalid session manifest and adds no
+    step for a valid one (``mode`` from the manifest or the template), nor for deleting one whose job
+    the session hosts. An application-mode manifest still gets its step."""
+    s3, emr, cluster = aws
+    invalid = push(s3, "manifests/high-value.yaml", "mode: session\n" + MANIFEST.replace("sql:", "sqll:"))
+    result = deploy_lambda.handler(s3_event("manifests/high-value.yaml", invalid), None)["results"][0]
+    assert result["result"] == "invalid" and steps(emr, cluster) == []
+    assert s3.get_object(Bucket=BUCKET, Key="errors/high-value.json")
+    valid = push(s3, "manifests/high-value.yaml", "mode: session\n" + MANIFEST)
+    result = deploy_lambda.handler(s3_event("manifests/high-value.yaml", valid), None)["results"][0]
+    assert result["result"] == "session" and "the team's session applies it" in result["why"]
+    assert steps(emr, cluster) == [] and "Contents" not in s3.list_objects_v2(Bucket=BUCKET, Prefix="errors/")
+
+    push(s3, "manifests/job-template.yaml", "mode: session\n")
+    by_template = push(s3, "manifests/other.yaml", MANIFEST.replace("name: high-value", "name: other"))
+    assert deploy_lambda.handler(s3_event("manifests/other.yaml", by_template), None)["results"][0]["result"] == (
+        "session"
+    )
+    overridden = push(s3, "manifests/other.yaml", "mode: application\n" + MANIFEST.replace("high-value", "other"))
+    assert deploy_lambda.handler(s3_event("manifests/other.yaml", overridden), None)["results"][0]["result"] == "step"
+    assert [s["Name"] for s in steps(emr, cluster)] == [f"sql-runner deploy other ({overridden})"]
+
+    # deletions: the deployed record says where the job runs
+    for name, target in (("high-value", "session"), ("other", "yarn")):
+        s3.put_object(Bucket=BUCKET, Key=f"deployed/{name}.yaml", Body=f"deployment:\n  target: {target}\n".encode())
+        marker = s3.delete_object(Bucket=BUCKET, Key=f"manifests/{name}.yaml")["VersionId"]
+        deploy_lambda.handler(s3_event(f"manifests/{name}.yaml", marker, created=False), None)
+    assert [s["Name"] for s in steps(emr, cluster)][1:] == [f"sql-runner undeploy other ({marker})"]
 
 
 def test_a_table_or_template_change_redeploys_everything(aws):
@@ -179,7 +214,8 @@ def test_a_table_or_template_change_redeploys_everything(aws):
     deploy_lambda.handler(s3_event("manifests/tables/demo tables.sql", version), None)
     [step] = steps(emr, cluster)
     args = step["Config"]["Args"]
-    assert args[1:3] == ["deploy", "--from-store"] and args[-1] == "--all"
+    assert args[1:3] == ["deploy", "--from-store"] and args[-3:] == ["--all", "--mode", "application"]
+    assert parsed_command(args)[1]["all_"] and parsed_command(args)[1]["mode"] == "application"
     assert args[args.index("--spark-submit") + 1] == "/usr/bin/spark-submit"
     assert "manifests/tables/demo tables.sql" in step["Name"]
 
@@ -217,6 +253,10 @@ def test_another_bucket_is_ignored_and_missing_configuration_is_named(aws, monke
 def test_the_step_commands_refuse_bad_input_and_change_nothing(demo_project):
     from tests.clihelpers import cli
 
+    both = cli(demo_project, "deploy", "--mode", "application", "manifests/high-value.yaml", check=False)
+    assert both.returncode == 2 and "MODE_WITH_PATHS" in both.stderr
+    unknown = cli(demo_project, "plan", "--mode", "cluster", check=False)
+    assert unknown.returncode == 2 and "'cluster' is not one of 'application', 'session'" in unknown.stderr
     pinned = cli(demo_project, "deploy", "--object-version", "abc", check=False)
     assert pinned.returncode == 2 and "OBJECT_VERSION_NEEDS_ONE_MANIFEST" in pinned.stderr
     present = cli(demo_project, "undeploy", "high-value", check=False)

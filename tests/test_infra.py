@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from infra.teams import TEAMS_FILE, TeamsError, load_teams
+from tests.clihelpers import parsed_command
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGINS = Path("/opt/tf-plugins")
@@ -101,7 +102,7 @@ def test_buckets_are_encrypted_versioned_private_tls_only_logged_and_expire_old_
 
 
 @pytest.mark.parametrize("team", TEAMS)
-def test_emr_runs_the_teams_sizing_installs_the_runner_and_redeploys_everything_first(stacks, team):
+def test_emr_runs_the_teams_sizing_installs_the_runner_and_starts_the_session_and_jobs_first(stacks, team):
     stack, spec = stacks[f"team-{team}"], CONFIG.team(team)
     emr = one(stack, "aws_emr_cluster", "emr")
     assert emr["release_label"] == spec.emr.release_label and emr["applications"] == ["Spark"]
@@ -112,10 +113,16 @@ def test_emr_runs_the_teams_sizing_installs_the_runner_and_redeploys_everything_
     assert emr["log_uri"] == "s3://${aws_s3_bucket.logs-bucket.bucket}/emr/"
     [bootstrap] = emr["bootstrap_action"]
     assert bootstrap["path"] == "s3://${aws_s3_bucket.artifacts-bucket.bucket}/bootstrap/install-runner.sh"
-    [step] = emr["step"]
-    args = step["hadoop_jar_step"][0]["args"]
-    assert args[:3] == ["/usr/local/bin/sql-runner", "deploy", "--from-store"] and "--all" in args
-    assert args[args.index("--team") + 1] == team
+    session, jobs = (step["hadoop_jar_step"][0]["args"] for step in emr["step"])
+    assert session[:4] == ["/usr/local/bin/sql-runner", "session", "start", "--from-store"]
+    assert jobs[:3] == ["/usr/local/bin/sql-runner", "deploy", "--from-store"]
+    assert jobs[-3:] == ["--all", "--mode", "application"]  # the session applies the session-mode manifests
+    assert parsed_command(session)[0] == "session start"
+    assert parsed_command(jobs)[0] == "deploy" and parsed_command(jobs)[1]["mode"] == "application"
+    for args in (session, jobs):
+        params = parsed_command(args)[1]
+        assert params["team"] == team and params["target"] == "yarn" and params["from_store"]
+        assert params["manifests_bucket"] == "${aws_s3_bucket.manifests-bucket.bucket}"
     assert emr["lifecycle"]["ignore_changes"] == ["step"]
     security = json.loads(one(stack, "aws_emr_security_configuration", "emr-security")["configuration"])
     assert security["EncryptionConfiguration"]["EnableAtRestEncryption"] is True
@@ -161,6 +168,12 @@ def test_the_deploy_lambda_fires_on_manifests_only_with_a_dead_letter_queue_and_
     assert function["tracing_config"]["mode"] == "Active" and function["reserved_concurrent_executions"] > 0
     assert function["environment"]["variables"]["TEAM"] == team
     assert one(stack, "aws_cloudwatch_log_group", "deploy-logs")["retention_in_days"] >= 365
+    # it reads the desired manifests and the deployed records (whether a job runs in the session), nothing else
+    policy = json.loads(one(stack, "aws_iam_role_policy", "deploy-policy")["policy"])
+    [reads] = [s["Resource"] for s in policy["Statement"] if "s3:GetObject" in s["Action"]]
+    assert sorted(reads) == sorted(
+        f"${{aws_s3_bucket.manifests-bucket.arn}}/{prefix}*" for prefix in ("manifests/", "deployed/")
+    )
     # the runner writes deployed/, history/, errors/, status/ ...: none of them is under manifests/
     from runner.core import layout
 

@@ -186,3 +186,28 @@ def test_refuse_touches_nothing(world):
         executor.carry_out(Decision("job", action, None, None, None, None, Observed()), steps(action), {})
     assert raised.value.problems[0].code == "NO_STATE_TO_RESTORE"
     assert target.calls == [] and store.manifests.keys("") == []
+
+
+def test_deploying_one_mode_leaves_the_other_modes_jobs_alone(world):
+    """``deploy --all --mode application`` (EMR's first step): the session's jobs, and a job whose
+    manifest moved to the session, are neither deployed nor removed by it."""
+    from runner.deploy.deployer import Deployer
+
+    store, target, executor = world
+    for name, on in (
+        ("app", "recording"),
+        ("hosted", "session"),
+        ("moved", "recording"),
+        ("gone-app", "recording"),
+        ("gone-hosted", "session"),
+    ):
+        kept = manifest(version=1).model_copy(update={"name": name})
+        record = DeploymentRecord(kept, (), (Source("`demo`.`in`", "filesystem"),), "run-a", on, NOW)
+        store.manifests.write(layout.deployed(name), record.to_yaml().encode())
+    deployer = Deployer(None, executor.settings, lambda _: None)
+    app = Prepared(manifest().model_copy(update={"name": "app"}), "manifests/app.yaml", (), (), None)
+    decided = deployer.decide_all({"app": app}, whole_project=True, mode="application", other_mode={"moved", "hosted"})
+    kinds = {d.name: d.action.kind for d in decided}
+    assert set(kinds) == {"app", "gone-app"} and kinds["gone-app"] == "remove"
+    everything = deployer.decide_all({"app": app}, whole_project=True)
+    assert {d.name for d in everything} == {"app", "hosted", "moved", "gone-app", "gone-hosted"}

@@ -6,10 +6,13 @@ S3 notifies this handler for ``manifests/`` only. For each record:
   the bucket's ``manifests/job-template.yaml``; no Spark here). Invalid: write
   ``errors/<name>.json`` with the problems and add no step. Valid: clear any earlier
   error report and add a step running ``sql-runner deploy --from-store`` for exactly that
-  manifest and object version;
-- a manifest deleted: a step running ``sql-runner undeploy <name>``;
-- a table DDL or the template changed: a step running ``sql-runner deploy --all``, since
-  it can change any job;
+  manifest and object version; a ``mode: session`` manifest gets no step, since the
+  team's session watches ``manifests/`` and applies it within seconds;
+- a manifest deleted: a step running ``sql-runner undeploy <name>``, unless its job runs
+  in the session (its deployed record says so), which removes it by itself;
+- a table DDL or the template changed: a step running ``sql-runner deploy --all --mode
+  application``, since it can change any application-mode job (the session re-checks its
+  own queries);
 - anything outside ``manifests/`` (the runner's own writes): ignored.
 
 Each event is claimed once with a create-if-absent write of
@@ -31,6 +34,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import yaml
+
 from runner.authoring.manifest_file import parse_manifest, parse_template
 from runner.aws.steps import StepCommand
 from runner.core import layout
@@ -39,6 +44,7 @@ from runner.core.errors import Problem, UserError
 from runner.core.manifest import BUILT_IN_DEFAULTS
 
 PREFIX = layout.DESIRED_PREFIX
+SESSION_APPLIES = "a session-mode manifest: the team's session applies it from manifests/ by itself"
 TEMPLATE_KEY = f"{PREFIX}job-template.yaml"
 
 
@@ -135,11 +141,13 @@ class Handler:
             if not self._claim("_all", event):
                 return {**result, "result": "duplicate", "why": "this change was already handled"}
             step = self._add_step(
-                f"sql-runner deploy --all ({event.key} changed, {event.event_id})",
-                self.settings.step.args("deploy", "--all"),
+                f"sql-runner deploy --all --mode application ({event.key} changed, {event.event_id})",
+                self.settings.step.args("deploy", "--all", "--mode", "application"),
             )
             return {**result, "result": "step", "step": step}
         if not event.created:
+            if self._runs_in_session(name):
+                return {**result, "result": "session", "why": SESSION_APPLIES}
             if not self._claim(name, event):
                 return {**result, "result": "duplicate", "why": "this deletion was already handled"}
             step = self._add_step(
@@ -147,12 +155,16 @@ class Handler:
                 self.settings.step.args("undeploy", name, submits=False),
             )
             return {**result, "result": "step", "step": step}
-        problems = self._problems(event, name)
-        if problems is None:
+        checked = self._check(event, name)
+        if checked is None:
             return {**result, "result": "ignored", "why": "that object version no longer exists"}
+        problems, mode = checked
         if problems:
             self._report(name, event, problems)
             return {**result, "result": "invalid", "problems": problems}
+        if mode == "session":
+            self.bucket.delete(layout.deploy_error(name))
+            return {**result, "result": "session", "why": SESSION_APPLIES}
         if not self._claim(name, event):
             return {**result, "result": "duplicate", "why": "this object version was already handled"}
         self.bucket.delete(layout.deploy_error(name))
@@ -162,8 +174,8 @@ class Handler:
         )
         return {**result, "result": "step", "step": step}
 
-    def _problems(self, event: S3Event, name: str) -> list[str] | None:
-        """Validation messages (empty: valid); None if the object version is gone."""
+    def _check(self, event: S3Event, name: str) -> tuple[list[str], str | None] | None:
+        """Validation messages (empty: valid) and the manifest's mode; None if the object version is gone."""
         blob = self.bucket.read(event.key, version_id=event.version_id)
         if blob is None:
             return None
@@ -172,9 +184,9 @@ class Handler:
             template = self._template()
             manifest = parse_manifest(data.decode("utf-8"), template, file=event.key)
         except UserError as error:
-            return [p.render() for p in error.problems]
+            return [p.render() for p in error.problems], None
         except UnicodeDecodeError:
-            return [Problem.of("MANIFEST_NOT_UTF8", file=event.key).render()]
+            return [Problem.of("MANIFEST_NOT_UTF8", file=event.key).render()], None
         if manifest.name != name:
             return [
                 Problem.of(
@@ -185,8 +197,16 @@ class Handler:
                     file_name=f"{name}.yaml",
                     stem=name,
                 ).render()
-            ]
-        return []
+            ], None
+        return [], manifest.mode
+
+    def _runs_in_session(self, name: str) -> bool:
+        """Whether the job deployed for ``name`` runs in the team's session (its deployed record's target)."""
+        blob = self.bucket.read(layout.deployed(name))
+        if blob is None:
+            return False
+        record = yaml.safe_load(blob.text) or {}
+        return record.get("deployment", {}).get("target") == layout.SESSION_TARGET
 
     def _template(self) -> dict[str, Any]:
         blob = self.bucket.read(TEMPLATE_KEY)

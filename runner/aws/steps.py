@@ -18,10 +18,11 @@ class StepCommand:
     spark_submit: str = "/usr/bin/spark-submit"
 
     def args(self, command: str, *extra: str, submits: bool = True) -> list[str]:
-        """``sql-runner <command> --from-store ...``; ``submits``: the command may start jobs."""
+        """``sql-runner <command> --from-store ...`` (``command`` may name a subcommand: ``session start``);
+        ``submits``: the command may start jobs."""
         return [
             self.sql_runner,
-            command,
+            *command.split(),
             "--from-store",
             "--manifests-bucket",
             self.manifests_bucket,

@@ -10,13 +10,42 @@ from runner.cli import options, render, requires
 from runner.cli.context import Context
 from runner.cli.output import line, out
 from runner.core.errors import ProblemCollector, UserError
+from runner.core.manifest import Manifest
 from runner.deploy.deployer import Decision, Deployer
 
 
-def decisions(ctx: Context, deployer: Deployer, paths: tuple[Path, ...]) -> list[Decision]:
-    """The plan for the given manifests, or for the whole project (removals included) when none are given."""
+def decisions(ctx: Context, deployer: Deployer, paths: tuple[Path, ...], mode: str | None = None) -> list[Decision]:
+    """The plan for the given manifests, or for the whole project (removals included) when none are given;
+    with ``mode``, only the manifests and deployed jobs of that mode."""
+    if mode is not None and paths:
+        raise UserError.of("MODE_WITH_PATHS")
     chosen = [(ctx.desired_root / p).resolve() for p in paths] if paths else None
-    return deployer.decide_all(deployer.prepare_all(chosen), whole_project=not paths)
+    other_mode: set[str] = set()
+    if mode is not None:
+        chosen = []
+        for path in ctx.project.manifest_paths():
+            manifest = _manifest(ctx, path)
+            if manifest is None or manifest.mode == mode:
+                chosen.append(path)
+            else:
+                other_mode.add(manifest.name)
+    return deployer.decide_all(deployer.prepare_all(chosen), whole_project=not paths, mode=mode, other_mode=other_mode)
+
+
+def _manifest(ctx: Context, path: Path) -> Manifest | None:
+    """The manifest, read without Spark; None when it cannot be read (preparing it reports why)."""
+    try:
+        return ctx.project.load_manifest(path)
+    except UserError:
+        return None
+
+
+only_mode = click.option(
+    "--mode",
+    type=click.Choice(["application", "session"]),
+    help="Only the project's manifests (and deployed jobs) of this mode; on EMR the first step deploys the "
+    "application-mode ones and the session applies its own.",
+)
 
 
 @click.command()
@@ -24,11 +53,12 @@ def decisions(ctx: Context, deployer: Deployer, paths: tuple[Path, ...]) -> list
 @options.deployment
 @options.from_store
 @options.as_json("One JSON object per manifest.")
+@only_mode
 @requires.exit_codes
 @requires.context()
-def plan(ctx: Context, paths: tuple[Path, ...], as_json: bool) -> None:
+def plan(ctx: Context, paths: tuple[Path, ...], as_json: bool, mode: str | None) -> None:
     """Show, per manifest (default: every manifest), what deploy would do and why. Changes nothing."""
-    planned = decisions(ctx, ctx.deployer(), paths)
+    planned = decisions(ctx, ctx.deployer(), paths, mode)
     if as_json:
         for decision in planned:
             line(render.plan_json(decision))
@@ -48,9 +78,10 @@ def plan(ctx: Context, paths: tuple[Path, ...], as_json: bool) -> None:
 @options.stop_timeout
 @options.from_store
 @options.spark_submit
+@only_mode
 @requires.exit_codes
 @requires.context()
-def deploy(ctx: Context, paths: tuple[Path, ...], all_: bool, object_version: str | None) -> None:
+def deploy(ctx: Context, paths: tuple[Path, ...], all_: bool, object_version: str | None, mode: str | None) -> None:
     """Carry the plan out: start, restore, stop with savepoint, remove. Prints the plan first."""
     if all_ and paths:
         raise UserError.of("DEPLOY_ALL_WITH_PATHS")
@@ -59,7 +90,7 @@ def deploy(ctx: Context, paths: tuple[Path, ...], all_: bool, object_version: st
             raise UserError.of("OBJECT_VERSION_NEEDS_ONE_MANIFEST")
         ctx.pinned = (paths[0].as_posix(), object_version)
     deployer = ctx.deployer()
-    planned = decisions(ctx, deployer, paths)
+    planned = decisions(ctx, deployer, paths, mode)
     out.print(render.plan_table(planned))
     failures = ProblemCollector()
     for decision in planned:

@@ -202,6 +202,10 @@ _ENTRIES = (
     ErrorCode("NO_HISTORY", "no decisions recorded for '{name}'", "sql-runner status lists the deployed jobs"),
     ErrorCode("DEPLOY_ALL_WITH_PATHS", "give manifests or --all, not both"),
     ErrorCode(
+        "MODE_WITH_PATHS",
+        "--mode chooses among all of the project's manifests: give --mode or manifests, not both",
+    ),
+    ErrorCode(
         "OBJECT_VERSION_NEEDS_ONE_MANIFEST",
         "--object-version pins one manifest: give --from-store and exactly one manifests/<name>.yaml",
     ),

@@ -30,12 +30,14 @@ from pathlib import Path
 
 DEFAULT_STATE_DIR = ".sql-runner"
 DESIRED_PREFIX = "manifests/"
+DEPLOYED_PREFIX = "deployed/"
 DEPLOY_ERRORS_PREFIX = "errors/"
 DEPLOY_REQUESTS_PREFIX = "deploy-requests/"
 CONTROL_PREFIX = "control/"
 # The session application's job name: manifest names cannot begin with "_", so it never
 # shares a job record with a query.
 SESSION_JOB = "_session"
+SESSION_TARGET = "session"  # the target recorded for a job hosted by the team's session
 SESSION_HEALTH = "session/health.json"
 SESSION_STOP = "session/stop.json"
 SESSION_STOPPED = "session/stopped.json"
@@ -43,7 +45,7 @@ SESSION_HELD = "session/held.json"
 
 
 def deployed(name: str) -> str:
-    return f"deployed/{name}.yaml"
+    return f"{DEPLOYED_PREFIX}{name}.yaml"
 
 
 def history(name: str) -> str:

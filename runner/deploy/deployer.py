@@ -17,7 +17,7 @@ through this class; they differ only in the target a job starts on.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -108,11 +108,26 @@ class Deployer:
         action = plan_one(name, prepared.desired if prepared else None, inputs.deployed, inputs.observed)
         return inputs.decision(action, prepared)
 
-    def decide_all(self, prepared: dict[str, Prepared], *, whole_project: bool) -> list[Decision]:
+    def decide_all(
+        self,
+        prepared: dict[str, Prepared],
+        *,
+        whole_project: bool,
+        mode: str | None = None,
+        other_mode: Collection[str] = (),
+    ) -> list[Decision]:
         """Decisions for the prepared manifests, in name order; ``whole_project``: every deployed job too
-        (one whose manifest is gone is removed)."""
+        (one whose manifest is gone is removed). ``mode``: only that mode's jobs; the manifests named in
+        ``other_mode`` belong to the other mode's deploy, and a deployed job without a manifest is
+        removed only if it runs in ``mode``."""
         names = set(prepared) | (set(records.deployed_names(self.store.manifests)) if whole_project else set())
-        inputs = {name: self.inputs(name) for name in names}
+        inputs = {name: self.inputs(name) for name in names - set(other_mode)}
+        if mode is not None:
+            inputs = {
+                name: item
+                for name, item in inputs.items()
+                if name in prepared or item.record is None or _mode_of(item.record.target) == mode
+            }
         desired = {name: item.desired for name, item in prepared.items()}
         deployed = {name: item.deployed for name, item in inputs.items() if item.deployed is not None}
         actions = plan(desired, deployed, {name: item.observed for name, item in inputs.items()})
@@ -262,3 +277,8 @@ class Deployer:
         )
         decision = Decision(name, action, prepared, record, None, job, Observed(running=True))
         return self.carry_out(decision, purpose="savepoint", redecide=False)
+
+
+def _mode_of(target: str) -> str:
+    """The mode a job deployed on ``target`` runs in."""
+    return "session" if target == layout.SESSION_TARGET else "application"

@@ -36,6 +36,7 @@ from pyspark.sql.streaming import StreamingQuery
 from jobs import runtime
 from jobs.build import build_job
 from jobs.control import JobControl, failure_reason, progress_record, refused_restore, stop_between_batches
+from runner.core import layout
 from runner.core.errors import UserError
 from runner.core.jobspec import JobSpec
 from runner.session.config import Protection
@@ -89,7 +90,7 @@ class Hosted:
 class QueryHost:
     """The session's own target: start, find and stop queries in this application."""
 
-    kind = "session"
+    kind = layout.SESSION_TARGET
 
     def __init__(self, spark: SparkSession, session_run: str, protection: Protection, log: Log):
         self.spark = spark

@@ -31,7 +31,7 @@ POLL_SECONDS = 0.2
 
 
 class SessionTarget:
-    kind = "session"
+    kind = layout.SESSION_TARGET
 
     def __init__(self, records: Bucket, application: Target, team: str):
         self.records = records  # the manifests bucket
