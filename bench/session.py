@@ -1,6 +1,7 @@
 """Session mode against application mode, side by side in one run.
 
     .venv/bin/python bench/session.py [--changes 20] [--app-changes 20] [--queries 50] [--kills 10] [--seed 7]
+                                      [--previews 5]
 
 1. Time to effect: from a manifest landing to the first completed micro-batch of the new
    or changed query (its status shows progress of the new run). Each round adds a query,
@@ -8,6 +9,8 @@
    stays the same. Session mode watching the project folder; session mode watching the
    manifests bucket on S3 (moto's server on 127.0.0.1); application mode (the manifest
    written, then ``sql-runner deploy`` of it: a fresh spark-submit per change).
+   While the folder-watching session runs, live previews: ``sql-runner preview --sql``
+   answered by the session, against ``--local`` (a new local Spark JVM), alternating.
 2. Memory: ``--queries`` simple queries in one session (the session's whole process
    group: JVM and Python workers) against one application-mode job's process group
    times ``--queries``.
@@ -23,6 +26,7 @@ import argparse
 import json
 import os
 import random
+import re
 import signal
 import statistics
 import subprocess
@@ -185,7 +189,25 @@ def record_pid(project: Project, name: str) -> int:
     return json.loads((project.root / ".sql-runner" / "manifests" / "jobs" / f"{name}.json").read_text())["pid"]
 
 
-def bench_session_local(base: Path, rounds: int) -> list[float]:
+def previews(project: Project, rounds: int) -> dict[str, list[float]]:
+    """``sql-runner preview --sql`` answered by the running session, and with --local (a new JVM), alternating:
+    the command's wall time, and for the session the seconds its endpoint took to answer."""
+    sql = "SELECT id, amount FROM `b`.`events` WHERE amount >= 3"
+    found: dict[str, list[float]] = {"session": [], "session endpoint": [], "local": []}
+    for _ in range(rounds):
+        for how in ("session", "local"):
+            began = time.monotonic()
+            done = project.cli("preview", "--sql", sql, "-n", "5", *(["--local"] if how == "local" else []))
+            found[how].append(time.monotonic() - began)
+            assert "5 row(s)" in done.stdout, done.stdout
+            if how == "session":
+                answered = re.search(r"answered by session \S+ in ([0-9.]+)s", done.stderr)
+                assert answered is not None, done.stderr
+                found["session endpoint"].append(float(answered.group(1)))
+    return found
+
+
+def bench_session_local(base: Path, rounds: int, preview_rounds: int) -> tuple[list[float], dict[str, list[float]]]:
     project = Project(base / "session-local", 2, "session")
     project.write_events()
     (project.root / "manifests" / "steady.yaml").write_text(project.manifest_text("steady", 0, 0))
@@ -202,7 +224,8 @@ def bench_session_local(base: Path, rounds: int) -> list[float]:
             (project.root / "manifests" / f"{name}.yaml").unlink()
             wait(lambda: read(name).get("state") == "stopped", f"{name} removed", every=0.1)
 
-        return time_to_effect(project, rounds, land, remove, read)
+        timings = time_to_effect(project, rounds, land, remove, read)
+        return timings, previews(project, preview_rounds)
     finally:
         project.stop_feeding()
         project.cli("session", "stop", check=False)
@@ -340,10 +363,26 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=50)
     parser.add_argument("--kills", type=int, default=10)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--previews", type=int, default=5, help="previews each way (session, local JVM)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="sql-runner-bench-") as folder:
         base = Path(folder)
-        local = bench_session_local(base, max(1, args.changes // 2))
+        local, previewed = bench_session_local(base, max(1, args.changes // 2), args.previews)
+        print("\n## Live preview (sql-runner preview --sql, 5 rows, while the session hosts the bench's queries)\n")
+        print("| how | previews | p50 s | max s | vs session p50 |")
+        print("|---|---|---|---|---|")
+        session_p50 = statistics.median(previewed["session"])
+        for label, key in (
+            ("session: the whole command", "session"),
+            ("session: its endpoint's answer", "session endpoint"),
+            ("--local: a new local Spark JVM", "local"),
+        ):
+            values = previewed[key]
+            print(
+                f"| {label} | {len(values)} | {statistics.median(values):.2f} | {max(values):.2f} "
+                f"| x{statistics.median(values) / session_p50:.1f} |",
+                flush=True,
+            )
         s3 = bench_session_s3(base, max(1, args.changes // 2))
         application, app_rss = bench_application(base, max(1, args.app_changes // 2))
         print("\n## Time to effect (manifest landed -> first completed micro-batch of the new run)\n")

@@ -2,8 +2,9 @@
 
 ``team-<name>``: KMS key; S3 buckets for manifests, checkpoints, savepoints, artifacts
 and logs; the EMR cluster (bootstrap installs the runner; first steps start the team's
-session and redeploy every application-mode manifest); the MSK cluster; the deploy Lambda with its queue and logs; IAM roles limited
-to this team's resources; a budget filtered by the team tag.
+session and redeploy every application-mode manifest); the MSK cluster; the deploy Lambda
+with its queue and logs; IAM roles limited to this team's resources; a budget filtered by
+the team tag.
 
 ``team-<name>-topics``: the team's Kafka topics, through the Kafka provider. They live in
 a second stack because a Terraform provider's configuration (the brokers to connect to)
@@ -480,7 +481,12 @@ class TeamStack(TerraformStack):
         """The cluster's first steps: start the team's session (it applies every ``mode: session`` manifest
         by itself and watches ``manifests/``), then resume every application-mode job from its saved state."""
         return [
-            ("sql-runner session start (hosts every session-mode query)", self.step_command.args("session start")),
+            (
+                "sql-runner session start (hosts every session-mode query)",
+                # the driver runs on a core node: previews reach its endpoint over the cluster's private
+                # network (EMR's managed security groups), with the token from the state store
+                self.step_command.args("session start", "--control-address", "0.0.0.0"),
+            ),
             (
                 "sql-runner deploy --all --mode application (resume every application-mode job from its saved state)",
                 self.step_command.args("deploy", "--all", "--mode", "application"),

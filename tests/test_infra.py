@@ -118,6 +118,7 @@ def test_emr_runs_the_teams_sizing_installs_the_runner_and_starts_the_session_an
     assert jobs[:3] == ["/usr/local/bin/sql-runner", "deploy", "--from-store"]
     assert jobs[-3:] == ["--all", "--mode", "application"]  # the session applies the session-mode manifests
     assert parsed_command(session)[0] == "session start"
+    assert parsed_command(session)[1]["control_address"] == "0.0.0.0"  # the driver runs on a core node
     assert parsed_command(jobs)[0] == "deploy" and parsed_command(jobs)[1]["mode"] == "application"
     for args in (session, jobs):
         params = parsed_command(args)[1]

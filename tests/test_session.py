@@ -22,6 +22,8 @@ import os
 import signal
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections import Counter
 from pathlib import Path
 
@@ -191,6 +193,8 @@ def test_a_session_applies_adds_changes_and_removals_while_the_other_queries_kee
     health = json.loads(cli(project, "session", "status", "--json").stdout)
     assert health["queries"]["parked"] == 1 and health["queries"]["running"] == 5
 
+    previews_answered_by_the_session_write_nothing(project)
+
     feeder.start()
     try:
         mark = {n: batch(project, n) for n in steady}
@@ -255,6 +259,46 @@ def test_a_session_applies_adds_changes_and_removals_while_the_other_queries_kee
     for name in ["q-a", "q-b", "q-c", "q-d", "q-f", "q-bad"]:
         assert statuses(project)[name]["state"] == "stopped"
         assert history(project, name)[-1]["summary"] == "session stopped: stop with savepoint"
+
+
+def previews_answered_by_the_session_write_nothing(project: ProjectDir) -> None:
+    """Live previews from the running session (no new JVM); the control endpoint refuses requests
+    without the session's token. Bad inputs tried: a query naming a missing column, no token, a wrong
+    token, a wrong scheme, an unknown path."""
+    state = project.root / ".sql-runner"
+    busy = ("status", "session", "logs", "locks")
+
+    def files() -> set[str]:
+        """Every file of the state store and the tables, but those the running session keeps rewriting."""
+        stored = {p for p in state.rglob("*") if p.is_file() and not set(p.relative_to(state).parts[:2]) & set(busy)}
+        return {p.relative_to(project.root).as_posix() for p in [*stored, *(project.root / "data").rglob("*")]}
+
+    before = files()
+    sql = cli(project, "preview", "--sql", "SELECT id, amount FROM `demo`.`events` WHERE amount >= 2")
+    assert "answered by session" in sql.stderr and "starting local Spark" not in sql.stderr
+    assert "2 row(s)" in sql.stdout and "e00002" in sql.stdout and "e00003" in sql.stdout
+    manifest = cli(project, "preview", "manifests/q-d.yaml", "-n", "1")
+    assert "answered by session" in manifest.stderr and "0 row(s)" in manifest.stdout  # nothing above 20 yet
+    wrong = cli(project, "preview", "--sql", "SELECT nope FROM `demo`.`events`", check=False)
+    assert wrong.returncode == 2 and "SESSION_PREVIEW_FAILED" in wrong.stderr and "nope" in wrong.stderr
+    assert files() == before, "a preview wrote nothing"
+
+    control = json.loads((state / "manifests" / "session" / "control.json").read_text())
+    assert control["url"].startswith("http://127.0.0.1:")
+    body = json.dumps({"sql": "SELECT id FROM `demo`.`events`"}).encode()
+    for headers, path, code in (
+        ({}, "/preview", 401),
+        ({"Authorization": "Bearer not-the-token"}, "/preview", 401),
+        ({"Authorization": f"Basic {control['token']}"}, "/preview", 401),
+        ({"Authorization": f"Bearer {control['token']}"}, "/other", 404),
+    ):
+        request = urllib.request.Request(control["url"] + path, data=body, headers=headers, method="POST")
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=30)
+        assert refused.value.code == code, (headers, path)
+    published = [state / "manifests" / "session" / "health.json", *(state / "logs").glob("*")]
+    assert not any(control["token"] in p.read_text(errors="replace") for p in published if p.is_file())
+    assert control["token"] not in cli(project, "session", "status").stdout
 
 
 def test_a_killed_session_resumes_every_query_from_its_latest_state(session_project: ProjectDir):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.table import Table
@@ -39,22 +40,53 @@ def validate(paths: tuple[Path, ...], project: Path | None) -> None:
 @click.option(
     "--timeout", type=click.FloatRange(min=1), default=30.0, show_default=True, help="Seconds to wait for rows."
 )
-@options.project
+@click.option(
+    "--local", is_flag=True, help="Start local Spark for the preview even when the team's session is running."
+)
+@options.deployment
 @requires.exit_codes
-def preview(manifest: Path | None, sql: str | None, limit: int, timeout: float, project: Path | None) -> None:
-    """Print the first rows a query produces from the live sources; changes no state."""
-    from runner.analysis.preview import preview_query
+def preview(manifest: Path | None, sql: str | None, limit: int, timeout: float, local: bool, **settings: Any) -> None:
+    """Print the first rows a query produces from the live sources; changes no state.
+
+    The team's running session answers (no new JVM, about a second); without one, or with
+    --local, the preview runs on local Spark in this process."""
     from runner.authoring.project import load_project, project_of
+    from runner.cli.context import Context
+    from runner.targets.session import SessionUnavailable
 
     if (manifest is None) == (sql is None):
         raise UserError.of("PREVIEW_NEEDS_ONE_QUERY")
+    project = settings.pop("project")
     found = load_project(project or (project_of(manifest) if manifest is not None else None))
-    result = preview_query(found, manifest=manifest, sql=sql, limit=limit, timeout=timeout, log=step)
-    table = Table(*result.columns, title=f"{len(result.rows)} row(s)")
-    for row in result.rows:
+    loaded = found.load_manifest(manifest) if manifest is not None else None
+    result = None
+    if not local:
+        ctx = Context(project=found.root, **settings)
+        request = {
+            "sql": sql,
+            "manifest": loaded.to_dict() if loaded is not None else None,
+            "file": found.display(manifest) if manifest is not None else None,
+            "tables": [t.to_dict() for t in found.catalog.tables],
+            "limit": limit,
+            "timeout": timeout,
+        }
+        try:
+            answer = ctx.sessions.preview(request, timeout)
+            step(f"answered by session {answer['session-run']} in {answer['seconds']:.2f}s")
+            result = (answer["columns"], answer["rows"], answer["timed-out"])
+        except SessionUnavailable as why:
+            step(f"{why}: previewing on local Spark")
+    if result is None:
+        from runner.analysis.preview import preview_query
+
+        ran = preview_query(found, manifest=manifest, sql=sql, limit=limit, timeout=timeout, log=step)
+        result = (ran.columns, [list(row) for row in ran.rows], ran.timed_out)
+    columns, rows, timed_out = result
+    table = Table(*columns, title=f"{len(rows)} row(s)")
+    for row in rows:
         table.add_row(*["NULL" if v is None else str(v) for v in row])
     out.print(table)
-    if result.timed_out and len(result.rows) < limit:
+    if timed_out and len(rows) < limit:
         out.print(f"(stopped after {timeout:.0f}s)")
 
 

@@ -106,4 +106,6 @@ def session_health(health: dict[str, Any] | None) -> str:
         line += f", {queries['stuck-builds']} query build(s) stuck (code that never returned)"
     if invalid:
         line += f"; not deployed (invalid): {', '.join(sorted(invalid))}"
+    if health.get("control-url"):
+        line += f"; previews at {health['control-url']} (token in the state store)"
     return line

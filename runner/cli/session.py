@@ -59,6 +59,16 @@ def _properties(values: tuple[str, ...]) -> dict[str, str]:
     show_default=True,
     help="Seconds building a query (running its code snippet) may take.",
 )
+@click.option(
+    "--control-address",
+    default="127.0.0.1",
+    show_default=True,
+    help="Where the control endpoint (live previews) listens; e.g. 0.0.0.0 on EMR's private network. "
+    "Every request needs the session's token from the state store.",
+)
+@click.option(
+    "--control-port", type=click.IntRange(min=0, max=65535), default=0, show_default=True, help="0: any free port."
+)
 @requires.exit_codes
 @requires.context()
 def start(
@@ -68,6 +78,8 @@ def start(
     max_failures: int,
     batch_timeout: float,
     build_timeout: float,
+    control_address: str,
+    control_port: int,
 ) -> None:
     """Start the team's session (in the background) and return once it is up; it applies the manifests by itself."""
     from runner.session import launch
@@ -86,6 +98,7 @@ def start(
         stop_timeout=ctx.stop_timeout,
         protection=Protection(max_failures=max_failures, batch_timeout=batch_timeout, build_timeout=build_timeout),
         spark_submit=ctx.spark_submit,
+        control=(control_address, control_port),
         log=ctx.log,
     )
     if started.already:

@@ -250,6 +250,11 @@ _ENTRIES = (
     ),
     ErrorCode("SESSION_START_FAILED", "the session could not start {name}: {reason}", "sql-runner history {name}"),
     ErrorCode(
+        "SESSION_PREVIEW_FAILED",
+        "the session ({run}) could not preview the query: {reason}",
+        "fix the query, or preview on local Spark with --local",
+    ),
+    ErrorCode(
         "SESSION_NO_ANSWER",
         "the session did not answer the request to start {name} within {seconds}s",
         "sql-runner session status; the session's log is in the state folder's logs/",

@@ -12,6 +12,7 @@ manifests bucket
   session/health.json                        the session application's health, published while it runs
   session/stop.json, session/stopped.json    a request to stop the session, and its answer
   session/held.json                          session queries held stopped until their manifest changes
+  session/control.json                       where the session's control endpoint listens, and its token
   status/<name>.json                         the running job's latest progress
   jobs/<name>.json                           how to find the running job on its target
   errors/<name>.json                         why the deploy Lambda refused a pushed manifest
@@ -42,6 +43,7 @@ SESSION_HEALTH = "session/health.json"
 SESSION_STOP = "session/stop.json"
 SESSION_STOPPED = "session/stopped.json"
 SESSION_HELD = "session/held.json"
+SESSION_CONTROL = "session/control.json"
 
 
 def deployed(name: str) -> str:

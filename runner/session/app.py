@@ -32,6 +32,7 @@ from runner.core.bucket import bucket_from  # noqa: E402
 from runner.deploy.deployer import Deployer  # noqa: E402
 from runner.deploy.executor import Settings  # noqa: E402
 from runner.session.config import SessionConfig  # noqa: E402
+from runner.session.endpoint import ControlEndpoint  # noqa: E402
 from runner.session.host import QueryHost  # noqa: E402
 from runner.session.loop import Desired, Session  # noqa: E402
 from runner.state.store import Store  # noqa: E402
@@ -80,6 +81,17 @@ def main(argv: list[str] | None = None) -> int:
     session = Session(
         deployer, host, desired, team=config.team, run_id=config.run_id, poll=config.poll, env=env, log=log
     )
+    endpoint = ControlEndpoint(
+        spark,
+        store.manifests,
+        run_id=config.run_id,
+        address=config.control_address,
+        port=config.control_port,
+        env=env,
+        build_timeout=config.protection.build_timeout,
+        log=log,
+    )
+    session.control_url = endpoint.url
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -88,9 +100,11 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     log(f"session {config.run_id} of team {config.team} up; watching {desired.describe()}")
+    endpoint.start()
     try:
         session.run(stop.is_set)
     finally:
+        endpoint.stop()
         spark.stop()
     log("session stopped")
     return 0

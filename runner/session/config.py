@@ -28,6 +28,8 @@ class SessionConfig:
     poll: float = 0.5  # seconds between looks at the desired manifests and requests
     stop_timeout: float = 90.0
     protection: Protection = field(default_factory=Protection)
+    control_address: str = "127.0.0.1"  # where the control endpoint (live previews) listens
+    control_port: int = 0  # 0: any free port (published in session/control.json)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))

@@ -60,6 +60,7 @@ def start(
     stop_timeout: float,
     protection: Protection,
     spark_submit: str | None,
+    control: tuple[str, int] = ("127.0.0.1", 0),
     timeout: float = 180.0,
     log: Log,
 ) -> Started:
@@ -79,6 +80,8 @@ def start(
         poll=poll,
         stop_timeout=stop_timeout,
         protection=protection,
+        control_address=control[0],
+        control_port=control[1],
     )
     store.manifests.delete(layout.SESSION_STOP)
     identity = JobIdentity(team, layout.SESSION_JOB, 1, run_id)

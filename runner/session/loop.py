@@ -130,6 +130,7 @@ class Session:
         self._last_health: tuple[float, str] | None = None
         self._project: Project | None = None
         self.stopping = False
+        self.control_url: str | None = None  # the control endpoint's address (its token is not published here)
 
     # ---- the loop ------------------------------------------------------------------------
 
@@ -384,6 +385,7 @@ class Session:
             "uptime-seconds": round(now - self.started, 1),
             "queries": counts,
             "invalid": dict(sorted(invalid.items())),
+            "control-url": self.control_url,
         }
         self.bucket.write(layout.SESSION_HEALTH, json.dumps(health, indent=2).encode())
         self._last_health = (now, summary)

@@ -11,12 +11,17 @@ Talking to the session goes through the state store, like talking to any job:
   (the spec carries placeholders, never their values: the session resolves them from
   its own environment);
 - stop a query between micro-batches: the usual ``control/<name>/stop.json`` protocol.
+
+Live previews go to the session's control endpoint (``runner/session/endpoint.py``) with
+the token the session published in the state store.
 """
 
 from __future__ import annotations
 
 import json
 import time
+import urllib.error
+import urllib.request
 import uuid
 from typing import Any
 
@@ -28,6 +33,10 @@ from runner.targets.stop_request import request_stop
 
 ANSWER_TIMEOUT = 120.0
 POLL_SECONDS = 0.2
+
+
+class SessionUnavailable(Exception):
+    """No running session can answer (the reason says why); the caller may fall back to local Spark."""
 
 
 class SessionTarget:
@@ -58,6 +67,35 @@ class SessionTarget:
         if health.get("run-id") != job.identity.run_id:
             return {"state": "starting", "run-id": job.identity.run_id}
         return health
+
+    def preview(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """A live preview answered by the running session's control endpoint.
+
+        SessionUnavailable when no session runs or its endpoint cannot be reached; UserError when
+        the session refuses the query (the problems it found)."""
+        health = self.health()
+        if health is None or health.get("state") != "running":
+            raise SessionUnavailable(f"no session of team {self.team} is running")
+        blob = self.records.read(layout.SESSION_CONTROL)
+        control = json.loads(blob.text) if blob else {}
+        if control.get("run-id") != health.get("run-id"):
+            raise SessionUnavailable(f"session {health.get('run-id')} has published no control endpoint")
+        sent = urllib.request.Request(
+            f"{control['url']}/preview",
+            data=json.dumps(request).encode(),
+            headers={"Authorization": f"Bearer {control['token']}", "Content-Type": "application/json"},
+            method="POST",
+        )
+        try:
+            with urllib.request.urlopen(sent, timeout=timeout + 90.0) as response:  # noqa: S310 - the session's URL
+                return json.loads(response.read())
+        except urllib.error.HTTPError as error:
+            answer = json.loads(error.read() or b"{}")
+            reason = "\n".join(answer.get("problems") or [answer.get("error") or f"HTTP {error.code}"])
+            raise UserError.of("SESSION_PREVIEW_FAILED", run=control["run-id"], reason=reason) from None
+        except (urllib.error.URLError, OSError) as error:
+            reason = f"the session's control endpoint {control['url']} cannot be reached: {error}"
+            raise SessionUnavailable(reason) from None
 
     # ---- the target interface -------------------------------------------------------------
 
