@@ -20,11 +20,13 @@ from __future__ import annotations
 import json
 import os
 import signal
+import statistics
 import threading
 import time
 import urllib.error
 import urllib.request
 from collections import Counter
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -369,3 +371,91 @@ def test_a_query_moves_between_application_and_session_mode_with_its_state(sessi
     assert max(counted.values()) == 1  # the checkpoint travelled with the query: no file read twice
     cli(project, "stop", "q-m")
     cli(project, "session", "stop")
+
+
+PACED_DDL = """
+CREATE TABLE `demo`.`paced-events` (id STRING, account STRING, amount DOUBLE, ts TIMESTAMP(3))
+WITH ('connector' = 'filesystem', 'path' = 'data/events', 'format' = 'json', 'source.max-files-per-trigger' = '4');
+"""
+SLOW_CODE = """
+name: q-slow
+target-table: "`demo`.`out-c`"
+code: |
+  import time
+  def slowly(value):
+      time.sleep(0.4)
+      return value
+  slow = F.udf(slowly, "double")
+  # four files (16 rows) per micro-batch, one row per task: 16 tasks of 0.4 s keep both cores busy over 3 s
+  execution_output = table("`demo`.`paced-events`").repartition(16).select("id", slow("amount").alias("amount"))
+"""
+HANGING_BUILD = """
+name: q-hang-build
+target-table: "`demo`.`out-d`"
+code: |
+  import time
+  time.sleep(3600)  # never returns while the query is built
+  execution_output = table("`demo`.`events`").select("id", "amount")
+"""
+HANGING_BATCH = """
+name: q-hang-batch
+target-table: "`demo`.`out-e`"
+code: |
+  import time
+  def forever(value):
+      time.sleep(3600)
+      return value
+  hang = F.udf(forever, "double")
+  execution_output = table("`demo`.`events`").select("id", hang("amount").alias("amount"))
+"""
+
+
+def test_one_slow_query_does_not_hold_up_the_others_and_code_that_blocks_is_cut_off(session_project: ProjectDir):
+    """FAIR pools: a query whose micro-batches keep both cores busy for over 3 s (sixteen 0.4 s tasks) beside
+    two light ones; the light ones keep their 2-second trigger within 2x. Code that blocks: a snippet
+    that never returns while the query is built, and a UDF that never returns inside a micro-batch,
+    are cut off by the build and batch timeouts and parked; the session and the others carry on."""
+    project = session_project
+    project.ddl("paced", PACED_DDL)
+    feeder = Feeder(project.root / "data" / "events", every=0.5)
+    feeder.write()
+    light = ["q-a", "q-b"]
+    project.manifest("q-a", query("q-a", "out-a", "SELECT id, amount FROM `demo`.`events`"))
+    project.manifest("q-b", query("q-b", "out-b", "SELECT id, amount FROM `demo`.`events`"))
+    project.manifest("q-slow", SLOW_CODE)
+    project.manifest("q-hang-build", HANGING_BUILD)
+    project.manifest("q-hang-batch", HANGING_BATCH)
+    cli(project, "session", "start", "--build-timeout", "4", "--batch-timeout", "12", "--max-failures", "1")
+    feeder.start()
+    try:
+        health_file = project.root / ".sql-runner" / "manifests" / "session" / "health.json"
+        wait_for(lambda: "q-hang-build" in json.loads(health_file.read_text())["invalid"], "the hanging build cut off")
+        wait_for(lambda: status_file(project, "q-hang-batch").get("parked"), "the hanging batch parked", 120)
+        wait_for(lambda: all(batch(project, n) >= 0 for n in [*light, "q-slow"]), "the others running", 120)
+        health = json.loads(cli(project, "session", "status", "--json").stdout)
+        assert health["queries"] == {"running": 3, "failing": 0, "parked": 1, "stuck-builds": 1}, health
+        assert "SESSION_QUERY_BUILD_TIMEOUT" in health["invalid"]["q-hang-build"]
+        now = statuses(project)
+        assert "q-hang-build" not in now  # never deployed: reported, nothing changed
+        assert "batch timeout" in now["q-hang-batch"]["why"]
+        assert all(now[n]["state"] == "running" and now[n]["restarts"] == 0 for n in [*light, "q-slow"]), now
+
+        starts: dict[str, dict[int, str]] = {name: {} for name in [*light, "q-slow"]}
+        slow_batches: dict[int, int] = {}
+        deadline = time.monotonic() + 16
+        while time.monotonic() < deadline:
+            for name in starts:
+                progress = status_file(project, name).get("progress") or {}
+                if progress.get("batch") is not None:
+                    starts[name][progress["batch"]] = progress["timestamp"]
+                    if name == "q-slow":
+                        slow_batches[progress["batch"]] = progress["batch-duration-ms"]
+            time.sleep(0.1)
+    finally:
+        feeder.stop()
+    cli(project, "session", "stop")
+    assert len(slow_batches) >= 2 and statistics.median(slow_batches.values()) >= 2500, slow_batches
+    for name in light:
+        moments = [datetime.fromisoformat(starts[name][b].replace("Z", "+00:00")) for b in sorted(starts[name])]
+        gaps = [(later - earlier).total_seconds() for earlier, later in zip(moments, moments[1:], strict=False)]
+        assert len(gaps) >= 5 and statistics.median(gaps) <= 4.0, (name, gaps)

@@ -50,7 +50,8 @@ def _properties(values: tuple[str, ...]) -> dict[str, str]:
     type=click.FloatRange(min=1),
     default=300.0,
     show_default=True,
-    help="Seconds a micro-batch may run before it is cancelled (and counts as a failure).",
+    help="Seconds a micro-batch's tasks may run (waiting for cores does not count) before it is cancelled "
+    "and counts as a failure.",
 )
 @click.option(
     "--build-timeout",

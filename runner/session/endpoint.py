@@ -40,6 +40,7 @@ from runner.core.catalog import Catalog
 from runner.core.errors import UserError
 from runner.core.manifest import Manifest
 from runner.core.tables import TableDef
+from runner.session.bounded import TimedOut, within
 
 Log = Callable[[str], None]
 MAX_BODY = 1 << 20  # bytes of one request
@@ -196,27 +197,17 @@ class ControlEndpoint:
         self, spark: SparkSession, manifest: Manifest | None, sql: str | None, catalog: Catalog, file: str | None
     ) -> BuiltQuery:
         """The query, built on a worker thread: a code snippet that never returns answers 504, not never."""
-        built: list[BuiltQuery] = []
-        failed: list[BaseException] = []
 
-        def build() -> None:
-            try:
-                if manifest is not None:
-                    built.append(build_query(spark, manifest, catalog, self.env, live=True, file=file))
-                else:
-                    built.append(sql_preview_query(spark, sql or "", catalog, self.env))
-            except BaseException as error:  # noqa: BLE001 - handed to the request thread
-                failed.append(error)
+        def build() -> BuiltQuery:
+            if manifest is not None:
+                return build_query(spark, manifest, catalog, self.env, live=True, file=file)
+            return sql_preview_query(spark, sql or "", catalog, self.env)
 
-        worker = threading.Thread(target=build, name="sql-runner-preview-build", daemon=True)
-        worker.start()
-        worker.join(self.build_timeout)
-        if worker.is_alive():
-            raise Refused(HTTPStatus.GATEWAY_TIMEOUT, f"building the query took over {self.build_timeout:.0f}s")
-        if failed:
-            error = failed[0]
-            if isinstance(error, UserError):
-                problems = [p.render() for p in error.problems]
-                raise Refused(HTTPStatus.BAD_REQUEST, problems[0], problems) from None
-            raise error
-        return built[0]
+        try:
+            return within(self.build_timeout, build, "sql-runner-preview-build")
+        except TimedOut:
+            took = f"building the query took over {self.build_timeout:.0f}s"
+            raise Refused(HTTPStatus.GATEWAY_TIMEOUT, took) from None
+        except UserError as error:
+            problems = [p.render() for p in error.problems]
+            raise Refused(HTTPStatus.BAD_REQUEST, problems[0], problems) from None

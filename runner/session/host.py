@@ -11,7 +11,7 @@ Isolation (the session supervises, the deployer never sees a crash):
   (1 s, 2 s, 4 s ... up to ``max_backoff``), shown as ``failing`` with its error;
 - after ``max_failures`` consecutive failures it is parked as ``failed`` and stays so
   until its manifest changes (the session loop decides that);
-- a micro-batch running longer than ``batch_timeout`` is cancelled and counts as a
+- a micro-batch whose tasks run longer than ``batch_timeout`` is cancelled and counts as a
   failure, so a ``code`` snippet or UDF that blocks cannot hold a query (and its
   executor slots) forever;
 - building a query (which runs a ``code`` snippet on the driver) happens on a worker
@@ -28,7 +28,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
@@ -39,10 +38,13 @@ from jobs.control import JobControl, failure_reason, progress_record, refused_re
 from runner.core import layout
 from runner.core.errors import UserError
 from runner.core.jobspec import JobSpec
+from runner.session.bounded import TimedOut, within
 from runner.session.config import Protection
 from runner.targets.base import JobIdentity, Launch, RunningJob
 
 Log = Callable[[str], None]
+# A batch's tasks are looked at once it has been in flight this long (most batches end sooner, at no cost).
+BUSY_AFTER = 1.0
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,8 @@ class Hosted:
     error: str | None = None
     retry_at: float | None = None
     batch_seen: tuple[int | None, float] | None = None  # (batch id, since) while a batch is in flight
+    batch_busy: float = 0.0  # seconds that batch has had tasks running (waiting for cores does not count)
+    batch_polled: float = 0.0
     # Held while the job is started, stopped or supervised: the control loop and the
     # supervisor thread never act on one job at once.
     lock: threading.RLock = field(default_factory=threading.RLock)
@@ -164,7 +168,32 @@ class QueryHost:
                 events.extend(self._supervise(hosted, time.monotonic()))
             finally:
                 hosted.lock.release()
+        events.extend(self._cut_off_overlong_batch(time.monotonic()))
         return events
+
+    def _cut_off_overlong_batch(self, now: float) -> list[Event]:
+        """Cancel the micro-batch whose tasks have run longest, if that is past the batch timeout.
+
+        Only time with tasks running counts: code that never returns holds its executor
+        slots, and the other queries' batches meanwhile wait for cores without being stuck.
+        One batch is cut off per round."""
+        overlong = [
+            h
+            for h in list(self.hosted.values())
+            if h.state == "running" and h.batch_seen is not None and h.batch_busy > self.protection.batch_timeout
+        ]
+        if not overlong:
+            return []
+        culprit = max(overlong, key=lambda h: h.batch_busy)
+        if not culprit.lock.acquire(blocking=False):
+            return []
+        try:
+            message = (
+                f"a micro-batch's tasks ran longer than {self.protection.batch_timeout:.0f}s (batch timeout): cancelled"
+            )
+            return self._on_failure(culprit, message, now)
+        finally:
+            culprit.lock.release()
 
     def _supervise(self, hosted: Hosted, now: float) -> list[Event]:
         if hosted.state == "running":
@@ -191,8 +220,25 @@ class QueryHost:
             "stuck-builds": self.stuck_builds,
         }
 
+    def _running_tasks(self, hosted: Hosted) -> int:
+        """Tasks running now for the job's queries (a streaming query's jobs carry its run id as job group)."""
+        tracker = self.spark.sparkContext.statusTracker()
+        running = 0
+        try:
+            for query in hosted.queries:
+                for job_id in tracker.getJobIdsForGroup(str(query.runId)):
+                    job = tracker.getJobInfo(job_id)
+                    if job is None or job.status != "RUNNING":
+                        continue
+                    for stage_id in job.stageIds:
+                        stage = tracker.getStageInfo(stage_id)
+                        running += stage.numActiveTasks if stage is not None else 0
+        except Exception:  # noqa: BLE001 - cannot tell: treat the batch as running (the timeout applies)
+            return 1
+        return running
+
     def _failure(self, hosted: Hosted, now: float) -> str | None:
-        """Why a running job failed (a query ended with an error, or a batch ran too long), or None."""
+        """Why a running job failed (a query ended with an error), or None; notes when its batch began."""
         for query in hosted.queries:
             try:
                 if not query.isActive:
@@ -204,14 +250,12 @@ class QueryHost:
                 return f"{type(error).__name__}: {error}"
             if query is hosted.queries[0]:
                 batch = last.get("batchId") if last else None
-                if status.get("isTriggerActive"):
+                if status.get("isTriggerActive"):  # timed here, cut off by _cut_off_overlong_batch
                     if hosted.batch_seen is None or hosted.batch_seen[0] != batch:
-                        hosted.batch_seen = (batch, now)
-                    elif now - hosted.batch_seen[1] > self.protection.batch_timeout:
-                        return (
-                            f"a micro-batch ran longer than {self.protection.batch_timeout:.0f}s "
-                            "(batch timeout): cancelled"
-                        )
+                        hosted.batch_seen, hosted.batch_busy = (batch, now), 0.0
+                    elif now - hosted.batch_seen[1] > BUSY_AFTER and self._running_tasks(hosted) > 0:
+                        hosted.batch_busy += now - hosted.batch_polled
+                    hosted.batch_polled = now
                 else:
                     hosted.batch_seen = None
         return None
@@ -295,30 +339,21 @@ class QueryHost:
 
     def _start_with_timeout(self, hosted: Hosted) -> UserError | None:
         """Build and start the job's queries on a worker thread; its error, or a timeout, or None."""
-        outcome: dict[str, Any] = {}
-
-        def work() -> None:
-            try:
-                self._start(hosted)
-            except BaseException as error:  # noqa: BLE001 - handed to the waiting thread
-                outcome["error"] = error
-
-        worker = threading.Thread(target=work, name=f"sql-runner-build-{hosted.identity.name}", daemon=True)
-        worker.start()
-        worker.join(self.protection.build_timeout)
-        if worker.is_alive():
-            self.stuck_builds += 1
-            return UserError.of(
-                "SESSION_QUERY_BUILD_TIMEOUT", name=hosted.identity.name, seconds=f"{self.protection.build_timeout:.0f}"
-            )
-        error = outcome.get("error")
-        if error is None:
-            return None
-        if isinstance(error, UserError):
+        name = hosted.identity.name
+        try:
+            within(self.protection.build_timeout, lambda: self._start(hosted), f"sql-runner-build-{name}")
+        except TimedOut:
+            return self.build_timed_out(name)
+        except UserError as error:
             return error
-        return UserError.of(
-            "SESSION_QUERY_START_FAILED", name=hosted.identity.name, reason=f"{type(error).__name__}: {error}"
-        )
+        except Exception as error:  # noqa: BLE001 - the start failed: the caller records why
+            return UserError.of("SESSION_QUERY_START_FAILED", name=name, reason=f"{type(error).__name__}: {error}")
+        return None
+
+    def build_timed_out(self, name: str) -> UserError:
+        """Count a build that never returned (its thread stays stuck) and say so."""
+        self.stuck_builds += 1
+        return UserError.of("SESSION_QUERY_BUILD_TIMEOUT", name=name, seconds=f"{self.protection.build_timeout:.0f}")
 
     def _start(self, hosted: Hosted) -> None:
         spec = hosted.spec

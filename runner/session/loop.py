@@ -40,6 +40,8 @@ from runner.core.errors import UserError
 from runner.core.jobspec import JobSpec
 from runner.deploy.deployer import Deployer
 from runner.deploy.executor import taken_summary
+from runner.deploy.inputs import Prepared
+from runner.session.bounded import TimedOut, within
 from runner.session.host import Event, QueryHost
 from runner.state import records
 from runner.state.desired import copy_desired
@@ -236,7 +238,7 @@ class Session:
     def _deploy(self, name: str, path: Path | None, fingerprint: str | None) -> None:
         started = time.monotonic()
         try:
-            prepared = self.deployer.prepare(path) if path is not None else None
+            prepared = self._prepare(name, path) if path is not None else None
             if prepared is not None:
                 self._check_session_properties(prepared.manifest, prepared.file)
                 self.used_tables[name] = sorted(t.name for t in prepared.tables)
@@ -259,6 +261,16 @@ class Session:
             self.applied[name] = fingerprint
         else:
             self.applied.pop(name, None)
+
+    def _prepare(self, name: str, path: Path) -> Prepared:
+        """Check the manifest (analysing its query runs its code snippet) within the build timeout, so a
+        snippet that never returns is reported instead of holding up every other change."""
+        try:
+            return within(
+                self.host.protection.build_timeout, lambda: self.deployer.prepare(path), f"sql-runner-prepare-{name}"
+            )
+        except TimedOut:
+            raise self.host.build_timed_out(name) from None
 
     def _check_session_properties(self, manifest, file: str) -> None:
         """A session query can set only SQL properties: the rest belong to the whole application."""
