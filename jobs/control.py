@@ -199,19 +199,27 @@ def stop_between_batches(queries: list[StreamingQuery], timeout: float = 120.0) 
     A query that is behind starts its next batch the moment one completes, so there may
     never be a moment with none in flight; then it is stopped right after a batch
     completed, abandoning the one just begun. That is safe: an uncommitted batch is
-    replayed, with the same id, by whoever restores the checkpoint. True if every query
-    stopped so within ``timeout`` (after it, a query is stopped regardless).
+    replayed, with the same id, by whoever restores the checkpoint. The queries are watched
+    together, so each stops at its own first boundary rather than after the previous one
+    stopped. True if every query stopped so within ``timeout`` (after it, a query is
+    stopped regardless).
     """
     deadline = time.monotonic() + timeout
-    for query in queries:
-        completed = _last_batch(query)
-        while query.isActive and time.monotonic() < deadline:
-            if not query.status.get("isTriggerActive") or _last_batch(query) != completed:
-                break
+    waiting = [(query, _last_batch(query)) for query in queries]
+    while waiting and time.monotonic() < deadline:
+        still = []
+        for query, completed in waiting:
+            if query.isActive and query.status.get("isTriggerActive") and _last_batch(query) == completed:
+                still.append((query, completed))
+            elif query.isActive:
+                query.stop()
+        waiting = still
+        if waiting:
             time.sleep(0.02)
+    for query, _ in waiting:
         if query.isActive:
             query.stop()
-    return time.monotonic() < deadline
+    return not waiting
 
 
 def _last_batch(query: StreamingQuery) -> int | None:

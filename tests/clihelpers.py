@@ -45,7 +45,7 @@ def wait_for(condition, what: str, timeout: float = 120.0):
         value = condition()
         if value:
             return value
-        time.sleep(0.5)
+        time.sleep(0.2)
     raise AssertionError(f"timed out waiting for {what}")
 
 

@@ -41,7 +41,11 @@ from runner.targets.modes import Targets  # noqa: E402
 
 
 def log(message: str) -> None:
-    print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} [session] {message}", flush=True)
+    now = time.time()
+    print(
+        f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.localtime(now))}.{int(now % 1 * 1000):03d} [session] {message}",
+        flush=True,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
