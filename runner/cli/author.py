@@ -48,7 +48,7 @@ def validate(paths: tuple[Path, ...], project: Path | None) -> None:
 def preview(manifest: Path | None, sql: str | None, limit: int, timeout: float, local: bool, **settings: Any) -> None:
     """Print the first rows a query produces from the live sources; changes no state.
 
-    The team's running session answers (no new JVM, about a second); without one, or with
+    The team's running session answers (no new JVM, a second or two); without one, or with
     --local, the preview runs on local Spark in this process."""
     from runner.authoring.project import load_project, project_of
     from runner.cli.context import Context
