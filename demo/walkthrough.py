@@ -135,7 +135,7 @@ def wait(condition: Callable[[], bool], what: str, timeout: float = 240.0) -> No
         while time.monotonic() < deadline:
             if condition():
                 return
-            time.sleep(0.5)
+            time.sleep(0.1)  # the session step prints seconds to effect to a tenth
     logs = sorted((STATE / "logs").glob("*.log"), key=lambda p: p.stat().st_mtime)
     if logs:
         console.print(f"last lines of {logs[-1]}:", markup=False)
