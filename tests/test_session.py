@@ -371,6 +371,10 @@ def test_a_query_moves_between_application_and_session_mode_with_its_state(sessi
     assert max(counted.values()) == 1  # the checkpoint travelled with the query: no file read twice
     cli(project, "stop", "q-m")
     cli(project, "session", "stop")
+    # both modes write local files through Hadoop's raw local file system (jobs/localfs.py): no checksum
+    # file beside any checkpoint, savepoint, state or output file
+    assert list((project.root / ".sql-runner").rglob("state/**/*.delta")), "the dedup query kept state"
+    assert not [p.relative_to(project.root) for p in project.root.rglob("*.crc")]
 
 
 PACED_DDL = """

@@ -7,6 +7,7 @@ import sys
 
 from pyspark.sql import SparkSession
 
+from jobs import localfs
 from jobs.logs import java_options, quiet_python_logs
 
 # This JVM analyses queries and previews a few rows, then exits: compiling with C1 only and the
@@ -20,8 +21,11 @@ def local_session(app: str = "sql-runner") -> SparkSession:
     quiet_python_logs()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder
+    for key, value in localfs.properties("").items():  # previews checkpoint to a local temporary folder
+        builder = builder.config(key, value)
     session = (
-        SparkSession.builder.master("local[2]")
+        builder.master("local[2]")
         .appName(app)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import jobs
+from jobs import localfs
 from jobs.logs import java_options
 from runner.core import placeholders
 from runner.core.jobspec import JobSpec
@@ -32,8 +33,9 @@ def entry_point() -> Path:
 
 
 def resolved_properties(spec: JobSpec, env: Mapping[str, str], file: str | None = None) -> dict[str, str]:
-    """Template defaults, then the manifest's sparkProperties, placeholders resolved."""
-    merged = {**DEFAULT_PROPERTIES, **spec.manifest.spark_properties}
+    """Our defaults (see jobs/localfs.py for the file I/O ones), then the manifest's sparkProperties,
+    placeholders resolved."""
+    merged = {**DEFAULT_PROPERTIES, **localfs.properties(spec.checkpoint), **spec.manifest.spark_properties}
     return {
         key: placeholders.resolve(value, env, file=file, field=f"sparkProperties.{key}")
         for key, value in merged.items()

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from jobs import localfs
 from runner.core import layout
 from runner.core.errors import UserError
 from runner.deploy import submit
@@ -86,7 +87,12 @@ def start(
     store.manifests.delete(layout.SESSION_STOP)
     identity = JobIdentity(team, layout.SESSION_JOB, 1, run_id)
     options = application.submit_options(identity)
-    merged = {**SESSION_PROPERTIES, **(YARN_ATTEMPTS if application.kind == "yarn" else {}), **properties}
+    merged = {
+        **SESSION_PROPERTIES,
+        **localfs.properties(store.checkpoints.uri("checkpoints/")),
+        **(YARN_ATTEMPTS if application.kind == "yarn" else {}),
+        **properties,
+    }
     args = submit.application_command(
         APP,
         ["--config-json", config.to_json()],
