@@ -1,7 +1,9 @@
 """The running job's side of the control plane, through the state store.
 
 - It publishes its progress to ``status/<name>.json`` after every micro-batch, so
-  ``sql-runner status`` works the same on every target.
+  ``sql-runner status`` works the same on every target: the last micro-batch as
+  ``progress``, and the run's recent ones (oldest first) as ``recent-progress``, so rates
+  and the time the run's first batch completed can be read over more than one batch.
 - When Spark refuses to start from the restored state (``refused_restore``), it says so
   in its status and in ``history/<name>/``, and stops: restoring the same state again
   would fail the same way, so the next ``plan`` proposes a new version instead.
@@ -16,6 +18,8 @@ import json
 import re
 import threading
 import time
+from collections import deque
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,6 +32,7 @@ from runner.core.bucket import Bucket, bucket_from
 from runner.core.jobspec import JobSpec
 
 POLL_SECONDS = 0.5
+RECENT_BATCHES = 20  # micro-batches of the run kept in its status, oldest first
 
 # Spark's words for "this checkpoint cannot serve this query" (state schema or operator
 # checks, or the checkpoint's sources). Anything else is an ordinary failure.
@@ -88,12 +93,13 @@ class JobControl:
         self.stop_requested = threading.Event()
         self._done = threading.Event()
         self._lock = threading.Lock()
-        self._last_progress: dict[str, Any] | None = None
+        self._recent: deque[dict[str, Any]] = deque(maxlen=RECENT_BATCHES)
         self._final: tuple[str, dict[str, Any]] | None = None  # stopped or failed, once said
         self.labels: dict[str, Any] = {}  # written into every status record (e.g. the session it runs in)
 
-    def publish(self, state: str, progress: dict[str, Any] | None = None, **extra: Any) -> None:
-        """Write the job's status; failures to publish never stop the job.
+    def publish(self, state: str, progress: Sequence[dict[str, Any]] = (), **extra: Any) -> None:
+        """Write the job's status, with ``progress``: micro-batches completed since the last call
+        (``progress_record``s, oldest first); failures to publish never stop the job.
 
         Progress events arrive asynchronously, so one may come after the job said it stopped
         or failed: it updates the progress shown, never the final state.
@@ -115,10 +121,10 @@ class JobControl:
                 **self.labels,
                 **extra,
             }
-            if progress is not None:
-                self._last_progress = progress
-            if self._last_progress is not None:  # a stopped or failed job still shows where it got to
-                record["progress"] = self._last_progress
+            self._recent.extend(progress)
+            if self._recent:  # a stopped or failed job still shows where it got to
+                record["progress"] = self._recent[-1]
+                record["recent-progress"] = list(self._recent)
             try:
                 self.bucket.write(layout.status(self.spec.manifest.name), json.dumps(record).encode())
             except Exception as error:  # noqa: BLE001 - status is best effort; the data path matters more
@@ -238,11 +244,12 @@ class StatusPublisher(ProgressListener):
         progress = event.progress
         if progress.name != self.query_name:
             return
-        self.control.publish("running", progress_record(progress))
+        self.control.publish("running", [progress_record(progress)])
 
 
 def progress_record(progress: Any) -> dict[str, Any]:
-    """What the status shows of one micro-batch (a ``StreamingQueryProgress``)."""
+    """What the status shows of one micro-batch (a ``StreamingQueryProgress``); ``timestamp`` is when
+    its trigger began, so it completed ``batch-duration-ms`` later."""
     event_time = progress.eventTime or {}
     return {
         "batch": progress.batchId,

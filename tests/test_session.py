@@ -33,6 +33,7 @@ import pytest
 import yaml
 
 from demo.committed_rows import committed_json_rows
+from jobs.control import RECENT_BATCHES
 from tests.clihelpers import cli, history, wait_for
 from tests.conftest import METADATA_DDL, ProjectDir
 
@@ -204,6 +205,9 @@ def test_a_session_applies_adds_changes_and_removals_while_the_other_queries_kee
         project.manifest("q-f", query("q-f", "out-f", "SELECT id, amount FROM `demo`.`events`"))
         wait_for(lambda: batch(project, "q-f") >= 0, "the added query's first batch", 120)
         wait_for(lambda: advancing(project, steady, mark), "steady queries advancing across the add", 60)
+        recent = [r["batch"] for r in status_file(project, "q-f")["recent-progress"]]
+        assert recent == list(range(recent[0], recent[-1] + 1)), f"every batch of the run, in order: {recent}"
+        assert recent[0] == 0 or len(recent) == RECENT_BATCHES, "the run's first batch, unless 20 came after it"
 
         # compatible change: restored from the savepoint the stop took, same version
         mark = {n: batch(project, n) for n in steady}

@@ -261,19 +261,33 @@ class QueryHost:
         return None
 
     def _published_progress(self, hosted: Hosted) -> bool:
-        """Publish the output query's latest completed micro-batch, if it is new; True if it was.
+        """Publish the output query's micro-batches completed since the last call; True if there were any.
 
         Polled by the loop rather than pushed by a listener per query: with many queries,
         Python listeners on Spark's shared listener queue fall behind and Spark drops events.
+        Usually one batch completed since the last poll (the query's last progress); the
+        query's first batches, or several between two polls, come from its recent progress.
         """
         try:
-            last = hosted.queries[0].lastProgress if hosted.queries else None
+            query = hosted.queries[0] if hosted.queries else None
+            last = query.lastProgress if query is not None else None
+            if last is None or last.batchId == hosted.published_batch:
+                return False
+            published = hosted.published_batch
+            if published is None or last.batchId > published + 1:
+                assert query is not None
+                new = []
+                for progress in query.recentProgress:  # an idle query repeats its batch id: keep one of each
+                    if (published is None or progress.batchId > published) and (
+                        not new or progress.batchId > new[-1].batchId
+                    ):
+                        new.append(progress)
+            else:
+                new = [last]
         except Exception:  # noqa: BLE001 - published on the next round
             return False
-        if last is None or last.batchId == hosted.published_batch:
-            return False
         hosted.published_batch = last.batchId
-        hosted.control.publish("running", progress_record(last))
+        hosted.control.publish("running", [progress_record(p) for p in new])
         return True
 
     def _on_failure(self, hosted: Hosted, error: str, now: float) -> list[Event]:
