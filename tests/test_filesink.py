@@ -52,8 +52,7 @@ def test_a_fresh_checkpoint_continues_the_tables_log_and_replays_stay_exactly_on
 
     # a crash after the table's log took the batch, before the checkpoint's commit:
     # the replayed batch maps to the same log entry and is not written again
-    for name in ("0", ".0.crc"):
-        (tmp_path / "cp-v2" / "commits" / name).unlink()
+    (tmp_path / "cp-v2" / "commits" / "0").unlink()
     run_once(spark, second, table, tmp_path / "cp-v2")
     assert ids(table) == Counter(range(9))
     assert latest_batch(spark, str(table)) == 2
