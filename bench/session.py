@@ -4,9 +4,10 @@
                                       [--previews 5]
 
 1. Time to effect: from a manifest landing to the first completed micro-batch of the new
-   or changed query (the completion time of the new run's first batch, from its status). Each round adds a query,
-   changes it compatibly (both measured), then removes it (not measured), so the load
-   stays the same. Session mode watching the project folder; session mode watching the
+   or changed query (the completion time of the new run's first batch, from its status).
+   Each round adds a query, changes its filter (compatible: restored), changes its target
+   table (version 2, continuing after the files version 1 read), all measured, then
+   removes it (not measured), so the load stays the same. Session mode watching the project folder; session mode watching the
    manifests bucket on S3 (moto's server on 127.0.0.1); application mode (the manifest
    written, then ``sql-runner deploy`` of it: a fresh spark-submit per change). Beside
    it, the part spent carrying the decision out (stop with savepoint, restore or start:
@@ -137,6 +138,14 @@ def first_completed(status: dict, old_run: str | None) -> float | None:
     return began + (first["batch-duration-ms"] or 0) / 1000
 
 
+# The changes each round makes to its query, measured one after the other: (kind, output table, threshold).
+CHANGES = (
+    ("new", 1, 0),
+    ("compatible", 1, 1),  # another filter: stopped with a savepoint and restored
+    ("new version", 2, 1),  # another target table: version 2, continuing after the files version 1 read
+)
+
+
 def time_to_effect(
     project: Project,
     rounds: int,
@@ -144,23 +153,23 @@ def time_to_effect(
     remove: Callable[[str], None],
     read_status: Callable[[str], dict],
     apply: Callable[[str], None] | None = None,
-) -> list[float]:
-    """Seconds from a manifest landing to its first completed micro-batch, two changes per round.
+) -> dict[str, list[float]]:
+    """Seconds from a manifest landing to its first completed micro-batch, by kind of change (``CHANGES``).
 
     The end is the batch's own completion time as its status reports it, not the moment the
     bench reads it, so how often the bench polls does not count (reading moto's server fifty
     times a second took cores from the session it measures)."""
-    timings: list[float] = []
+    timings: dict[str, list[float]] = {kind: [] for kind, _, _ in CHANGES}
     for i in range(rounds):
         name = f"q-{i:02d}"
-        for threshold in (0, 1):  # add, then a compatible change (another filter)
+        for kind, out, threshold in CHANGES:
             old_run = read_status(name).get("run-id")
             landed = time.time()
-            land(name, project.manifest_text(name, 1, threshold))
+            land(name, project.manifest_text(name, out, threshold))
             if apply is not None:
                 apply(name)
             completed = wait(lambda: first_completed(read_status(name), old_run), f"{name} in effect", every=0.1)  # noqa: B023
-            timings.append(float(completed) - landed)  # type: ignore[arg-type]
+            timings[kind].append(float(completed) - landed)  # type: ignore[arg-type]
         remove(name)
     return timings
 
@@ -233,8 +242,10 @@ def previews(project: Project, rounds: int) -> dict[str, list[float]]:
     return found
 
 
-def bench_session_local(base: Path, rounds: int, preview_rounds: int) -> tuple[list[float], dict[str, list[float]]]:
-    project = Project(base / "session-local", 2, "session")
+def bench_session_local(
+    base: Path, rounds: int, preview_rounds: int
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    project = Project(base / "session-local", 3, "session")
     project.write_events()
     (project.root / "manifests" / "steady.yaml").write_text(project.manifest_text("steady", 0, 0))
     project.cli("session", "start", "--poll", "0.2")
@@ -257,7 +268,7 @@ def bench_session_local(base: Path, rounds: int, preview_rounds: int) -> tuple[l
         project.cli("session", "stop", check=False)
 
 
-def bench_session_s3(base: Path, rounds: int) -> list[float]:
+def bench_session_s3(base: Path, rounds: int) -> dict[str, list[float]]:
     import logging
 
     import boto3
@@ -277,7 +288,7 @@ def bench_session_s3(base: Path, rounds: int) -> list[float]:
     os.environ.update(env)
     s3 = boto3.client("s3")
     s3.create_bucket(Bucket="bench-manifests")
-    project = Project(base / "session-s3", 2, "session", {**env, "SQL_RUNNER_MANIFESTS_BUCKET": "bench-manifests"})
+    project = Project(base / "session-s3", 3, "session", {**env, "SQL_RUNNER_MANIFESTS_BUCKET": "bench-manifests"})
     for path in (project.root / "manifests").rglob("*.*"):
         key = path.relative_to(project.root).as_posix()
         s3.put_object(Bucket="bench-manifests", Key=key, Body=path.read_bytes())
@@ -308,8 +319,8 @@ def bench_session_s3(base: Path, rounds: int) -> list[float]:
         server.stop()
 
 
-def bench_application(base: Path, rounds: int) -> tuple[list[float], int]:
-    project = Project(base / "application", 2, "application")
+def bench_application(base: Path, rounds: int) -> tuple[dict[str, list[float]], int]:
+    project = Project(base / "application", 3, "application")
     project.write_events()
     project.feed()
     read = local_status(project)
@@ -393,7 +404,8 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="sql-runner-bench-") as folder:
         base = Path(folder)
-        local, previewed = bench_session_local(base, max(1, args.changes // 2), args.previews)
+        rounds = max(1, -(-args.changes // len(CHANGES)))
+        local, previewed = bench_session_local(base, rounds, args.previews)
         print("\n## Live preview (sql-runner preview --sql, 5 rows, while the session hosts the bench's queries)\n")
         print("| how | previews | p50 s | max s | vs session p50 |")
         print("|---|---|---|---|---|")
@@ -409,22 +421,30 @@ def main() -> None:
                 f"| x{statistics.median(values) / session_p50:.1f} |",
                 flush=True,
             )
-        s3 = bench_session_s3(base, max(1, args.changes // 2))
-        application, app_rss = bench_application(base, max(1, args.app_changes // 2))
+        s3 = bench_session_s3(base, rounds)
+        application, app_rss = bench_application(base, max(1, -(-args.app_changes // len(CHANGES))))
         print("\n## Time to effect (manifest landed -> first completed micro-batch of the new run)\n")
-        print("| mode | changes | p50 s | p95 s | max s | vs session (local) p50 | of which carrying out, p50 s |")
-        print("|---|---|---|---|---|---|---|")
-        base_p50 = statistics.median(local)
-        for label, values, root in (
+        kinds = [kind for kind, _, _ in CHANGES]
+        print(
+            "| mode | changes | p50 s | p95 s | max s | vs session (local) p50 | "
+            + " | ".join(f"{kind}, p50 s" for kind in kinds)
+            + " | of which carrying out, p50 s |"
+        )
+        print("|---|---|---|---|---|---|" + "---|" * len(kinds) + "---|")
+        base_p50 = statistics.median([t for values in local.values() for t in values])
+        for label, by_kind, root in (
             ("session, project folder", local, base / "session-local"),
             ("session, S3 manifests prefix (moto server)", s3, None),
             ("application (sql-runner deploy: fresh spark-submit)", application, base / "application"),
         ):
+            values = [t for kind in kinds for t in by_kind[kind]]
             p50 = statistics.median(values)
             carried = carrying_out(root) if root is not None else []
             print(
                 f"| {label} | {len(values)} | {p50:.2f} | {percentile(values, 0.95):.2f} | {max(values):.2f} "
-                f"| x{p50 / base_p50:.1f} | {f'{statistics.median(carried):.2f}' if carried else '-'} |",
+                f"| x{p50 / base_p50:.1f} | "
+                + " | ".join(f"{statistics.median(by_kind[kind]):.2f}" for kind in kinds)
+                + f" | {f'{statistics.median(carried):.2f}' if carried else '-'} |",
                 flush=True,
             )
         soaked = soak(base, args.kills, args.seed)
