@@ -127,3 +127,44 @@ def test_an_expired_lease_is_taken_over(bucket):
 def test_local_keys_cannot_leave_the_bucket(tmp_path: Path):
     with pytest.raises(ValueError):
         LocalBucket(tmp_path / "b").write("../escape", b"x")
+
+
+def test_a_session_watching_the_bucket_reads_only_the_manifests_that_changed():
+    """The session's copy of the manifests prefix follows adds, edits and deletions, and re-reads
+    only the keys whose ETag changed (one GET for one edited manifest, not one per file)."""
+    from runner.session.loop import Desired
+
+    ddl = (
+        "CREATE TABLE `b`.`events` (id STRING) WITH ('connector' = 'filesystem', 'path' = '/tmp/e', "
+        "'format' = 'json');\nCREATE TABLE `b`.`out` (id STRING) WITH ('connector' = 'blackhole');\n"
+    )
+
+    def manifest(name: str, where: str = "") -> bytes:
+        return f'name: {name}\ntarget-table: "`b`.`out`"\nsql: "SELECT id FROM `b`.`events`{where}"\n'.encode()
+
+    with mock_aws():
+        client = boto3.client("s3", region_name="us-east-1")
+        client.create_bucket(Bucket="team-manifests")
+        bucket = S3Bucket("team-manifests", client=client)
+        bucket.write("manifests/tables/b.sql", ddl.encode())
+        bucket.write("manifests/job-template.yaml", b"mode: session\n")
+        for name in ("q-a", "q-b", "q-c"):
+            bucket.write(f"manifests/{name}.yaml", manifest(name))
+        reads: list[str] = []
+        read = bucket.read
+        bucket.read = lambda key, **kw: (reads.append(key), read(key, **kw))[1]  # type: ignore[method-assign]
+        desired = Desired(bucket=bucket)
+
+        def loaded() -> dict[str, str | None]:
+            project = desired.load()
+            return {p.stem: project.load_manifest(p).sql for p in project.manifest_paths()}
+
+        assert set(loaded()) == {"q-a", "q-b", "q-c"} and len(reads) == 5  # the first copy reads everything
+        reads.clear()
+        assert loaded()["q-a"] == "SELECT id FROM `b`.`events`" and reads == []  # nothing changed: no GET
+        bucket.write("manifests/q-b.yaml", manifest("q-b", " WHERE id > 'a'"))
+        bucket.delete("manifests/q-c.yaml")
+        bucket.write("manifests/q-d.yaml", manifest("q-d"))
+        found = loaded()
+        assert set(found) == {"q-a", "q-b", "q-d"} and found["q-b"] == "SELECT id FROM `b`.`events` WHERE id > 'a'"
+        assert sorted(reads) == ["manifests/q-b.yaml", "manifests/q-d.yaml"]

@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import json
 import queue
-import shutil
 import tempfile
 import threading
 import time
@@ -44,7 +43,6 @@ from runner.deploy.inputs import Prepared
 from runner.session.bounded import TimedOut, within
 from runner.session.host import Event, QueryHost
 from runner.state import records
-from runner.state.desired import copy_desired
 from runner.state.lease import LeaseHeld
 from runner.state.store import Store
 from runner.targets.base import JobIdentity, Launch
@@ -58,13 +56,15 @@ class Desired:
 
     The bucket's manifests are copied into one folder kept for the session's life, so
     relative paths in their DDL resolve the same way on every reload (a new folder each
-    time would make every table look changed).
+    time would make every table look changed). Only the keys whose ETag changed since the
+    last copy are read again, so a change to one manifest costs one GET, not one per file.
     """
 
     def __init__(self, folder: Path | None = None, bucket: Bucket | None = None):
         self.folder = folder
         self.bucket = bucket
         self._copy = Path(tempfile.mkdtemp(prefix="sql-runner-session-")) if folder is None else None
+        self._copied: dict[str, str] = {}  # key -> the ETag of the copy in the folder
 
     def describe(self) -> str:
         if self.folder is not None:
@@ -89,8 +89,22 @@ class Desired:
         if self.folder is not None:
             return load_project(self.folder)
         assert self.bucket is not None and self._copy is not None
-        shutil.rmtree(self._copy / layout.DESIRED_PREFIX, ignore_errors=True)
-        copy_desired(self.bucket, self._copy)
+        listing = self.bucket.listing(layout.DESIRED_PREFIX)
+        for key in sorted(set(self._copied) - set(listing)):
+            (self._copy / key).unlink(missing_ok=True)
+            del self._copied[key]
+        for key, tag in sorted(listing.items()):
+            if self._copied.get(key) == tag:
+                continue
+            blob = self.bucket.read(key)
+            if blob is None:  # deleted since the listing
+                (self._copy / key).unlink(missing_ok=True)
+                self._copied.pop(key, None)
+                continue
+            (self._copy / key).parent.mkdir(parents=True, exist_ok=True)
+            (self._copy / key).write_bytes(blob.data)
+            self._copied[key] = blob.etag  # changed since the listing: its newer tag is read again next time
+        (self._copy / layout.DESIRED_PREFIX).mkdir(exist_ok=True)
         return load_project(self._copy)
 
 
