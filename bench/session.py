@@ -7,9 +7,10 @@
    or changed query (the completion time of the new run's first batch, from its status).
    Each round adds a query, changes its filter (compatible: restored), changes its target
    table (version 2, continuing after the files version 1 read), all measured, then
-   removes it (not measured), so the load stays the same. Session mode watching the project folder; session mode watching the
-   manifests bucket on S3 (moto's server on 127.0.0.1); application mode (the manifest
-   written, then ``sql-runner deploy`` of it: a fresh spark-submit per change). Beside
+   removes it (not measured), so the load stays the same. Session mode watching the
+   project folder; session mode watching the manifests bucket on S3 (moto's server on
+   127.0.0.1); application mode (the manifest written, then ``sql-runner deploy`` of it:
+   a fresh spark-submit per change). Beside
    it, the part spent carrying the decision out (stop with savepoint, restore or start:
    the history's ``seconds``); the rest is noticing the change, checking the query, and
    the new run's first micro-batch.
