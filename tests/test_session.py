@@ -467,3 +467,73 @@ def test_one_slow_query_does_not_hold_up_the_others_and_code_that_blocks_is_cut_
         moments = [datetime.fromisoformat(starts[name][b].replace("Z", "+00:00")) for b in sorted(starts[name])]
         gaps = [(later - earlier).total_seconds() for earlier, later in zip(moments, moments[1:], strict=False)]
         assert len(gaps) >= 5 and statistics.median(gaps) <= 4.0, (name, gaps)
+
+
+class FakeQuery:
+    """A stand-in for a StreamingQuery whose batches complete between the supervisor's looks.
+
+    A real query only does that when its batches are faster than the poll, which no test can
+    arrange reliably; here the query's progress is set by hand. Progress entries carry the
+    fields the status takes from Spark's StreamingQueryProgress."""
+
+    def __init__(self):
+        self.recentProgress: list = []
+
+    def complete(self, *batches: int) -> None:
+        for n in batches:
+            self.recentProgress.append(
+                type(
+                    "Progress",
+                    (),
+                    {
+                        "batchId": n,
+                        "timestamp": f"2026-01-01T00:00:{n:02d}.000Z",
+                        "numInputRows": 5,
+                        "inputRowsPerSecond": 5.0,
+                        "processedRowsPerSecond": 50.0,
+                        "durationMs": {"triggerExecution": 100},
+                        "eventTime": {},
+                    },
+                )()
+            )
+
+    @property
+    def lastProgress(self):
+        return self.recentProgress[-1] if self.recentProgress else None
+
+
+def test_a_session_query_publishes_every_batch_even_several_between_two_looks(tmp_path: Path):
+    """The status's recent-progress holds every batch of the run in order: the run's first ones, an
+    idle query's repeated batch id once, and batches that completed between two looks."""
+    from jobs.control import JobControl
+    from runner.core.bucket import LocalBucket
+    from runner.core.catalog import Catalog
+    from runner.core.jobspec import JobSpec
+    from runner.core.manifest import Manifest
+    from runner.session.config import Protection
+    from runner.session.host import Hosted, QueryHost
+    from runner.targets.base import JobIdentity, Launch
+
+    store = LocalBucket(tmp_path / "manifests")
+    manifest = Manifest.model_validate({"name": "q", "target-table": "t", "sql": "SELECT 1"})
+    spec = JobSpec(manifest, Catalog(), "/c", "/d", store={"manifests": store.describe()}, run_id="run-1")
+    host = QueryHost(None, "run-0", Protection(), lambda _: None)  # type: ignore[arg-type] - no Spark is used
+    query = FakeQuery()
+    hosted = Hosted(Launch(JobIdentity("team", "q", 1, "run-1"), spec), JobControl(spec, lambda _: None))
+    hosted.queries = [query]  # type: ignore[list-item]
+
+    def published() -> list[int]:
+        status = json.loads((tmp_path / "manifests" / "status" / "q.json").read_text())
+        assert status["progress"] == status["recent-progress"][-1]
+        return [r["batch"] for r in status["recent-progress"]]
+
+    assert not host._published_progress(hosted)  # no batch yet: nothing to publish
+    query.complete(0, 0, 1)  # the first look comes after two batches (and an idle repeat of batch 0)
+    assert host._published_progress(hosted) and published() == [0, 1]
+    assert not host._published_progress(hosted)  # nothing new since
+    query.complete(2)
+    assert host._published_progress(hosted) and published() == [0, 1, 2]
+    query.complete(3, 4, 5)  # three between two looks
+    assert host._published_progress(hosted) and published() == [0, 1, 2, 3, 4, 5]
+    query.complete(*range(6, 30))
+    assert host._published_progress(hosted) and published() == list(range(30 - RECENT_BATCHES, 30))

@@ -156,7 +156,7 @@ def test_a_session_watching_the_bucket_reads_only_the_manifests_that_changed():
         desired = Desired(bucket=bucket)
 
         def loaded() -> dict[str, str | None]:
-            project = desired.load()
+            project = desired.load(desired.listing())
             return {p.stem: project.load_manifest(p).sql for p in project.manifest_paths()}
 
         assert set(loaded()) == {"q-a", "q-b", "q-c"} and len(reads) == 5  # the first copy reads everything

@@ -268,22 +268,21 @@ class QueryHost:
         Usually one batch completed since the last poll (the query's last progress); the
         query's first batches, or several between two polls, come from its recent progress.
         """
+        if not hosted.queries:
+            return False
+        query, published = hosted.queries[0], hosted.published_batch
         try:
-            query = hosted.queries[0] if hosted.queries else None
-            last = query.lastProgress if query is not None else None
-            if last is None or last.batchId == hosted.published_batch:
+            last = query.lastProgress
+            if last is None or last.batchId == published:
                 return False
-            published = hosted.published_batch
+            new = [last]
             if published is None or last.batchId > published + 1:
-                assert query is not None
                 new = []
                 for progress in query.recentProgress:  # an idle query repeats its batch id: keep one of each
                     if (published is None or progress.batchId > published) and (
                         not new or progress.batchId > new[-1].batchId
                     ):
                         new.append(progress)
-            else:
-                new = [last]
         except Exception:  # noqa: BLE001 - published on the next round
             return False
         hosted.published_batch = last.batchId

@@ -43,6 +43,7 @@ from runner.deploy.inputs import Prepared
 from runner.session.bounded import TimedOut, within
 from runner.session.host import Event, QueryHost
 from runner.state import records
+from runner.state.desired import sync_desired
 from runner.state.lease import LeaseHeld
 from runner.state.store import Store
 from runner.targets.base import JobIdentity, Launch
@@ -84,27 +85,13 @@ class Desired:
         assert self.bucket is not None
         return self.bucket.listing(layout.DESIRED_PREFIX)
 
-    def load(self) -> Project:
-        """The desired project: the folder, or a fresh copy of the bucket's manifests in the session's folder."""
+    def load(self, listing: dict[str, str]) -> Project:
+        """The desired project: the folder, or the session's copy of the bucket's manifests brought up
+        to ``listing`` (this round's ``listing()``)."""
         if self.folder is not None:
             return load_project(self.folder)
         assert self.bucket is not None and self._copy is not None
-        listing = self.bucket.listing(layout.DESIRED_PREFIX)
-        for key in sorted(set(self._copied) - set(listing)):
-            (self._copy / key).unlink(missing_ok=True)
-            del self._copied[key]
-        for key, tag in sorted(listing.items()):
-            if self._copied.get(key) == tag:
-                continue
-            blob = self.bucket.read(key)
-            if blob is None:  # deleted since the listing
-                (self._copy / key).unlink(missing_ok=True)
-                self._copied.pop(key, None)
-                continue
-            (self._copy / key).parent.mkdir(parents=True, exist_ok=True)
-            (self._copy / key).write_bytes(blob.data)
-            self._copied[key] = blob.etag  # changed since the listing: its newer tag is read again next time
-        (self._copy / layout.DESIRED_PREFIX).mkdir(exist_ok=True)
+        sync_desired(self.bucket, self._copy, listing, self._copied)
         return load_project(self._copy)
 
 
@@ -201,7 +188,8 @@ class Session:
         """Deploy every session manifest whose content changed, and remove the ones that are gone."""
         if full:
             try:
-                self._project = self.desired.load()
+                assert self.listing is not None
+                self._project = self.desired.load(self.listing)
                 self.invalid.pop("(project)", None)
             except UserError as error:
                 self._report_invalid("(project)", error)
