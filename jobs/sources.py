@@ -16,11 +16,11 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from jobs import kafka
+from jobs import kafka, sqltext
 from jobs.datagen import datagen_frame
 from jobs.schema import spark_schema, type_sql
 from runner.core.errors import UserError
@@ -127,13 +127,11 @@ def _filesystem(
                     reader = reader.option(spark_name, options[ours])
         frame = _skip_files(spark, reader.load(path), start)
         reason = (
-            _json_reason(table)
-            if fmt == "json"
-            else F.lit("CSV line does not match the declared columns (count or types)")
+            _json_reason(table) if fmt == "json" else "'CSV line does not match the declared columns (count or types)'"
         )
-        return _with_error(frame, table, F.when(F.col(RAW).isNotNull(), reason))
+        return _with_error(frame, table, f"CASE WHEN {sqltext.identifier(RAW)} IS NOT NULL THEN {reason} END")
     frame = _skip_files(spark, reader.schema(schema).load(path), start).withColumn(RAW, F.lit(None).cast("string"))
-    return _with_error(frame, table, F.lit(None).cast("string"))
+    return _with_error(frame, table, "NULL")
 
 
 def decode_json_values(frame: DataFrame, table: TableDef) -> DataFrame:
@@ -147,48 +145,52 @@ def decode_json_values(frame: DataFrame, table: TableDef) -> DataFrame:
         F.col("record").getField(RAW).alias("__corrupt"),
         F.col(RAW),
     )
-    error = F.when(F.col(RAW).isNull(), F.lit("message has no value (tombstone)")).when(
-        F.col("__corrupt").isNotNull(), _json_reason(table)
+    error = (
+        f"CASE WHEN {sqltext.identifier(RAW)} IS NULL THEN 'message has no value (tombstone)' "
+        f"WHEN __corrupt IS NOT NULL THEN {_json_reason(table)} END"
     )
     return _with_error(decoded, table, error).drop("__corrupt")
 
 
-def _json_reason(table: TableDef) -> Column:
-    """Why a JSON record was rejected: not JSON at all, or which fields have the wrong type."""
-    as_map = F.from_json(F.col(RAW), T.MapType(T.StringType(), T.StringType()))
-    field_errors = [
-        F.when(
-            as_map.getItem(f.name).isNotNull() & F.col(f.name).isNull(),
-            F.concat(
-                F.lit(f"field '{f.name}': "), as_map.getItem(f.name), F.lit(f" is not a valid {type_sql(f.dataType)}")
-            ),
+def _json_reason(table: TableDef) -> str:
+    """Why a JSON record was rejected: not JSON at all, or which fields have the wrong type (SQL)."""
+    as_map = f"from_json({sqltext.identifier(RAW)}, 'map<string,string>')"
+    field_errors = []
+    for f in spark_schema(table).fields:
+        value = f"{as_map}[{sqltext.string(f.name)}]"
+        message = ", ".join(
+            (sqltext.string(f"field '{f.name}': "), value, sqltext.string(f" is not a valid {type_sql(f.dataType)}"))
         )
-        for f in spark_schema(table).fields
-    ]
-    detail = F.concat_ws("; ", *field_errors)
+        wrong_type = f"{value} IS NOT NULL AND {sqltext.identifier(f.name)} IS NULL"
+        field_errors.append(f"CASE WHEN {wrong_type} THEN concat({message}) END")
+    detail = f"concat_ws('; ', {', '.join(field_errors)})"
     return (
-        F.when(as_map.isNull(), F.lit("malformed JSON: not a JSON object"))
-        .when(detail != F.lit(""), detail)
-        .otherwise(F.lit("record does not match the declared schema"))
+        f"CASE WHEN {as_map} IS NULL THEN 'malformed JSON: not a JSON object' WHEN {detail} != '' THEN {detail} "
+        "ELSE 'record does not match the declared schema' END"
     )
 
 
-def _with_error(frame: DataFrame, table: TableDef, parse_error: Column) -> DataFrame:
-    """Add ERROR (parse problems, then NOT NULL violations) and make RAW hold every bad record."""
+def _with_error(frame: DataFrame, table: TableDef, parse_error: str) -> DataFrame:
+    """Add ERROR (parse problems, then NOT NULL violations) and make RAW hold every bad record.
+
+    ``parse_error``: SQL for why the record could not be parsed (NULL if it could). Both
+    columns are SQL text: one parse in the JVM instead of a Py4J call per function."""
     required = [c for c in table.columns if not c.computed and not c.nullable]
-    null_errors = [
-        F.when(F.col(c.name).isNull(), F.lit(f"field '{c.name}' is missing (declared NOT NULL)")) for c in required
-    ]
-    null_error = F.nullif(F.concat_ws("; ", *null_errors), F.lit("")) if null_errors else F.lit(None)
-    error = F.coalesce(parse_error, null_error).cast("string")
-    physical = [F.col(f.name) for f in spark_schema(table).fields]
-    raw = F.when(error.isNotNull(), F.coalesce(F.col(RAW), F.to_json(F.struct(*physical))))
-    return frame.withColumn(ERROR, error).withColumn(RAW, raw)
+    null_errors = []
+    for c in required:
+        missing = sqltext.string(f"field '{c.name}' is missing (declared NOT NULL)")
+        null_errors.append(f"CASE WHEN {sqltext.identifier(c.name)} IS NULL THEN {missing} END")
+    null_error = f"nullif(concat_ws('; ', {', '.join(null_errors)}), '')" if null_errors else "NULL"
+    error = f"CAST(coalesce({parse_error}, {null_error}) AS STRING)"
+    physical = ", ".join(sqltext.identifier(f.name) for f in spark_schema(table).fields)
+    raw, error_column = sqltext.identifier(RAW), sqltext.identifier(ERROR)
+    filled = f"CASE WHEN {error_column} IS NOT NULL THEN coalesce({raw}, to_json(struct({physical}))) END"
+    return frame.withColumn(ERROR, F.expr(error)).withColumn(RAW, F.expr(filled))
 
 
 def valid_rows(frame: DataFrame, table: TableDef) -> DataFrame:
     """Good rows in declaration order, computed columns added and the watermark applied."""
-    good = frame.where(F.col(ERROR).isNull()).drop(RAW, ERROR)
+    good = frame.where(f"{sqltext.identifier(ERROR)} IS NULL").drop(RAW, ERROR)
     return finish(good, table)
 
 
