@@ -24,7 +24,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from jobs.jvm import scala_none
+from jobs.jvm import java_class, scala_none
 
 BASE_FILE = "sink.json"
 
@@ -37,7 +37,7 @@ class HadoopFiles:
         self.conf = spark.sparkContext._jsc.hadoopConfiguration()
 
     def _resolve(self, uri: str) -> tuple[Any, Any]:
-        path = self.jvm.org.apache.hadoop.fs.Path(uri)
+        path = java_class(self.jvm, "org.apache.hadoop.fs.Path")(uri)
         return path.getFileSystem(self.conf), path
 
     def read_text(self, uri: str) -> str | None:
@@ -46,7 +46,7 @@ class HadoopFiles:
             return None
         stream = fs.open(path)
         try:
-            return self.jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
+            return java_class(self.jvm, "org.apache.commons.io.IOUtils").toString(stream, "UTF-8")
         finally:
             stream.close()
 
@@ -68,7 +68,7 @@ def latest_batch(spark: SparkSession, path: str) -> int | None:
     """The last batch id in the file table's ``_spark_metadata`` log (None: no log yet)."""
     jvm = spark.sparkContext._jvm
     none = scala_none(jvm)
-    log = jvm.org.apache.spark.sql.execution.streaming.FileStreamSinkLog(
+    log = java_class(jvm, "org.apache.spark.sql.execution.streaming.FileStreamSinkLog")(
         1, spark._jsparkSession, f"{path.rstrip('/')}/_spark_metadata", none
     )
     latest = log.getLatestBatchId()
@@ -104,25 +104,25 @@ class FileSinkWriter:
         base: int,
     ):
         jvm = spark.sparkContext._jvm
-        utils = jvm.org.apache.spark.api.python.PythonUtils
+        utils = java_class(jvm, "org.apache.spark.api.python.PythonUtils")
         none = scala_none(jvm)
-        java_options = jvm.java.util.HashMap()
+        java_options = java_class(jvm, "java.util.HashMap")()
         for key, value in {**options, "path": path}.items():
             java_options.put(key, value)
-        partitions = jvm.java.util.ArrayList()
+        partitions = java_class(jvm, "java.util.ArrayList")()
         for column in partition_by:
             partitions.add(column)
-        source = jvm.org.apache.spark.sql.execution.datasources.DataSource(
+        source = java_class(jvm, "org.apache.spark.sql.execution.datasources.DataSource")(
             spark._jsparkSession,
             fmt,
-            utils.toSeq(jvm.java.util.ArrayList()),
+            utils.toSeq(java_class(jvm, "java.util.ArrayList")()),
             none,
             utils.toSeq(partitions),
             none,
             utils.toScalaMap(java_options),
             none,
         )
-        self.sink = source.createSink(jvm.org.apache.spark.sql.streaming.OutputMode.Append())
+        self.sink = source.createSink(java_class(jvm, "org.apache.spark.sql.streaming.OutputMode").Append())
         self.base = base
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:

@@ -2,7 +2,21 @@
 
 from __future__ import annotations
 
+from functools import reduce
 from typing import Any
+
+# JVM classes already looked up, per gateway: a lookup through ``jvm.a.b.C`` is one Py4J
+# round trip per name part; a class found once is called directly afterwards.
+_CLASSES: dict[tuple[Any, str], Any] = {}
+
+
+def java_class(jvm: Any, name: str) -> Any:
+    """The JVM class (or Scala object) ``name``, e.g. ``org.apache.hadoop.fs.Path``, through ``jvm``."""
+    key = (jvm._gateway_client, name)  # the client, not id(jvm): a cached key keeps its gateway's identity
+    found = _CLASSES.get(key)
+    if found is None:
+        found = _CLASSES[key] = reduce(getattr, name.split("."), jvm)
+    return found
 
 
 def scala_list(values: Any) -> list[Any]:
@@ -16,4 +30,4 @@ def scala_list(values: Any) -> list[Any]:
 
 def scala_none(jvm: Any) -> Any:
     """Scala's ``None``."""
-    return getattr(getattr(jvm.scala, "None$"), "MODULE$")
+    return getattr(java_class(jvm, "scala.None$"), "MODULE$")

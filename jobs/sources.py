@@ -207,11 +207,12 @@ def finish(frame: DataFrame, table: TableDef) -> DataFrame:
 
 def invalid_rows(frame: DataFrame, table: TableDef) -> DataFrame:
     """Rejected records with the raw text, the reason and when they were seen."""
-    return frame.where(F.col(ERROR).isNotNull()).select(
-        F.lit(table.name).alias("source_table"),
-        F.col(RAW).alias("raw"),
-        F.col(ERROR).alias("reason"),
-        F.current_timestamp().alias("error_time"),
+    raw, error = sqltext.identifier(RAW), sqltext.identifier(ERROR)
+    return frame.where(f"{error} IS NOT NULL").selectExpr(
+        f"{sqltext.string(table.name)} AS source_table",
+        f"{raw} AS raw",
+        f"{error} AS reason",
+        "current_timestamp() AS error_time",
     )
 
 

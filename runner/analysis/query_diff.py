@@ -40,9 +40,15 @@ def diff_queries(
     env: Mapping[str, str],
 ) -> QueryDiff:
     """Compare the deployed query (over the tables it was deployed with) with the desired one."""
-    before = build_job(spark, old, Catalog(tuple(old_tables)), env, live=False)
+    before = deployed_build(spark, old, old_tables, env)
     after = build_job(spark, new, catalog, env, live=False, reuse=before.query)
     return compare(before, after, old, new, old_tables, catalog)
+
+
+def deployed_build(spark: SparkSession, old: Manifest, old_tables: list[TableDef], env: Mapping[str, str]) -> BuiltJob:
+    """The deployed query's analysis, over the tables it was deployed with; a desired query built with
+    ``reuse=`` its ``query`` can be compared with it."""
+    return build_job(spark, old, Catalog(tuple(old_tables)), env, live=False)
 
 
 def state_of(built: BuiltJob) -> StateShape:

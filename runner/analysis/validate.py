@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from jobs.build import build_job
+from jobs.build import BuiltJob, BuiltQuery, build_job
 from jobs.sinks import output_mode
 from runner.analysis import streaming
 from runner.analysis.session import local_session
@@ -34,6 +34,7 @@ class Analysed:
 
     reads: tuple[TableDef, ...]
     target: TableDef
+    built: BuiltJob | None = field(default=None, compare=False, repr=False)  # the plan analysed
 
     @property
     def tables(self) -> tuple[TableDef, ...]:
@@ -56,17 +57,20 @@ def analyse(
     *,
     file: str | None,
     lines: Mapping[str, int] | None = None,
+    reuse: BuiltQuery | None = None,
 ) -> Analysed:
     """Resolve the query over empty frames of the declared tables and check what it needs to run.
 
     Raises UserError for anything that would stop the job: the query, the target's schema,
     a source or sink that cannot play its part, placeholders not set in ``env``.
+    ``reuse``: the deployed query's analysis, whose frames serve the tables declared the
+    same way, so this analysis can also be compared with it (``runner/analysis/query_diff.py``).
     """
-    built = build_job(spark, manifest, catalog, env, live=False, file=file, lines=lines)
+    built = build_job(spark, manifest, catalog, env, live=False, file=file, lines=lines, reuse=reuse)
     query_field = "sql" if manifest.sql is not None else "code"
     line = (lines or {}).get(query_field)
     streaming.check(built.output, output_mode(built.target), file=file, field=query_field, line=line)
-    analysed = Analysed(tuple(built.query.sources.values()), built.target)
+    analysed = Analysed(tuple(built.query.sources.values()), built.target, built)
     problems = placeholders.job_problems(manifest.spark_properties, file, analysed.tables, env)
     if problems:
         raise UserError(problems)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runner.authoring.project import Project
 from runner.core import layout
@@ -31,6 +31,9 @@ from runner.state import records, savepoints
 from runner.state.records import DeploymentRecord
 from runner.state.store import Store
 from runner.targets.base import RunningJob, Target
+
+if TYPE_CHECKING:
+    from jobs.build import BuiltJob
 
 
 @dataclass(frozen=True)
@@ -118,27 +121,51 @@ class Preparer:
         self.clock = clock
 
     def prepare(self, path: Path) -> Prepared:
-        """Load and analyse one desired manifest; UserError if it is not deployable."""
-        from runner.analysis.query_diff import diff_queries
+        """Load and analyse one desired manifest; UserError if it is not deployable.
+
+        When the deployed query's text differs, the deployed query is analysed first and the
+        desired one over the same frames, so that one analysis serves both the checks and the
+        comparison."""
+        from runner.analysis.query_diff import compare, diff_queries
         from runner.analysis.validate import analyse
 
         project = self.project
         file = project.display(path)
         manifest = project.load_manifest(path)
-        analysed = analyse(self.spark(), manifest, project.catalog, self.env, file=file)
+        record, _ = records.read_deployed(self.store.manifests, manifest.name)
+        before = self._deployed_build(record, manifest)
+        reuse = before.query if before is not None else None
+        analysed = analyse(self.spark(), manifest, project.catalog, self.env, file=file, reuse=reuse)
         tables = analysed.tables
         self._check_spec_size(manifest, tables)
         sources = tuple(Source(t.name, t.connector) for t in analysed.reads)
-        record, _ = records.read_deployed(self.store.manifests, manifest.name)
         diff = None
         if record is not None:
             if same_text(record, manifest, tables):
                 diff = QueryDiff(changed=False, state_compatible=True)
+            elif before is not None and analysed.built is not None:
+                diff = compare(before, analysed.built, record.manifest, manifest, list(record.tables), project.catalog)
             else:
                 diff = diff_queries(
                     self.spark(), record.manifest, list(record.tables), manifest, project.catalog, self.env
                 )
         return Prepared(manifest, file, tables, sources, diff)
+
+    def _deployed_build(self, record: DeploymentRecord | None, manifest: Manifest) -> BuiltJob | None:
+        """The deployed query's analysis when the desired query's text or target differs from it; None
+        otherwise, or when it does not build (the desired query is then checked first, as without this
+        shortcut, and the comparison builds the deployed one again and reports what failed)."""
+        from runner.analysis.query_diff import deployed_build
+
+        if record is None:
+            return None
+        old = record.manifest
+        if (old.sql, old.code, old.target_table) == (manifest.sql, manifest.code, manifest.target_table):
+            return None
+        try:
+            return deployed_build(self.spark(), old, list(record.tables), self.env)
+        except Exception:  # noqa: BLE001 - reported by the comparison, after the desired query's own checks
+            return None
 
     def prepare_all(self, paths: list[Path] | None) -> dict[str, Prepared]:
         """The desired manifests (``paths``, or every manifest of the project), all checked before any is used."""
