@@ -13,14 +13,25 @@ through Hadoop's raw local file system (no checksum files, so no second ``chmod`
 runner never reads them) and, when its checkpoints are local, commits checkpoint files
 with a plain rename (``rename(2)``: atomic on a local disk) instead of FileContext's.
 Checkpoints on S3 keep Spark's default. Either can still be set in ``sparkProperties``.
+
+A file source's micro-batch builds its relation over the files it found, and Spark checks
+those paths again; above 32 paths it starts a distributed Spark job to do so. For files
+on this machine that job is pure overhead (a first batch over 200 small local files took
+~0.9 s, of which 0.75 s in that job; ~0.2 s without it), so a query whose file sources
+are all local has its paths checked on the driver. Sources on S3 keep Spark's default,
+where checking many paths in parallel can pay off.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 RAW_LOCAL_FILES = {
     "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
     "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
 }
+LISTING_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+LIST_ON_DRIVER = str(2**31 - 1)
 CHECKPOINT_MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
 RENAME_CHECKPOINTS = "org.apache.spark.sql.execution.streaming.FileSystemBasedCheckpointFileManager"
 
@@ -36,3 +47,10 @@ def properties(checkpoints: str) -> dict[str, str]:
     if is_local(checkpoints):
         found[CHECKPOINT_MANAGER] = RENAME_CHECKPOINTS
     return found
+
+
+def source_properties(file_source_paths: Iterable[str]) -> dict[str, str]:
+    """SQL properties for a query reading files at ``file_source_paths``: if every one is local, its
+    micro-batches check their files on the driver."""
+    paths = list(file_source_paths)
+    return {LISTING_THRESHOLD: LIST_ON_DRIVER} if paths and all(is_local(p) for p in paths) else {}

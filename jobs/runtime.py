@@ -16,11 +16,12 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
-from jobs import sources
+from jobs import localfs, sources, sqltext
 from jobs.build import BuiltJob
 from jobs.filesink import file_sink_writer
 from jobs.sinks import Trigger, start_sink
 from runner.core.jobspec import JobSpec
+from runner.core.placeholders import resolved_options
 from runner.core.starts import dead_letter_role
 
 OUTPUT_METRIC = "sql_runner_output"
@@ -90,9 +91,12 @@ def start(
 ) -> list[StreamingQuery]:
     """Start the output query and the dead-letter queries; returns them, output first."""
     manifest = spec.manifest
+    for key, value in _source_properties(built, env).items():
+        if key not in manifest.spark_properties:  # the manifest's own setting wins
+            spark.conf.set(key, value)
     trigger = Trigger(interval=manifest.trigger_interval, available_now=spec.once)
     name = query_name(spec)
-    observed = built.output.observe(OUTPUT_METRIC, F.count(F.lit(1)).alias("rows"))
+    observed = built.output.observe(OUTPUT_METRIC, F.expr("count(1) AS rows"))
     names = {name} | {f"{name}-dead-letter-{t.slug}" for t, _ in built.query.dead_letters}
     if counts is not None and not spec.once:
         spark.streams.addListener(_ProgressLog(spec.label, counts, names))
@@ -101,8 +105,10 @@ def start(
         slug = table.slug
         rejected = (
             sources.invalid_rows(frame, table)
-            .select("*", F.lit(manifest.name).alias("query_name"), F.lit(manifest.version).alias("query_version"))
-            .observe(DEAD_LETTER_METRIC, F.count(F.lit(1)).alias("rows"))
+            .selectExpr(
+                "*", f"{sqltext.string(manifest.name)} AS query_name", f"{int(manifest.version)} AS query_version"
+            )
+            .observe(DEAD_LETTER_METRIC, F.expr("count(1) AS rows"))
         )
         checkpoint = f"{spec.checkpoint.rstrip('/')}/{dead_letter_role(table)}"
         writer = (
@@ -117,6 +123,13 @@ def start(
         )
         queries.append(trigger.apply(writer).start())
     return queries
+
+
+def _source_properties(built: BuiltJob, env: Mapping[str, str]) -> dict[str, str]:
+    """Properties that depend on where the job's file sources are (``jobs/localfs.py``)."""
+    files = [table for table in built.query.sources.values() if table.connector == "filesystem"]
+    paths = [resolved_options(table, env)["path"] for table in files]
+    return localfs.source_properties(paths)
 
 
 def wait(spark: SparkSession, queries: list[StreamingQuery], *, once: bool) -> None:

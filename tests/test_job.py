@@ -241,3 +241,47 @@ def test_only_spark_refusing_the_checkpoint_state_counts_as_a_refused_restore():
     sources = "assertion failed: There are [1] sources in the checkpoint offsets and now there are [2] sources"
     assert refused_restore(Exception(sources)) == sources
     assert refused_restore(Exception("[STREAM_FAILED] ... java.io.IOException: No space left on device")) is None
+
+
+def _listing_jobs(spark, queries) -> list[str]:
+    """Spark's distributed file-listing jobs run for ``queries`` (from the application's status store)."""
+    from jobs.jvm import scala_list
+
+    runs = {str(q.runId) for q in queries}
+    return [
+        str(job.description().get())
+        for job in scala_list(spark.sparkContext._jsc.sc().statusStore().jobsList(None))
+        if job.jobGroup().isDefined()
+        and job.jobGroup().get() in runs
+        and job.description().isDefined()
+        and str(job.description().get()).startswith("Listing leaf files")
+    ]
+
+
+@pytest.mark.parametrize("threshold", [None, "32"], ids=["runner-default", "manifest-sets-spark-default"])
+def test_a_first_batch_over_a_backlog_of_local_files_lists_them_on_the_driver(
+    spark, demo_project: ProjectDir, tmp_path: Path, threshold: str | None
+):
+    """Above 32 paths Spark checks a batch's files with a distributed job; for local files the runner
+    has the driver do it (jobs/localfs.py), unless the manifest sets the property itself."""
+    events = demo_project.root / "data" / "in"
+    written = []
+    for n in range(40):
+        batch = transactions(2, start=START, seed=n, first_id=2 * n)
+        write_batch(events, f"f{n:02d}", batch)
+        written += batch
+    if threshold is not None:
+        path = demo_project.root / "manifests" / "high-value.yaml"
+        key = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+        path.write_text(path.read_text() + f"sparkProperties:\n  {key}: '{threshold}'\n")
+    session = spark.newSession()
+    if threshold is not None:  # as the application or the session applies a manifest's sparkProperties
+        session.conf.set("spark.sql.sources.parallelPartitionDiscovery.threshold", threshold)
+    _, queries = run_once(session, demo_project, "high-value", tmp_path / "state")
+    rows = output_rows(spark, demo_project.root / "data" / "out")
+    assert sorted(r.transaction_id for r in rows) == sorted(t.transaction_id for t in written if t.amount > 500)
+    listing = _listing_jobs(spark, queries)
+    if threshold is None:
+        assert listing == [], listing
+    else:
+        assert any("for 40 paths" in d for d in listing), listing
