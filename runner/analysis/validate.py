@@ -34,7 +34,7 @@ class Analysed:
 
     reads: tuple[TableDef, ...]
     target: TableDef
-    built: BuiltJob | None = field(default=None, compare=False, repr=False)  # the plan analysed
+    built: BuiltJob = field(compare=False, repr=False)  # the plan analysed
 
     @property
     def tables(self) -> tuple[TableDef, ...]:

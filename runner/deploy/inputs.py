@@ -143,7 +143,7 @@ class Preparer:
         if record is not None:
             if same_text(record, manifest, tables):
                 diff = QueryDiff(changed=False, state_compatible=True)
-            elif before is not None and analysed.built is not None:
+            elif before is not None:
                 diff = compare(before, analysed.built, record.manifest, manifest, list(record.tables), project.catalog)
             else:
                 diff = diff_queries(
