@@ -9,7 +9,7 @@ instead of a Py4J call per literal, cast and alias.
 from __future__ import annotations
 
 from pyspark.sql import DataFrame
-from pyspark.sql import types as ST
+from pyspark.sql import types as T
 
 from jobs import sqltext
 from jobs.schema import spark_type, type_sql
@@ -27,7 +27,7 @@ def with_metadata(frame: DataFrame, manifest: Manifest) -> DataFrame:
         raise UserError.of("JOB_SPEC_WITHOUT_META", name=manifest.name)
     description = manifest.description
     # The instant exactly as Spark stores it (microseconds since the epoch; naive means local time).
-    created = ST.TimestampType().toInternal(meta.query_create_timestamp)
+    created = T.TimestampType().toInternal(meta.query_create_timestamp)
     values = {
         "__create_timestamp": "current_timestamp()",
         "__query_name": sqltext.string(manifest.name),

@@ -157,13 +157,10 @@ class Preparer:
         shortcut, and the comparison builds the deployed one again and reports what failed)."""
         from runner.analysis.query_diff import deployed_build
 
-        if record is None:
-            return None
-        old = record.manifest
-        if (old.sql, old.code, old.target_table) == (manifest.sql, manifest.code, manifest.target_table):
+        if record is None or same_query(record.manifest, manifest):
             return None
         try:
-            return deployed_build(self.spark(), old, list(record.tables), self.env)
+            return deployed_build(self.spark(), record.manifest, list(record.tables), self.env)
         except Exception:  # noqa: BLE001 - reported by the comparison, after the desired query's own checks
             return None
 
@@ -204,10 +201,14 @@ class Preparer:
         job_spec(self.store, manifest.model_copy(update={"meta": meta}), tables, checkpoint_key, run_id, {}).to_json()
 
 
+def same_query(old: Manifest, new: Manifest) -> bool:
+    """The two manifests hold the same query text and target table."""
+    return (old.sql, old.code, old.target_table) == (new.sql, new.code, new.target_table)
+
+
 def same_text(record: DeploymentRecord, manifest: Manifest, tables: tuple[TableDef, ...]) -> bool:
     """The deployed and desired queries are the same text over the same table definitions."""
-    old = record.manifest
-    return (old.sql, old.code, old.target_table) == (manifest.sql, manifest.code, manifest.target_table) and sorted(
+    return same_query(record.manifest, manifest) and sorted(
         json.dumps(t.definition(), sort_keys=True) for t in record.tables
     ) == sorted(json.dumps(t.definition(), sort_keys=True) for t in tables)
 
