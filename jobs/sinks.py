@@ -20,7 +20,7 @@ from pyspark.sql.streaming import DataStreamWriter
 
 from jobs import kafka
 from jobs.filesink import file_sink_writer
-from jobs.sources import require_connector, resolved_options
+from jobs.sources import require_connector, table_options
 from runner.core.errors import UserError
 from runner.core.tables import TableDef
 
@@ -57,7 +57,7 @@ def start_sink(
 ):  # StreamingQuery
     """Start the streaming query that writes ``frame`` to ``target``."""
     check_sink(target)
-    options = resolved_options(target, env)
+    options = table_options(frame.sparkSession, target, env)
     connector = target.connector
     if connector == "kafka":
         require_connector(frame.sparkSession, target)

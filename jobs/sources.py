@@ -20,12 +20,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from jobs import kafka, sqltext
+from jobs import kafka, kafka_admin, sqltext
 from jobs.datagen import datagen_frame
 from jobs.schema import spark_schema, type_sql
 from runner.core.errors import UserError
-from runner.core.placeholders import resolved_options
-from runner.core.starts import FILE_URI_PREFIX, FILE_URI_SPELLING, KafkaOffsets, SkipFiles, Start
+from runner.core.placeholders import resolve, resolved_options
+from runner.core.starts import FILE_URI_PREFIX, FILE_URI_SPELLING, KafkaOffsets, SkipFiles, Start, kafka_topics
 from runner.core.tables import TableDef
 
 RAW = "__sql_runner_raw"
@@ -63,6 +63,20 @@ def require_source(table: TableDef) -> None:
         )
 
 
+def table_options(spark: SparkSession, table: TableDef, values: Mapping[str, str]) -> dict[str, str]:
+    """The table's options, placeholders resolved; a Kafka table's over the platform's client defaults
+    (``spark.sqlrunner.kafka.properties.*`` in the application's Spark properties)."""
+    options = resolved_options(table, values)
+    if table.connector != "kafka":
+        return options
+    found = spark.sparkContext._jsc.sc().conf().getAllWithPrefix(kafka.PLATFORM_DEFAULTS_PREFIX)
+    defaults = {
+        key: resolve(value, values, field=f"{kafka.PLATFORM_DEFAULTS_PREFIX}{key}")
+        for key, value in ((item._1(), item._2()) for item in found)
+    }
+    return kafka.with_platform_defaults(options, defaults)
+
+
 def read_table(spark: SparkSession, table: TableDef, env: Mapping[str, str], start: Start | None = None) -> DataFrame:
     """Streaming frame: physical columns + RAW + ERROR, before watermark and computed columns.
 
@@ -70,7 +84,7 @@ def read_table(spark: SparkSession, table: TableDef, env: Mapping[str, str], sta
     skip because the previous version read them.
     """
     require_source(table)
-    options = resolved_options(table, env)
+    options = table_options(spark, table, env)
     require_connector(spark, table)
     connector = table.connector
     schema = spark_schema(table)
@@ -81,7 +95,13 @@ def read_table(spark: SparkSession, table: TableDef, env: Mapping[str, str], sta
         return frame.withColumn(RAW, F.lit(None).cast("string")).withColumn(ERROR, F.lit(None).cast("string"))
     reader_options = kafka.source_options(table, options)
     if isinstance(start, KafkaOffsets):
-        reader_options["startingOffsets"] = json.dumps(start.offsets)
+        current = kafka_admin.current_partitions(
+            spark, reader_options, kafka_topics(options), options.get("topic-pattern")
+        )
+        offsets, notes = kafka.complete_offsets(start.offsets, current)
+        for note in notes:
+            print(f"[{table.name}] {note}", flush=True)
+        reader_options["startingOffsets"] = json.dumps(offsets)
     frame = spark.readStream.format("kafka").options(**reader_options).load()
     return decode_json_values(frame, table)
 

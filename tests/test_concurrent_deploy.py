@@ -15,7 +15,6 @@ from pathlib import Path
 
 import boto3
 import pytest
-from moto.server import ThreadedMotoServer
 
 from runner.core import layout
 from runner.core.bucket import S3Bucket
@@ -24,31 +23,27 @@ from runner.state.records import read_deployed
 from runner.targets.local import process_start_ticks
 from tests.clihelpers import SQL_RUNNER, cli, cli_env, edit, wait_for
 from tests.conftest import ProjectDir
+from tests.motoserver import moto_server
 
 BUCKET = "team-analytics-manifests"
 
 
 @pytest.fixture
 def s3_env(monkeypatch):
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    env = {
-        "AWS_ENDPOINT_URL": f"http://{host}:{port}",
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    boto3.client("s3").create_bucket(Bucket=BUCKET)
-    yield env
+    with moto_server() as env:
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        boto3.client("s3").create_bucket(Bucket=BUCKET)
+        yield env
+        _kill_job_recorded_in_s3()
+
+
+def _kill_job_recorded_in_s3() -> None:
     record = S3Bucket(BUCKET).read(layout.job_record("high-value"))
     if record is not None:  # the job's record is in S3, out of reach of the project fixture's cleanup
         pid = json.loads(record.text)["pid"]
         if process_start_ticks(pid) is not None:
             os.killpg(pid, signal.SIGKILL)
-    server.stop()
 
 
 def race(project: ProjectDir, options: list[str], env: dict, done: str) -> str:

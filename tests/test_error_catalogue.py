@@ -18,7 +18,6 @@ import pytest
 
 from runner.core.error_catalogue import CATALOGUE
 from runner.core.errors import Problem, UnregisteredErrorCode, UserError
-from runner.core.jobspec import MAX_SPEC_BYTES, JobSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = sorted(p for package in ("runner", "jobs") for p in (ROOT / package).rglob("*.py"))
@@ -95,37 +94,6 @@ def test_templates_render_and_user_errors_exit_2(code: str):
 def test_an_unregistered_code_is_a_defect_not_a_user_error():
     with pytest.raises(UnregisteredErrorCode):
         Problem.of("NO_SUCH_CODE")
-
-
-def test_a_job_spec_too_large_for_the_command_line_is_a_user_error_with_a_hint():
-    from runner.core.catalog import Catalog
-    from runner.core.manifest import Manifest
-
-    manifest = Manifest.model_validate(
-        {"name": "big", "target-table": "t", "sql": "SELECT 1", "description": "x" * MAX_SPEC_BYTES}
-    )
-    with pytest.raises(UserError) as caught:
-        JobSpec(manifest, Catalog(), "/c", "/d").to_json()
-    (problem,) = caught.value.problems
-    assert problem.code == "JOB_SPEC_TOO_LARGE" and caught.value.exit_code == 2
-    assert "big" in problem.message and problem.hint
-
-
-def test_deploying_a_manifest_whose_spec_is_too_large_changes_nothing(spark, demo_project):
-    from click.testing import CliRunner
-
-    from runner.cli.main import cli
-    from tests.conftest import HIGH_VALUE_MANIFEST
-
-    demo_project.manifest(
-        "high-value",
-        HIGH_VALUE_MANIFEST.replace('"Card transactions above 500"', '"' + "very " * (MAX_SPEC_BYTES // 5) + 'big"'),
-    )
-    result = CliRunner().invoke(cli, ["deploy", "--project", str(demo_project.root)])
-    assert result.exit_code == 2, result.output
-    lines = [line for line in result.stderr.splitlines() if "JOB_SPEC_TOO_LARGE" in line]
-    assert len(lines) == 1 and "hint:" in lines[0], result.stderr
-    assert not (demo_project.root / ".sql-runner" / "manifests" / "deployed").exists(), "nothing deployed"
 
 
 def test_a_job_whose_manifest_has_no_meta_is_a_user_error(spark):

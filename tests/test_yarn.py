@@ -43,7 +43,7 @@ def test_deploy_submits_in_cluster_mode_finds_the_app_by_exact_tags_and_kills_on
         [args] = rm.submissions
         assert args[0] == str(submit), "an argument list, not a shell string"
         assert args[args.index("--master") + 1] == "yarn" and args[args.index("--deploy-mode") + 1] == "cluster"
-        spec = json.loads(args[args.index("--spec-json") + 1])
+        spec = json.loads(Path(args[args.index("--spec-uri") + 1]).read_text())  # the spec is in the store
         assert spec["manifest"]["name"] == "high-value" and spec["checkpoint"].endswith(
             f"/checkpoints/high-value/1/{spec['run_id']}"
         )

@@ -84,7 +84,12 @@ def _field_lines(path: Path) -> dict[str, int]:
         return {}
 
 
-def validate_paths(paths: list[Path], project_dir: Path | None, log: Callable[[str], None]) -> list[Checked]:
+def validate_paths(
+    paths: list[Path],
+    project_dir: Path | None,
+    log: Callable[[str], None],
+    values: Mapping[str, str] | None = None,
+) -> list[Checked]:
     """Validate manifests and DDL files; raises UserError with every problem found.
 
     With no paths, the whole project; a manifest given alone is checked against the
@@ -103,7 +108,7 @@ def validate_paths(paths: list[Path], project_dir: Path | None, log: Callable[[s
     project = load_project(project_dir, extra_ddl=[p.resolve() for p in ddl_paths])
     if not paths:
         manifest_paths = project.manifest_paths()
-    env = dict(os.environ)
+    env = values if values is not None else dict(os.environ)
     if ddl_paths and not manifest_paths:
         given = {project.display(p) for p in ddl_paths}
         for table in project.catalog.tables:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,19 +14,24 @@ from rich.table import Table
 from runner.cli import options, requires
 from runner.cli.output import line, out, step
 from runner.core.errors import UserError
+from runner.core.placeholders import Sources, Values
 
 
 @click.command()
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @options.project
+@options.placeholder_sources
 @requires.exit_codes
-def validate(paths: tuple[Path, ...], project: Path | None) -> None:
+def validate(
+    paths: tuple[Path, ...], project: Path | None, parameters_prefix: str | None, aws_region: str | None
+) -> None:
     """Check manifests and table DDL, and analyse each query against the declared tables.
 
     PATHS: manifests (.yaml) and DDL files (.sql); default: the whole project."""
     from runner.analysis.validate import validate_paths
 
-    checked = validate_paths(list(paths), project, step)
+    values = Values(dict(os.environ), Sources(parameters_prefix or None, aws_region or None))
+    checked = validate_paths(list(paths), project, step, values)
     for item in checked:
         reads = ", ".join(t.name for t in item.analysed.reads) or "no tables"
         line(f"ok  {item.manifest.name}: reads {reads}; writes {item.analysed.target.name}")

@@ -70,6 +70,17 @@ spark_submit = click.option(
     envvar="SQL_RUNNER_SPARK_SUBMIT",
     help="The spark-submit to run (e.g. EMR's /usr/bin/spark-submit); default: the installed pyspark's.",
 )
+parameters_prefix = click.option(
+    "--parameters-prefix",
+    envvar="SQL_RUNNER_PARAMETERS_PREFIX",
+    help="SSM parameter path prefix: a ${NAME} placeholder not in the environment is the parameter <prefix>NAME "
+    "(on EMR: /sql-runner/<environment>/<team>/).",
+)
+aws_region = click.option(
+    "--aws-region",
+    envvar=["SQL_RUNNER_AWS_REGION", "AWS_REGION"],
+    help="Region of the SSM parameters and Secrets Manager secrets placeholders name; default: boto3's.",
+)
 from_store = click.option(
     "--from-store", is_flag=True, help="Take the desired manifests and tables from the manifests bucket."
 )
@@ -96,5 +107,8 @@ store = _stack(state, manifests_bucket, checkpoints_bucket, savepoints_bucket)
 where_jobs_run = _stack(target, master, master_web_ui, resource_manager, team)
 """Where jobs run: ``--target`` and what each target needs, and the team."""
 
-deployment = _stack(project, store, where_jobs_run)
-"""The project, where its state lives and where its jobs run."""
+placeholder_sources = _stack(parameters_prefix, aws_region)
+"""Where ``${NAME}``, ``${ssm:...}`` and ``${secret:...}`` placeholders are looked up besides the environment."""
+
+deployment = _stack(project, store, where_jobs_run, placeholder_sources)
+"""The project, where its state lives, where its jobs run and where their placeholders come from."""

@@ -100,6 +100,7 @@ def start(
         protection=Protection(max_failures=max_failures, batch_timeout=batch_timeout, build_timeout=build_timeout),
         spark_submit=ctx.spark_submit,
         control=(control_address, control_port),
+        placeholders=ctx.placeholders,
         log=ctx.log,
     )
     if started.already:

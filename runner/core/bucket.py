@@ -256,6 +256,18 @@ class S3Bucket:
             if error.response["Error"]["Code"] not in ("NoSuchKey", "404"):
                 raise
 
+    def current_version(self, key: str) -> str | None:
+        """The version id of the object's current version; None if it has none (deleted, or never written)."""
+        from botocore.exceptions import ClientError
+
+        try:
+            response = self.client.head_object(Bucket=self.bucket, Key=self._key(key))
+        except ClientError as error:
+            if error.response["Error"]["Code"] in ("NoSuchKey", "404", "NotFound"):
+                return None
+            raise
+        return response.get("VersionId")
+
     def keys(self, prefix: str) -> list[str]:
         paginator = self.client.get_paginator("list_objects_v2")
         found = []
@@ -310,3 +322,14 @@ def bucket_from(description: dict[str, str]) -> Bucket:
     if description["kind"] == "local":
         return LocalBucket(Path(description["path"]))
     return S3Bucket(description["bucket"], description.get("prefix", ""))
+
+
+def read_uri(uri: str) -> bytes:
+    """The bytes at ``uri``: ``s3://bucket/key`` or a local path (how a driver reads its job spec)."""
+    if uri.startswith("s3://"):
+        bucket, _, key = uri[len("s3://") :].partition("/")
+        blob = S3Bucket(bucket).read(key)
+        if blob is None:
+            raise FileNotFoundError(uri)
+        return blob.data
+    return Path(uri).read_bytes()

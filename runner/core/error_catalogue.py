@@ -59,6 +59,23 @@ _ENTRIES = (
     _like("TEMPLATE_UNKNOWN_FIELD", _UNKNOWN_FIELD),
     ErrorCode("MANIFEST_MISSING_REQUIRED_FIELD", "required field '{name}' is missing", "add '{name}: ...'"),
     _like("MANIFEST_INVALID_FIELD_TYPE", _INVALID_FIELD_TYPE),
+    ErrorCode(
+        "MANIFEST_INVALID_RESTART",
+        "restart-strategy.{key} = {value!r} is not valid: {expected}",
+        "e.g. restart-strategy: {{attempts: unlimited, delay: 10 seconds, backoff: 2, max-delay: 5 minutes, "
+        "failure-window: 1 hour}}",
+    ),
+    ErrorCode(
+        "MANIFEST_INVALID_PLACEHOLDER",
+        "sparkProperties.{key}: {reason}",
+        "a placeholder is ${{NAME}}, ${{ssm:/path}} or ${{secret:name}}; write $${{ for a literal ${{",
+    ),
+    ErrorCode(
+        "MANIFEST_PLACEHOLDER_AT_LAUNCH",
+        "sparkProperties.{key} is read before the job's driver runs, so it cannot hold a placeholder",
+        "write its value as it is; placeholders are resolved inside the driver (set secrets in properties such as "
+        "spark.hadoop.* or spark.executorEnv.*)",
+    ),
     _like("TEMPLATE_INVALID_FIELD_TYPE", _INVALID_FIELD_TYPE),
     ErrorCode("MANIFEST_INVALID_NAME", "name '{name}' is not valid", _NAME_HINT),
     ErrorCode("MANIFEST_EMPTY_FIELD", "{name} is empty", "write the declared table the query writes to"),
@@ -123,7 +140,14 @@ _ENTRIES = (
     ErrorCode(
         "UNRESOLVED_PLACEHOLDER",
         "{subject}${{{name}}} is not set{also}",
-        "export {name}=... where the runner and the job run",
+        "export the variable, or create the SSM parameter or secret it names, where both the runner and the job's "
+        "driver can read it",
+    ),
+    ErrorCode(
+        "PLACEHOLDER_LOOKUP_FAILED",
+        "cannot look up ${{{reference}}}: {reason}",
+        "the runner and the job's driver need AWS credentials that may read it (on EMR: the instance role reads "
+        "the team's parameters and secrets only)",
     ),
     # ---- queries, analysed by Spark ----------------------------------------------------------------
     ErrorCode("SQL_SYNTAX_ERROR", "{reason}"),
@@ -170,11 +194,6 @@ _ENTRIES = (
         "Maven Central, as on EMR) or spark.jars: a comma-separated list of local paths to {jars}",
     ),
     # ---- what a job is handed ----------------------------------------------------------------------
-    ErrorCode(
-        "JOB_SPEC_TOO_LARGE",
-        "the job spec of {name} is {size} bytes; at most {limit} fit on the spark-submit command line",
-        "shorten the query, or the options of the tables it reads and writes",
-    ),
     ErrorCode(
         "JOB_SPEC_WITHOUT_META",
         "manifest {name} has no meta section: only deployed manifests run as jobs",

@@ -1,8 +1,10 @@
 """What the runner hands a job: the deployed manifest, the tables and where state goes.
 
-Serialised as JSON on the ``spark-submit`` command line, so a job needs no shared
-filesystem with the runner. Table options keep their ``${NAME}`` placeholders; the job
-resolves them from its own environment.
+Serialised as JSON into the state store (``specs/<name>/<run-id>.json``); the job's
+command line names only that key, so a YARN cluster-mode driver on any node finds it and
+nothing of the spec shows in ``ps`` or YARN's application page. Table options and
+engine properties keep their placeholders; the job's driver resolves them when it starts
+(``runner/core/placeholders.py``), from its environment and the sources named here.
 """
 
 from __future__ import annotations
@@ -11,12 +13,10 @@ import json
 from dataclasses import dataclass, field
 
 from runner.core.catalog import Catalog
-from runner.core.errors import UserError
 from runner.core.manifest import Manifest
+from runner.core.placeholders import Sources
 from runner.core.starts import Starts, starts_from_dict, starts_to_dict
 from runner.core.tables import TableDef
-
-MAX_SPEC_BYTES = 100_000  # well under Linux's 128 KiB limit for one argument
 
 
 @dataclass(frozen=True)
@@ -30,9 +30,10 @@ class JobSpec:
     run_id: str = ""
     # where sources start when continuing a previous version: role -> table name -> start
     starts: Starts = field(default_factory=dict)
+    placeholders: Sources = field(default_factory=Sources)  # where placeholders are looked up besides the env
 
     def to_json(self) -> str:
-        text = json.dumps(
+        return json.dumps(
             {
                 "manifest": self.manifest.to_dict(),
                 "tables": [t.to_dict() for t in self.catalog.tables],
@@ -42,14 +43,10 @@ class JobSpec:
                 "store": self.store,
                 "run_id": self.run_id,
                 "starts": starts_to_dict(self.starts),
+                "placeholders": self.placeholders.to_dict(),
             },
             separators=(",", ":"),
         )
-        if len(text.encode()) > MAX_SPEC_BYTES:
-            raise UserError.of(
-                "JOB_SPEC_TOO_LARGE", name=self.manifest.name, size=len(text.encode()), limit=MAX_SPEC_BYTES
-            )
-        return text
 
     @staticmethod
     def from_json(text: str) -> JobSpec:
@@ -63,6 +60,7 @@ class JobSpec:
             store=data.get("store"),
             run_id=data.get("run_id", ""),
             starts=starts_from_dict(data.get("starts") or {}),
+            placeholders=Sources.from_dict(data.get("placeholders")),
         )
 
     @property

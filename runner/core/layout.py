@@ -82,6 +82,15 @@ def job_record(name: str) -> str:
     return f"jobs/{name}.json"
 
 
+def job_specs(name: str) -> str:
+    return f"specs/{name}/"
+
+
+def job_spec(name: str, run_id: str) -> str:
+    """The spec one run of a job starts from (its command line names only this key)."""
+    return f"{job_specs(name)}{run_id}.json"
+
+
 def deploy_error(name: str) -> str:
     """Why the deploy Lambda refused a pushed manifest."""
     return f"{DEPLOY_ERRORS_PREFIX}{name}.json"

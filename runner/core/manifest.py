@@ -17,13 +17,14 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from runner.core import durations, placeholders
 from runner.core.error_catalogue import CATALOGUE
 from runner.core.errors import UserError
+from runner.core.restarts import RestartStrategy
 from runner.core.sqltokens import Kind, tokenize
 
 NAME_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$"
 NAME_HINT = CATALOGUE["MANIFEST_INVALID_NAME"].hint
-_INTERVAL = re.compile(r"^\s*(\d+)\s*(milliseconds?|ms|seconds?|s|minutes?|min|hours?|h)\s*$", re.IGNORECASE)
 
 
 def invalid(code: str, **params: Any) -> PydanticCustomError:
@@ -139,6 +140,14 @@ class Manifest(BaseModel):
         "in the team's long-running session application (seconds to take effect, one driver for all).",
         json_schema_extra=_on_change("restart"),
     )
+    restart_strategy: RestartStrategy | None = Field(
+        None,
+        alias="restart-strategy",
+        description="How the job comes back after a run-time failure: attempts (within failure-window, or "
+        "'unlimited'), delay, backoff, max-delay, failure-window. Not set: application jobs keep restarting "
+        "(10 seconds, doubling up to 5 minutes); session queries follow the session's protection.",
+        json_schema_extra=_on_change("restart"),
+    )
     meta: Meta | None = Field(None, description="Set by the runner on deploy.", json_schema_extra=_on_change("runner"))
 
     @field_validator("name")
@@ -172,12 +181,17 @@ class Manifest(BaseModel):
                     name=f"sparkProperties.{key}",
                     expected="must be a string, number or boolean",
                 )
+        for key, item in converted.items():
+            for reason in placeholders.check_syntax(item):
+                raise invalid("MANIFEST_INVALID_PLACEHOLDER", key=key, reason=reason)
+            if placeholders.names_in(item) and placeholders.is_launch_property(key):
+                raise invalid("MANIFEST_PLACEHOLDER_AT_LAUNCH", key=key)
         return converted
 
     @field_validator("trigger_interval")
     @classmethod
     def _trigger(cls, value: str) -> str:
-        if not _INTERVAL.match(value):
+        if durations.seconds(value) is None:
             raise invalid("MANIFEST_INVALID_INTERVAL", value=value)
         return value.strip()
 
@@ -225,16 +239,9 @@ class Manifest(BaseModel):
 
     @property
     def trigger_seconds(self) -> float:
-        match = _INTERVAL.match(self.trigger_interval)
-        assert match, "validated on load"
-        amount, unit = int(match.group(1)), match.group(2).lower()
-        if unit.startswith("ms") or unit.startswith("milli"):
-            return amount / 1000
-        if unit.startswith("min"):
-            return amount * 60.0
-        if unit.startswith("h"):
-            return amount * 3600.0
-        return float(amount)
+        value = durations.seconds(self.trigger_interval)
+        assert value is not None, "validated on load"
+        return value
 
     def to_dict(self) -> dict[str, Any]:
         """The manifest as YAML-ready plain data, with the file's key spellings."""
@@ -256,6 +263,7 @@ ALLOWED_FIELDS = [
     "on-query-change",
     "retention",
     "mode",
+    "restart-strategy",
 ]
 
 

@@ -17,7 +17,9 @@ from typing import Any
 from runner.core import layout
 from runner.core.bucket import PreconditionFailed
 from runner.core.errors import UserError
+from runner.core.jobspec import JobSpec
 from runner.core.manifest import Manifest, Meta
+from runner.core.placeholders import Sources, Values
 from runner.core.starts import Source, Starts
 from runner.core.stateref import StateRef
 from runner.deploy import submit
@@ -56,6 +58,15 @@ class Settings:
     stop_timeout: float = 90.0  # seconds to wait for a stop at a batch boundary before killing
     spark_submit: str | None = None  # default: the installed pyspark's
     once: bool = False  # jobs process the input available now, then stop (``run --once``)
+    placeholders: Sources = field(default_factory=Sources)  # where placeholders are looked up besides env
+    _values: Values | None = field(default=None, init=False, repr=False)
+
+    @property
+    def values(self) -> Values:
+        """What placeholders resolve to here (looked up once per run of the runner)."""
+        if self._values is None:
+            self._values = Values(self.env, self.placeholders)
+        return self._values
 
 
 @dataclass
@@ -181,7 +192,7 @@ class Executor:
             reads,
             decision.name,
             decision.action.version,
-            self.settings.env,
+            self.settings.values,
         )
         run.starts = planned.starts
         run.outcome["continuation"] = planned.notes
@@ -213,21 +224,41 @@ class Executor:
         clear(self.store.manifests, name)
         identity = JobIdentity(self.settings.team, name, version, run.run_id)
         spec = job_spec(
-            self.store, manifest, prepared.tables, run.checkpoint_key, run.run_id, run.starts, once=self.settings.once
-        )
-        args = submit.command(
-            spec,
-            master=target.master(),
-            env=self.settings.env,
-            file=prepared.file,
-            app_name=identity.app_name,
-            options=target.submit_options(identity),
-            spark_submit=self.settings.spark_submit,
-            local_python=target.kind != "yarn",
+            self.store,
+            manifest,
+            prepared.tables,
+            run.checkpoint_key,
+            run.run_id,
+            run.starts,
+            once=self.settings.once,
+            placeholders=self.settings.placeholders,
         )
         self.log(f"[{name} v{version}] starting on {target.kind} ({target.master()}), checkpoint {run.checkpoint_key}")
-        job = target.submit(Launch(identity, spec, args, submit.environment(self.settings.env)))
+        if target.kind == layout.SESSION_TARGET:  # a query in the session: it resolves placeholders itself
+            launch = Launch(identity, spec, [], self.settings.values)
+        else:
+            args = submit.command(
+                spec,
+                self.store.manifests.uri(self._store_spec(spec)),
+                master=target.master(),
+                app_name=identity.app_name,
+                options=target.submit_options(identity, manifest.restart_strategy),
+                spark_submit=self.settings.spark_submit,
+                local_python=target.kind != "yarn",
+            )
+            launch = Launch(identity, spec, args, submit.environment(self.settings.env))
+        job = target.submit(launch)
         run.outcome.update({"job": job.job_id, "run-id": run.run_id, "checkpoint": run.checkpoint_key})
+
+    def _store_spec(self, spec: JobSpec) -> str:
+        """Write the run's spec where its driver reads it; earlier runs' specs of the job go."""
+        name = spec.manifest.name
+        key = layout.job_spec(name, spec.run_id)
+        self.store.manifests.write(key, spec.to_json().encode())
+        for old in self.store.manifests.keys(layout.job_specs(name)):
+            if old != key:
+                self.store.manifests.delete(old)
+        return key
 
     def _apply_retention(self, manifest: Manifest, in_use: str, outcome: dict[str, Any]) -> None:
         """Delete the savepoints and run folders of ``manifest``'s version beyond its retention."""

@@ -10,7 +10,6 @@ what the store and the target say about the deployed job.
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -22,7 +21,8 @@ from runner.core import layout
 from runner.core.catalog import Catalog
 from runner.core.errors import Problem, ProblemCollector, UserError
 from runner.core.jobspec import JobSpec
-from runner.core.manifest import Manifest, Meta
+from runner.core.manifest import Manifest
+from runner.core.placeholders import Sources
 from runner.core.querydiff import QueryDiff
 from runner.core.starts import Source, Starts
 from runner.core.tables import TableDef
@@ -89,6 +89,7 @@ def job_spec(
     starts: Starts,
     *,
     once: bool = False,
+    placeholders: Sources | None = None,
 ) -> JobSpec:
     """What a job of ``manifest`` (with its meta) is handed."""
     return JobSpec(
@@ -100,6 +101,7 @@ def job_spec(
         once=once,
         run_id=run_id,
         starts=starts,
+        placeholders=placeholders or Sources(),
     )
 
 
@@ -137,7 +139,6 @@ class Preparer:
         reuse = before.query if before is not None else None
         analysed = analyse(self.spark(), manifest, project.catalog, self.env, file=file, reuse=reuse)
         tables = analysed.tables
-        self._check_spec_size(manifest, tables)
         sources = tuple(Source(t.name, t.connector) for t in analysed.reads)
         diff = None
         if record is not None:
@@ -192,13 +193,6 @@ class Preparer:
             prepared[item.manifest.name] = item
         collector.raise_if_any()
         return prepared
-
-    def _check_spec_size(self, manifest: Manifest, tables: tuple[TableDef, ...]) -> None:
-        """A job spec too large for spark-submit's command line is refused now, before anything is stopped."""
-        meta = Meta(query_id=str(uuid.uuid4()), query_version=1, query_create_timestamp=self.clock())
-        run_id = savepoints.new_run_id(self.clock())
-        checkpoint_key = layout.checkpoint(manifest.name, 1, run_id)
-        job_spec(self.store, manifest.model_copy(update={"meta": meta}), tables, checkpoint_key, run_id, {}).to_json()
 
 
 def same_query(old: Manifest, new: Manifest) -> bool:

@@ -11,8 +11,8 @@ from pathlib import Path
 import jobs
 from jobs import localfs
 from jobs.logs import java_options
-from runner.core import placeholders
 from runner.core.jobspec import JobSpec
+from runner.core.placeholders import split_properties
 
 # Quiet, predictable defaults for a job; any of them can be overridden in sparkProperties.
 DEFAULT_PROPERTIES = {
@@ -32,34 +32,30 @@ def entry_point() -> Path:
     return Path(jobs.__file__).parent / "entry.py"
 
 
-def resolved_properties(spec: JobSpec, env: Mapping[str, str], file: str | None = None) -> dict[str, str]:
-    """Our defaults (see jobs/localfs.py for the file I/O ones), then the manifest's sparkProperties,
-    placeholders resolved."""
-    merged = {**DEFAULT_PROPERTIES, **localfs.properties(spec.checkpoint), **spec.manifest.spark_properties}
-    return {
-        key: placeholders.resolve(value, env, file=file, field=f"sparkProperties.{key}")
-        for key, value in merged.items()
-    }
+def launch_properties(spec: JobSpec) -> dict[str, str]:
+    """Our defaults (see jobs/localfs.py for the file I/O ones), then the manifest's sparkProperties that
+    hold no placeholder: what goes on the command line. Those with one are resolved in the driver."""
+    plain, _ = split_properties(spec.manifest.spark_properties)
+    return {**DEFAULT_PROPERTIES, **localfs.properties(spec.checkpoint), **plain}
 
 
 def command(
     spec: JobSpec,
+    spec_uri: str,
     *,
     master: str,
-    env: Mapping[str, str],
-    file: str | None = None,
     app_name: str | None = None,
     options: list[str] | None = None,
     spark_submit: str | None = None,
     local_python: bool = True,
 ) -> list[str]:
-    """The full argument list of a job: spark-submit, its options, the entry point and the spec."""
+    """The full argument list of a job: spark-submit, its options, the entry point and where its spec is."""
     return application_command(
         entry_point(),
-        ["--spec-json", spec.to_json()],
+        ["--spec-uri", spec_uri],
         master=master,
         app_name=app_name or f"sql-runner:{spec.manifest.name}:v{spec.manifest.version}",
-        properties=resolved_properties(spec, env, file),
+        properties=launch_properties(spec),
         options=options,
         spark_submit=spark_submit,
         local_python=local_python,

@@ -5,7 +5,8 @@
 The configuration says where state lives, where the desired manifests are (a project
 folder, or the manifests bucket), where application-mode jobs run (so a query can move
 between the modes) and how the session protects its queries. It holds no secrets: table
-placeholders are resolved from the session's own environment.
+placeholders are resolved in the session, from its own environment and the SSM parameters and
+secrets they name.
 
 SIGTERM or ``session/stop.json`` stops every query between micro-batches with a
 savepoint, then the application ends.
@@ -29,6 +30,7 @@ from pyspark.sql import SparkSession  # noqa: E402
 
 from jobs.logs import quiet_python_logs  # noqa: E402
 from runner.core.bucket import bucket_from  # noqa: E402
+from runner.core.placeholders import Sources  # noqa: E402
 from runner.deploy.deployer import Deployer  # noqa: E402
 from runner.deploy.executor import Settings  # noqa: E402
 from runner.session.config import SessionConfig  # noqa: E402
@@ -65,8 +67,15 @@ def main(argv: list[str] | None = None) -> int:
         resource_manager=config.application.get("resource-manager"),
     )
     host = QueryHost(spark, config.run_id, config.protection, log)
-    env = dict(os.environ)
-    settings = Settings(store, Targets(application, host), config.team, env, config.stop_timeout)
+    settings = Settings(
+        store,
+        Targets(application, host),
+        config.team,
+        dict(os.environ),
+        config.stop_timeout,
+        placeholders=Sources.from_dict(config.placeholders),
+    )
+    env = settings.values  # what the hosted queries' placeholders resolve to
     me = f"session:{config.team}:{config.run_id}"
     deployer = Deployer(
         None,

@@ -25,7 +25,7 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -68,7 +68,7 @@ class ControlEndpoint:
         run_id: str,
         address: str,
         port: int,
-        env: dict[str, str],
+        env: Mapping[str, str],
         build_timeout: float,
         log: Log,
     ):

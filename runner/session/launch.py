@@ -20,6 +20,7 @@ from typing import Any
 from jobs import localfs
 from runner.core import layout
 from runner.core.errors import UserError
+from runner.core.placeholders import Sources
 from runner.deploy import submit
 from runner.session.config import Protection, SessionConfig
 from runner.state.savepoints import new_run_id
@@ -62,6 +63,7 @@ def start(
     protection: Protection,
     spark_submit: str | None,
     control: tuple[str, int] = ("127.0.0.1", 0),
+    placeholders: Sources | None = None,
     timeout: float = 180.0,
     log: Log,
 ) -> Started:
@@ -83,6 +85,7 @@ def start(
         protection=protection,
         control_address=control[0],
         control_port=control[1],
+        placeholders=(placeholders or Sources()).to_dict(),
     )
     store.manifests.delete(layout.SESSION_STOP)
     identity = JobIdentity(team, layout.SESSION_JOB, 1, run_id)

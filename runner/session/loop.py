@@ -27,7 +27,7 @@ import queue
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -105,7 +105,7 @@ class Session:
         team: str,
         run_id: str,
         poll: float,
-        env: dict[str, str],
+        env: Mapping[str, str],
         log: Log,
     ):
         self.deployer = deployer

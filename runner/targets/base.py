@@ -8,10 +8,12 @@ session application. The deployer does not know which: it hands every target a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from runner.core.jobspec import JobSpec
+from runner.core.restarts import RestartStrategy
 
 
 @dataclass(frozen=True)
@@ -56,12 +58,13 @@ class RunningJob:
 @dataclass(frozen=True)
 class Launch:
     """One application or query to start: its identity, its job spec (None for the session application
-    itself), and the ``spark-submit`` command line and environment an application target runs."""
+    itself), and the ``spark-submit`` command line and environment an application target runs (for a
+    query in the session: what its placeholders resolve to)."""
 
     identity: JobIdentity
     spec: JobSpec | None
     args: list[str] = field(default_factory=list)
-    env: dict[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict)
 
 
 class Target(Protocol):
@@ -69,7 +72,7 @@ class Target(Protocol):
 
     def master(self) -> str: ...
 
-    def submit_options(self, identity: JobIdentity) -> list[str]: ...
+    def submit_options(self, identity: JobIdentity, restart: RestartStrategy | None = None) -> list[str]: ...
 
     def submit(self, launch: Launch) -> RunningJob: ...
 
