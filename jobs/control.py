@@ -73,7 +73,7 @@ def failure_reason(text: str) -> str:
     """One line that explains a query's failure: the innermost exception a wrapper quotes
     (a ``code`` snippet's ``ValueError: ...``), else the first line of the message."""
     for line in text.splitlines():
-        match = _EXCEPTION_LINE.match(line)
+        match = _EXCEPTION_LINE.match(line.removeprefix(": "))  # Py4J quotes the Java exception after ": "
         if match and match.group(1) not in _WRAPPERS and "Traceback" not in match.group(2):
             return f"{match.group(1)}: {match.group(2).strip()}"
     return re.sub(r"^.*?terminated with exception: ", "", first_line(text))

@@ -1,17 +1,28 @@
 """``spark-submit`` entry point of a streaming job.
 
-    spark-submit ... jobs/entry.py --spec-json '{"manifest": ..., "tables": [...], ...}'
+    spark-submit ... jobs/entry.py --spec-uri s3://<manifests>/specs/<name>/<run-id>.json
+
+The spec is read from the state store, so the command line carries no part of it (and
+a YARN cluster-mode driver on any node finds it). Placeholders in the spec's engine
+properties and table options are resolved here, from this process's environment and the
+sources the spec names (SSM Parameter Store, Secrets Manager), and never written anywhere.
+
+A query that fails at run time is restarted from the latest checkpoint by the manifest's
+``restart-strategy`` (``runner/core/restarts.py``); the failures are kept in the job's
+status, so a new application attempt of the same run (YARN) counts on from them.
 
 Exit codes: 0 done (or stopped), 2 a problem in the manifest or tables (one line each
-on stderr), 1 a failure of the job itself.
+on stderr), 1 a failure of the job itself (restarts used up, or Spark refused the state).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -24,10 +35,13 @@ from pyspark.sql import SparkSession  # noqa: E402
 
 from jobs import runtime  # noqa: E402
 from jobs.build import build_job  # noqa: E402
-from jobs.control import JobControl, StatusPublisher, refused_restore  # noqa: E402
+from jobs.control import JobControl, StatusPublisher, failure_reason, refused_restore  # noqa: E402
 from jobs.logs import quiet_python_logs  # noqa: E402
+from runner.core import layout, restarts  # noqa: E402
+from runner.core.bucket import read_uri  # noqa: E402
 from runner.core.errors import UserError  # noqa: E402
 from runner.core.jobspec import JobSpec  # noqa: E402
+from runner.core.placeholders import Values, driver_properties  # noqa: E402
 
 
 def log(spec: JobSpec, message: str) -> None:
@@ -35,54 +49,173 @@ def log(spec: JobSpec, message: str) -> None:
     print(f"{stamp} [{spec.label}] {message}", flush=True)
 
 
+def previous_attempt(control: JobControl) -> dict:
+    """What an earlier application attempt of this very run published (YARN re-attempts), else {}."""
+    if control.bucket is None:
+        return {}
+    try:
+        blob = control.bucket.read(layout.status(control.spec.manifest.name))
+    except Exception:  # noqa: BLE001 - nothing to count on
+        return {}
+    status = json.loads(blob.text) if blob else {}
+    same = status.get("run-id") == control.spec.run_id and status.get("version") == control.spec.manifest.version
+    return status if same else {}
+
+
+class Job:
+    """One run of a job: start its queries, wait, and restart them after a failure as the strategy says."""
+
+    def __init__(self, spark: SparkSession, spec: JobSpec, values: Values, control: JobControl):
+        self.spark, self.spec, self.values, self.control = spark, spec, values, control
+        self.queries: list = []
+        self.counts = runtime.Counts()
+        self.ending = threading.Event()  # SIGTERM or a stop request: no more restarts
+        strategy = spec.manifest.restart_strategy or restarts.DEFAULT
+        earlier = previous_attempt(control)
+        self.restarts = restarts.Restarts(
+            strategy, list(earlier.get("failure-times") or []), int(earlier.get("restarts") or 0)
+        )
+        self.earlier = earlier
+
+    def log(self, message: str) -> None:
+        log(self.spec, message)
+
+    def start(self, first: bool) -> None:
+        spec = self.spec
+        if first:
+            self.log(f"building the query over {len(spec.catalog.tables)} declared tables")
+        built = build_job(self.spark, spec.manifest, spec.catalog, self.values, live=True, starts=spec.starts)
+        if first:
+            for role, tables in spec.starts.items():
+                for table, start in tables.items():
+                    self.log(f"{table} ({role}) continues the previous version: {start.kind}")
+        self.spark.streams.resetTerminated()
+        self.queries.extend(runtime.start(self.spark, built, spec, self.values, self.counts if first else None))
+        self._note_restarts()
+        self.control.publish("running")
+        if first:
+            self.log(
+                f"started: writing to {built.target.name}, checkpoint {spec.checkpoint}"
+                + (" (once: stops when the available input is processed)" if spec.once else "")
+            )
+
+    def _note_restarts(self) -> None:
+        """Every status from now on carries the run's restarts and recent failures."""
+        self.control.labels.update(
+            {"restarts": self.restarts.restarts, "failure-times": [round(t, 3) for t in self.restarts.failures]}
+        )
+
+    def run(self) -> int:
+        """Run until done or stopped (0), or until a failure the strategy gives up on (1)."""
+        refused = self.earlier.get("state-refused")
+        if refused:  # an earlier attempt of this run: Spark refused its state; it would again
+            self.log(f"Spark refused this run's restored state before: {refused}; not starting again")
+            return 1
+        if self.restarts.exhausted(time.time()):
+            self.log("an earlier attempt of this run used up its restarts; not starting again")
+            self.control.publish("failed", error=self.earlier.get("error"), **{"gave-up": True})
+            return 1
+        pause = self.restarts.wait_before_start(time.time())
+        if pause > 0:
+            self.log(f"an earlier attempt of this run failed: starting in {pause:.0f}s")
+            if self._pause(pause):
+                return self._stopped()
+        first = True
+        while True:
+            try:
+                self.start(first)
+                if first:  # from now on a stop request stops the queries (and any restart)
+                    self.control.watch(self.queries)
+                first = False
+                if self._asked_to_stop():  # while a restart was being built: the watcher found no queries
+                    runtime.stop_all(self.queries)
+                    return self._stopped()
+                runtime.wait(self.spark, self.queries, once=self.spec.once)
+                return self._finished()
+            except UserError as problem:  # first start: the manifest's; later: e.g. a secret store hiccup
+                if first or self.spec.once:
+                    raise
+                error: BaseException = problem
+            except KeyboardInterrupt:
+                self.log("interrupted: stopping")
+                runtime.stop_all(self.queries)
+                return self._finished()
+            except Exception as failure:  # noqa: BLE001 - judged below
+                if refused_restore(failure) is not None or self.spec.once:
+                    raise
+                error = failure
+            runtime.stop_all(self.queries)
+            self.queries.clear()
+            if self._asked_to_stop():
+                return self._stopped()
+            verdict = self.restarts.failed(time.time())
+            reason = failure_reason(error.problems[0].render() if isinstance(error, UserError) else str(error))
+            self._note_restarts()
+            if verdict.give_up:
+                self.log(f"failed {verdict.failures} times within the failure window: giving up ({reason})")
+                self.control.publish("failed", error=reason, **{"gave-up": True})
+                return 1
+            self.control.publish("failing", error=reason, **{"retry-in": round(verdict.delay, 1)})
+            self.log(f"failed ({reason}); restarting from the latest checkpoint in {verdict.delay:.0f}s")
+            if self._pause(verdict.delay):
+                return self._stopped()
+            self.restarts.restarts += 1
+            self.log(f"restart {self.restarts.restarts} from the latest checkpoint")
+
+    def _asked_to_stop(self) -> bool:
+        return self.ending.is_set() or self.control.stop_requested.is_set()
+
+    def _pause(self, seconds: float) -> bool:
+        """Wait ``seconds`` before a restart; True if a stop (signal or request) came meanwhile."""
+        deadline = time.monotonic() + seconds
+        while not self._asked_to_stop():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self.ending.wait(min(left, 0.5))
+        return True
+
+    def _finished(self) -> int:
+        spec = self.spec
+        written, dead = runtime.totals(self.queries) if spec.once else (self.counts.written, self.counts.dead_lettered)
+        self.log(f"finished: {written} rows written, {dead} malformed records dead-lettered")
+        return self._stopped()
+
+    def _stopped(self) -> int:
+        reason = "stop requested" if self.control.stop_requested.is_set() or self.ending.is_set() else "finished"
+        self.control.publish("stopped", reason=reason)
+        return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="jobs/entry.py", description=__doc__)
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--spec-json", help="the job spec as JSON")
-    source.add_argument("--spec-file", help="a file holding the job spec JSON")
+    parser.add_argument("--spec-uri", required=True, help="where the job spec JSON is (a local path or s3://)")
     args = parser.parse_args(argv)
-    text = args.spec_json if args.spec_json is not None else Path(args.spec_file).read_text(encoding="utf-8")
-    spec = JobSpec.from_json(text)
+    spec = JobSpec.from_json(read_uri(args.spec_uri).decode("utf-8"))
     quiet_python_logs()
-    spark = SparkSession.builder.getOrCreate()  # named by spark-submit --name (the job's exact identity)
-    queries: list = []
     control = JobControl(spec, lambda message: log(spec, message))
+    values = Values(os.environ, spec.placeholders)
+    try:
+        properties = driver_properties(spec.manifest.spark_properties, values)
+    except UserError as error:
+        return _user_error(control, error)
+    builder = SparkSession.builder  # named by spark-submit --name (the job's exact identity)
+    for key, value in properties.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    job = Job(spark, spec, values, control)
 
     def on_signal(signum: int, _frame: object) -> None:
         log(spec, f"received signal {signum}: stopping after the current micro-batch")
-        runtime.stop_all(queries)
+        job.ending.set()
+        runtime.stop_all(job.queries)
 
     signal.signal(signal.SIGTERM, on_signal)
     try:
-        log(spec, f"building the query over {len(spec.catalog.tables)} declared tables")
-        built = build_job(spark, spec.manifest, spec.catalog, os.environ, live=True, starts=spec.starts)
-        for role, tables in spec.starts.items():
-            for table, start in tables.items():
-                log(spec, f"{table} ({role}) continues the previous version: {start.kind}")
-        counts = runtime.Counts()
         spark.streams.addListener(StatusPublisher(control, runtime.query_name(spec)))
-        queries.extend(runtime.start(spark, built, spec, os.environ, counts))
-        control.publish("running")
-        control.watch(queries)
-        log(
-            spec,
-            f"started: writing to {built.target.name}, checkpoint {spec.checkpoint}"
-            + (" (once: stops when the available input is processed)" if spec.once else ""),
-        )
-        try:
-            runtime.wait(spark, queries, once=spec.once)
-        except KeyboardInterrupt:
-            log(spec, "interrupted: stopping")
-            runtime.stop_all(queries)
-        written, dead = runtime.totals(queries) if spec.once else (counts.written, counts.dead_lettered)
-        log(spec, f"finished: {written} rows written, {dead} malformed records dead-lettered")
-        control.publish("stopped", reason="stop requested" if control.stop_requested.is_set() else "finished")
-        return 0
+        return job.run()
     except UserError as error:
-        for problem in error.problems:
-            print(problem.render(), file=sys.stderr, flush=True)
-        control.publish("failed", error="; ".join(p.render() for p in error.problems))
-        return 2
+        return _user_error(control, error)
     except Exception as error:  # noqa: BLE001 - report the cause and exit 1
         refusal = refused_restore(error)
         if refusal is not None:
@@ -94,8 +227,16 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     finally:
         control.close()
-        runtime.stop_all(queries)
+        runtime.stop_all(job.queries)
         spark.stop()
+
+
+def _user_error(control: JobControl, error: UserError) -> int:
+    for problem in error.problems:
+        print(problem.render(), file=sys.stderr, flush=True)
+    control.publish("failed", error="; ".join(p.render() for p in error.problems))
+    control.close()
+    return 2
 
 
 if __name__ == "__main__":

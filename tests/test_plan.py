@@ -196,6 +196,7 @@ FIELD_EDITS = {
     "on-query-change": ("reprocess", SAME),
     "retention": ({"savepoints": 5, "runs": 2}, SAME),
     "mode": ("session", SAME),  # moves the job: stop with a savepoint in one mode, restore in the other
+    "restart-strategy": ({"attempts": 3, "delay": "1 second"}, SAME),  # the driver reads it when it starts
     "meta": None,  # written by the runner, never part of a desired manifest
 }
 EXPECTED = {

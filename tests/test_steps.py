@@ -86,7 +86,7 @@ class RecordingTarget:
     def master(self) -> str:
         return "local[1]"
 
-    def submit_options(self, identity: JobIdentity) -> list[str]:
+    def submit_options(self, identity: JobIdentity, restart=None) -> list[str]:
         return []
 
     def submit(self, launch: Launch) -> RunningJob:

@@ -26,7 +26,9 @@ def job_status(store: Store, targets: Targets, team: str, name: str) -> dict[str
         # a session query between restarts is still found, but failing
         state = "failing" if this_version and published.get("state") == "failing" else "running"
     elif this_version and published.get("state") in ("failed", "stopped"):
-        state = published["state"] + (" (parked)" if published.get("parked") else "")
+        state = published["state"] + (
+            " (parked)" if published.get("parked") else " (restarts used up)" if published.get("gave-up") else ""
+        )
     else:
         state = "not running"
     why = None

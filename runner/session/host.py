@@ -10,7 +10,9 @@ Isolation (the session supervises, the deployer never sees a crash):
 - a query that fails at run time is restarted from its checkpoint after a backoff
   (1 s, 2 s, 4 s ... up to ``max_backoff``), shown as ``failing`` with its error;
 - after ``max_failures`` consecutive failures it is parked as ``failed`` and stays so
-  until its manifest changes (the session loop decides that);
+  until its manifest changes (the session loop decides that). A manifest that sets its
+  own ``restart-strategy`` is restarted and parked by that instead
+  (``runner/core/restarts.py``), as it would be in application mode;
 - a micro-batch whose tasks run longer than ``batch_timeout`` is cancelled and counts as a
   failure, so a ``code`` snippet or UDF that blocks cannot hold a query (and its
   executor slots) forever;
@@ -38,6 +40,8 @@ from jobs.control import JobControl, failure_reason, progress_record, refused_re
 from runner.core import layout
 from runner.core.errors import UserError
 from runner.core.jobspec import JobSpec
+from runner.core.placeholders import driver_properties, split_properties
+from runner.core.restarts import Restarts, RestartStrategy
 from runner.session.bounded import TimedOut, within
 from runner.session.config import Protection
 from runner.targets.base import JobIdentity, Launch, RunningJob
@@ -70,6 +74,7 @@ class Hosted:
     restarts: int = 0
     error: str | None = None
     retry_at: float | None = None
+    strategy_restarts: Restarts | None = None  # the manifest's own restart-strategy's bookkeeping, if it sets one
     batch_seen: tuple[int | None, float] | None = None  # (batch id, since) while a batch is in flight
     batch_busy: float = 0.0  # seconds that batch has had tasks running (waiting for cores does not count)
     batch_polled: float = 0.0
@@ -110,7 +115,7 @@ class QueryHost:
     def master(self) -> str:
         return f"session {self.session_run}"
 
-    def submit_options(self, identity: JobIdentity) -> list[str]:
+    def submit_options(self, identity: JobIdentity, restart: RestartStrategy | None = None) -> list[str]:
         return []
 
     def submit(self, launch: Launch) -> RunningJob:
@@ -302,24 +307,22 @@ class QueryHost:
                     spec.manifest.name, spec.manifest.version, "refused", "Spark refused the restored state", (refusal,)
                 )
             ]
-        hosted.failures += 1
         hosted.error = failure_reason(error)
-        limit = self.protection.max_failures
-        if hosted.failures >= limit:
+        give_up, delay, limit = self._judge(hosted)
+        if give_up:
             hosted.state = "failed"
             hosted.control.labels.update(failures=hosted.failures, restarts=hosted.restarts)
             hosted.control.publish("failed", error=hosted.error, parked=True)
-            self.log(f"[{label}] failed {hosted.failures} times in a row: parked until its manifest changes")
+            self.log(f"[{label}] failed {hosted.failures} times: parked until its manifest changes")
             return [
                 Event(
                     spec.manifest.name,
                     spec.manifest.version,
                     "parked",
-                    f"parked after {hosted.failures} consecutive failures; it stays stopped until its manifest changes",
+                    f"parked after {hosted.failures} failures; it stays stopped until its manifest changes",
                     (hosted.error or "",),
                 )
             ]
-        delay = min(self.protection.first_backoff * 2 ** (hosted.failures - 1), self.protection.max_backoff)
         hosted.state, hosted.retry_at = "failing", now + delay
         hosted.control.labels.update(failures=hosted.failures, restarts=hosted.restarts)
         hosted.control.publish("failing", error=hosted.error, **{"retry-in": delay})
@@ -334,6 +337,22 @@ class QueryHost:
                 (hosted.error or "",),
             )
         ]
+
+    def _judge(self, hosted: Hosted) -> tuple[bool, float, str]:
+        """Count a failure: (park it, seconds before the restart, how many it may have) by the manifest's
+        restart-strategy if it sets one, else by the session's protection (consecutive failures)."""
+        strategy = hosted.spec.manifest.restart_strategy
+        if strategy is not None:
+            if hosted.strategy_restarts is None:
+                hosted.strategy_restarts = Restarts(strategy)
+            verdict = hosted.strategy_restarts.failed(time.time())
+            hosted.failures = verdict.failures
+            limit = "unlimited" if strategy.limit is None else str(strategy.limit + 1)
+            return verdict.give_up, verdict.delay, limit
+        hosted.failures += 1
+        limit = self.protection.max_failures
+        delay = min(self.protection.first_backoff * 2 ** (hosted.failures - 1), self.protection.max_backoff)
+        return hosted.failures >= limit, delay, str(limit)
 
     def _recovered(self, hosted: Hosted) -> Event:
         spec = hosted.spec
@@ -371,7 +390,10 @@ class QueryHost:
     def _start(self, hosted: Hosted) -> None:
         spec = hosted.spec
         session = self.spark.newSession()
-        for key, value in spec.manifest.spark_properties.items():
+        properties = spec.manifest.spark_properties
+        resolved = driver_properties(properties, hosted.launch.env)
+        resolved.pop("spark.redaction.regex", None)  # the application's, fixed when it started
+        for key, value in {**split_properties(properties)[0], **resolved}.items():
             session.conf.set(key, value)
         # Pools are thread-local properties inherited by the query's stream thread.
         self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", spec.manifest.name)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 
+from runner.core.restarts import RestartStrategy
 from runner.targets.base import JobIdentity, Launch, RunningJob
 from runner.targets.local import LocalTarget
 
@@ -22,7 +23,7 @@ class ForegroundTarget:
     def master(self) -> str:
         return self.local.master()
 
-    def submit_options(self, identity: JobIdentity) -> list[str]:
+    def submit_options(self, identity: JobIdentity, restart: RestartStrategy | None = None) -> list[str]:
         return []
 
     def submit(self, launch: Launch) -> RunningJob:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from runner.core import layout
 from runner.core.bucket import Bucket
+from runner.core.restarts import RestartStrategy
 from runner.targets.base import JobIdentity, Launch, RunningJob
 from runner.targets.stop_request import request_stop
 
@@ -45,7 +46,7 @@ class LocalTarget:
     def master(self) -> str:
         return self._master
 
-    def submit_options(self, identity: JobIdentity) -> list[str]:
+    def submit_options(self, identity: JobIdentity, restart: RestartStrategy | None = None) -> list[str]:
         return []
 
     def log_path(self, identity: JobIdentity) -> Path:

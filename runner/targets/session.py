@@ -28,6 +28,7 @@ from typing import Any
 from runner.core import layout
 from runner.core.bucket import Bucket
 from runner.core.errors import UserError
+from runner.core.restarts import RestartStrategy
 from runner.targets.base import JobIdentity, Launch, RunningJob, Target
 from runner.targets.stop_request import request_stop
 
@@ -102,7 +103,7 @@ class SessionTarget:
     def master(self) -> str:
         return "session"
 
-    def submit_options(self, identity: JobIdentity) -> list[str]:
+    def submit_options(self, identity: JobIdentity, restart: RestartStrategy | None = None) -> list[str]:
         return []
 
     def submit(self, launch: Launch) -> RunningJob:

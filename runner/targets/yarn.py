@@ -13,12 +13,17 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+from runner.core import restarts
 from runner.core.bucket import Bucket
 from runner.core.errors import UserError
+from runner.core.restarts import RestartStrategy
 from runner.targets.base import JobIdentity, Launch, RunningJob
 from runner.targets.stop_request import request_stop
 
 ACTIVE_STATES = "NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING"
+# The most application attempts a job asks YARN for; the team's EMR cluster allows this many
+# (yarn.resourcemanager.am.max-attempts, infra/stack.py), YARN's own default is 2.
+YARN_MAX_ATTEMPTS = 10
 
 
 class YarnTarget:
@@ -32,7 +37,14 @@ class YarnTarget:
     def master(self) -> str:
         return "yarn"
 
-    def submit_options(self, identity: JobIdentity) -> list[str]:
+    def submit_options(self, identity: JobIdentity, restart: RestartStrategy | None = None) -> list[str]:
+        """Cluster mode, the job's tags, and application attempts from its restart strategy: the driver
+        restarts failed queries itself; a new attempt replaces a driver that died (a lost node, out of
+        memory) and counts on from the failures the run published, within the same failure window."""
+        strategy = restart or restarts.DEFAULT
+        limit = strategy.limit
+        attempts = YARN_MAX_ATTEMPTS if limit is None else max(1, min(limit + 1, YARN_MAX_ATTEMPTS))
+        window = int(strategy.seconds("failure_window"))
         return [
             "--deploy-mode",
             "cluster",
@@ -41,7 +53,9 @@ class YarnTarget:
             "--conf",
             "spark.yarn.submit.waitAppCompletion=false",
             "--conf",
-            "spark.yarn.maxAppAttempts=1",
+            f"spark.yarn.maxAppAttempts={attempts}",
+            "--conf",
+            f"spark.yarn.am.attemptFailuresValidityInterval={window}s",
         ]
 
     def submit(self, launch: Launch) -> RunningJob:

@@ -1,0 +1,141 @@
+"""A job comes back by itself after a run-time failure, by its restart strategy, and says so.
+
+The sink's folder is swapped for a plain file while the job runs (a real I/O failure:
+``Not a directory``, which even root cannot write through), then put back.
+
+Bad inputs tried: a restart strategy with a negative attempt count, a duration that is not
+one, an unknown key, a backoff below 1.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from runner.core.restarts import Restarts, RestartStrategy
+from tests.clihelpers import cli, history, status, wait_for
+from tests.conftest import METADATA_DDL, ProjectDir
+
+
+def test_failures_back_off_and_give_up_only_past_the_attempts_within_the_window():
+    strategy = RestartStrategy(attempts=2, delay="2 seconds", backoff=3, **{"max-delay": "10 seconds"})
+    runs = Restarts(strategy)
+    assert [runs.failed(t).delay for t in (0, 1)] == [2.0, 6.0]
+    assert runs.failed(2).give_up, "a third failure within the hour"
+    later = Restarts(strategy, [0.0, 1.0])
+    verdict = later.failed(3601.5)  # the first two are outside the window now
+    assert not verdict.give_up and verdict.failures == 1 and verdict.delay == 2.0
+    unlimited = Restarts(RestartStrategy(delay="1 second"))
+    delays = [unlimited.failed(t).delay for t in range(12)]
+    assert delays[:4] == [1.0, 2.0, 4.0, 8.0] and max(delays) == 300.0, "doubling up to the 5 minute default"
+    assert not any(unlimited.failed(20 + t).give_up for t in range(100)), "unlimited never gives up"
+    # a new attempt of the run (YARN) counts on from the failures the last one published
+    assert Restarts(strategy, [10.0, 11.0, 12.0]).exhausted(13.0)
+    assert Restarts(strategy, [10.0]).wait_before_start(11.0) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    ("strategy", "code"),
+    [
+        ("{attempts: -1}", "MANIFEST_INVALID_RESTART"),
+        ("{delay: soon}", "MANIFEST_INVALID_RESTART"),
+        ("{failure-window: 1 fortnight}", "MANIFEST_INVALID_RESTART"),
+        ("{retries: 3}", "MANIFEST_UNKNOWN_FIELD"),
+        ("{backoff: 0.5}", "MANIFEST_INVALID_FIELD_TYPE"),
+    ],
+)
+def test_a_bad_restart_strategy_is_refused_with_its_field(strategy, code):
+    from runner.authoring.manifest_file import parse_manifest
+    from runner.core.errors import UserError
+
+    text = f"name: q\ntarget-table: t\nsql: SELECT 1\nrestart-strategy: {strategy}\n"
+    with pytest.raises(UserError) as caught:
+        parse_manifest(text, file="q.yaml")
+    assert caught.value.codes == [code]
+    assert "restart-strategy" in caught.value.problems[0].render()
+
+
+DDL = (
+    """
+CREATE TABLE `demo`.`events` (id STRING, amount DOUBLE)
+WITH ('connector' = 'filesystem', 'path' = 'data/in', 'format' = 'json');
+
+CREATE TABLE `demo`.`copy` (id STRING, amount DOUBLE"""
+    + METADATA_DDL
+    + """
+) WITH ('connector' = 'filesystem', 'path' = 'data/out', 'format' = 'json');
+"""
+)
+MANIFEST = """
+name: copier
+target-table: "`demo`.`copy`"
+trigger-interval: 500 milliseconds
+restart-strategy: {attempts: 3, delay: 1 second, backoff: 2, failure-window: 1 hour}
+sql: SELECT id, amount FROM `demo`.`events`
+"""
+
+
+def feed(project: ProjectDir, part: int, ids: range) -> None:
+    folder = project.root / "data" / "in"
+    folder.mkdir(parents=True, exist_ok=True)
+    text = "".join(json.dumps({"id": f"e{i}", "amount": i}) + "\n" for i in ids)
+    (folder / f"part-{part}.json").write_text(text)
+
+
+def break_sink(out: Path) -> Path:
+    """Swap the sink's folder for a file: every write into it fails until it is put back."""
+    aside = out.with_name("out-aside")
+    out.rename(aside)
+    out.write_text("not a folder")
+    return aside
+
+
+def mend_sink(out: Path, aside: Path) -> None:
+    out.unlink()
+    aside.rename(out)
+
+
+def committed_ids(spark, out: Path) -> list[str]:
+    """The ids in the table as Spark's file sink committed them (its _spark_metadata log)."""
+    return sorted(row.id for row in spark.read.schema("id STRING").json(str(out)).collect())
+
+
+def test_a_job_whose_sink_fails_for_a_while_comes_back_by_itself_and_one_that_keeps_failing_is_reported(
+    project: ProjectDir, spark
+):
+    project.ddl("tables", DDL)
+    project.manifest("copier", MANIFEST)
+    feed(project, 0, range(0, 5))
+    cli(project, "deploy")
+    out = project.root / "data" / "out"
+    wait_for(lambda: (out / "_spark_metadata").is_dir() and len(committed_ids(spark, out)) == 5, "first rows", 180)
+    status_file = project.root / ".sql-runner" / "manifests" / "status" / "copier.json"
+
+    # a transient failure: the sink is unwritable for a moment
+    aside = break_sink(out)
+    feed(project, 1, range(5, 10))
+    wait_for(lambda: json.loads(status_file.read_text()).get("state") == "failing", "the job failing", 60)
+    failing = status(project, "copier")
+    assert failing["state"] == "failing" and failing["why"], failing
+    mend_sink(out, aside)
+    wait_for(
+        lambda: status(project, "copier")["state"] == "running" and status(project, "copier")["restarts"] >= 1,
+        "restarted by itself",
+        60,
+    )
+    wait_for(lambda: len(committed_ids(spark, out)) == 10, "the rows written during the outage", 60)
+    assert committed_ids(spark, out) == sorted(f"e{i}" for i in range(10)), "exact: nothing lost or doubled"
+    assert [entry["decision"] for entry in history(project, "copier")] == ["start"], "no deploy brought it back"
+
+    # a lasting failure: after the strategy's attempts the job gives up and says so
+    aside = break_sink(out)
+    feed(project, 2, range(10, 15))
+    wait_for(lambda: status(project, "copier")["state"].startswith("failed"), "the job giving up", 120)
+    given_up = status(project, "copier")
+    assert given_up["state"] == "failed (restarts used up)" and given_up["job"] is None, given_up
+    assert given_up["why"] and "directory" in given_up["why"].lower(), given_up
+    mend_sink(out, aside)
+    shutil.rmtree(aside, ignore_errors=True)
