@@ -9,6 +9,7 @@ writes and for another bucket, a missing configuration variable.
 from __future__ import annotations
 
 import json
+import os
 import urllib.parse
 
 import boto3
@@ -264,3 +265,75 @@ def test_the_step_commands_refuse_bad_input_and_change_nothing(demo_project):
     (demo_project.root / "manifests" / "high-value.yaml").unlink()
     assert "high-value: no change -> ok" in cli(demo_project, "undeploy", "high-value").stdout
     assert not (demo_project.root / ".sql-runner" / "manifests" / "deployed").exists()
+
+
+class FlakyEmr:
+    """The real (moto) EMR client, except that its next ``fail`` AddJobFlowSteps calls are throttled."""
+
+    def __init__(self, emr, fail: int):
+        self.emr, self.fail = emr, fail
+
+    def add_job_flow_steps(self, **kwargs):
+        from botocore.exceptions import ClientError
+
+        if self.fail:
+            self.fail -= 1
+            raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}, "AddJobFlowSteps")
+        return self.emr.add_job_flow_steps(**kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.emr, name)
+
+
+def handler(s3, emr):
+    return deploy_lambda.Handler(deploy_lambda.Settings.from_env(dict(os.environ)), s3, emr)
+
+
+def test_a_throttled_step_is_added_by_the_retry_exactly_once(aws):
+    s3, emr, cluster = aws
+    version = push(s3, "manifests/high-value.yaml", MANIFEST)
+    event = deploy_lambda.S3Event.parse(s3_event("manifests/high-value.yaml", version)["Records"][0])
+    flaky = handler(s3, FlakyEmr(emr, fail=1))
+    with pytest.raises(Exception, match="ThrottlingException"):
+        flaky.one(event)  # Lambda retries an invocation that raised
+    assert steps(emr, cluster) == []
+    assert "Contents" not in s3.list_objects_v2(Bucket=BUCKET, Prefix="deploy-requests/"), "the claim withdrawn"
+    assert flaky.one(event)["result"] == "step"
+    assert flaky.one(event)["result"] == "duplicate"
+    [step] = steps(emr, cluster)
+    claim = json.loads(s3.get_object(Bucket=BUCKET, Key=f"deploy-requests/high-value/{version}.json")["Body"].read())
+    assert claim["state"] == "added" and claim["step-id"] == step["Id"]
+
+
+def test_a_claim_left_pending_is_waited_for_then_completed_or_taken_over(aws):
+    from datetime import UTC, datetime, timedelta
+
+    s3, emr, cluster = aws
+    version = push(s3, "manifests/high-value.yaml", MANIFEST)
+    event = deploy_lambda.S3Event.parse(s3_event("manifests/high-value.yaml", version)["Records"][0])
+    key = f"deploy-requests/high-value/{version}.json"
+    now = datetime(2026, 11, 21, 7, 0, tzinfo=UTC)
+    name = f"sql-runner deploy high-value ({version})"
+    pending = {"key": event.key, "state": "pending", "at": now.isoformat(), "step-name": name}
+    s3.put_object(Bucket=BUCKET, Key=key, Body=json.dumps(pending).encode())
+    fresh = handler(s3, emr)
+    fresh.now = lambda: now + timedelta(seconds=30)
+    with pytest.raises(deploy_lambda.ClaimPending):  # another invocation is adding it: retried later
+        fresh.one(event)
+    later = handler(s3, emr)
+    later.now = lambda: now + timedelta(seconds=deploy_lambda.PENDING_SECONDS + 1)
+    assert later.one(event)["result"] == "step", "an abandoned claim is taken over"
+    assert len(steps(emr, cluster)) == 1
+
+    # an invocation that died after adding its step but before marking the claim: the step is found by name
+    newer = push(s3, "manifests/high-value.yaml", MANIFEST.replace("500", "600"))
+    event = deploy_lambda.S3Event.parse(s3_event("manifests/high-value.yaml", newer)["Records"][0])
+    name = f"sql-runner deploy high-value ({newer})"
+    emr.add_job_flow_steps(
+        JobFlowId=cluster,
+        Steps=[{"Name": name, "ActionOnFailure": "CONTINUE", "HadoopJarStep": {"Jar": "command-runner.jar"}}],
+    )
+    pending = {"key": event.key, "state": "pending", "at": now.isoformat(), "step-name": name}
+    s3.put_object(Bucket=BUCKET, Key=f"deploy-requests/high-value/{newer}.json", Body=json.dumps(pending).encode())
+    result = later.one(event)
+    assert result["result"] == "duplicate" and len(steps(emr, cluster)) == 2

@@ -15,14 +15,26 @@ S3 notifies this handler for ``manifests/`` only. For each record:
   own queries);
 - anything outside ``manifests/`` (the runner's own writes): ignored.
 
-Each event is claimed once with a create-if-absent write of
-``deploy-requests/<name>/<version>.json``, so S3's repeated deliveries of one object
-version add no second step.
+Each S3 change gets exactly one step, whatever S3 or Lambda repeat. The change is
+claimed with a create-if-absent write of ``deploy-requests/<name>/<version>.json``
+(``pending``), the step is added, and only then is the claim marked with the step's id.
+If adding the step fails (throttled, an EMR error), the claim is withdrawn and the error
+raised, so Lambda's retry adds it. A repeated delivery finds the marked claim and adds
+nothing; one that finds a fresh pending claim raises (another invocation is adding the
+step; Lambda retries later); a pending claim older than the Lambda's timeout was left by
+an invocation that died: if its step is on the cluster (found by its exact name) the
+claim is marked, else it is taken over and the step added.
+
+Steps run concurrently, so two pushes of one manifest can deploy in either order. Each
+deploy step waits for the manifest's lease (``--lease-wait``) instead of standing down,
+and deploys its object version only if it is still the newest; an older one stands down
+(``runner/cli/deployments.py``), so the newest version is what ends up deployed.
 
 Configuration (environment): ``CLUSTER_ID``, ``TEAM``, ``MANIFESTS_BUCKET``,
 ``CHECKPOINTS_BUCKET``, ``SAVEPOINTS_BUCKET``; optional ``RESOURCE_MANAGER`` (default
 ``http://localhost:8088``, the master's), ``SQL_RUNNER`` (default
-``/usr/local/bin/sql-runner``) and ``SPARK_SUBMIT`` (default ``/usr/bin/spark-submit``).
+``/usr/local/bin/sql-runner``), ``SPARK_SUBMIT`` (default ``/usr/bin/spark-submit``) and
+``PARAMETERS_PREFIX`` (the team's SSM prefix, handed to the steps for ``${NAME}`` placeholders).
 """
 
 from __future__ import annotations
@@ -46,6 +58,12 @@ from runner.core.manifest import BUILT_IN_DEFAULTS
 PREFIX = layout.DESIRED_PREFIX
 SESSION_APPLIES = "a session-mode manifest: the team's session applies it from manifests/ by itself"
 TEMPLATE_KEY = f"{PREFIX}job-template.yaml"
+PENDING_SECONDS = 120.0  # a pending claim older than this (twice the Lambda's timeout) was abandoned
+STEP_LIST_PAGES = 5  # how far back the step of an abandoned claim is looked for (50 steps a page)
+
+
+class ClaimPending(RuntimeError):
+    """Another invocation is adding this change's step right now; Lambda retries this one later."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +86,8 @@ class Settings:
                 ("RESOURCE_MANAGER", "resource_manager"),
                 ("SQL_RUNNER", "sql_runner"),
                 ("SPARK_SUBMIT", "spark_submit"),
+                ("PARAMETERS_PREFIX", "parameters_prefix"),
+                ("AWS_REGION", "region"),  # set by Lambda's runtime: the team's region
             )
             if env.get(name)
         }
@@ -138,23 +158,23 @@ class Handler:
         if name is None:
             if not event.key.endswith((".yaml", ".yml", ".sql")):
                 return {**result, "result": "ignored", "why": "not a manifest, template or table DDL"}
-            if not self._claim("_all", event):
-                return {**result, "result": "duplicate", "why": "this change was already handled"}
-            step = self._add_step(
+            return self._once(
+                "_all",
+                event,
+                result,
                 f"sql-runner deploy --all --mode application ({event.key} changed, {event.event_id})",
                 self.settings.step.args("deploy", "--all", "--mode", "application"),
             )
-            return {**result, "result": "step", "step": step}
         if not event.created:
             if self._runs_in_session(name):
                 return {**result, "result": "session", "why": SESSION_APPLIES}
-            if not self._claim(name, event):
-                return {**result, "result": "duplicate", "why": "this deletion was already handled"}
-            step = self._add_step(
+            return self._once(
+                name,
+                event,
+                result,
                 f"sql-runner undeploy {name} ({event.event_id})",
                 self.settings.step.args("undeploy", name, submits=False),
             )
-            return {**result, "result": "step", "step": step}
         checked = self._check(event, name)
         if checked is None:
             return {**result, "result": "ignored", "why": "that object version no longer exists"}
@@ -165,14 +185,15 @@ class Handler:
         if mode == "session":
             self.bucket.delete(layout.deploy_error(name))
             return {**result, "result": "session", "why": SESSION_APPLIES}
-        if not self._claim(name, event):
-            return {**result, "result": "duplicate", "why": "this object version was already handled"}
         self.bucket.delete(layout.deploy_error(name))
         pinned = ["--object-version", event.version_id] if event.version_id else []
-        step = self._add_step(
-            f"sql-runner deploy {name} ({event.event_id})", self.settings.step.args("deploy", *pinned, event.key)
+        return self._once(
+            name,
+            event,
+            result,
+            f"sql-runner deploy {name} ({event.event_id})",
+            self.settings.step.args("deploy", *pinned, event.key),
         )
-        return {**result, "result": "step", "step": step}
 
     def _check(self, event: S3Event, name: str) -> tuple[list[str], str | None] | None:
         """Validation messages (empty: valid) and the manifest's mode; None if the object version is gone."""
@@ -223,16 +244,67 @@ class Handler:
         }
         self.bucket.write(layout.deploy_error(name), json.dumps(report, indent=2).encode())
 
-    def _claim(self, name: str, event: S3Event) -> bool:
-        """Create-if-absent: True for the first delivery of this change, False for repeats."""
-        body = json.dumps(
-            {"key": event.key, "version-id": event.version_id, "created": event.created, "at": self.now().isoformat()}
-        ).encode()
+    def _once(self, scope: str, event: S3Event, result: dict[str, Any], name: str, args: list[str]) -> dict[str, Any]:
+        """Add the change's step exactly once (see the module's docstring); ``scope``: the manifest, or ``_all``."""
+        key = layout.deploy_request(scope, event.event_id)
+        claim = {"key": event.key, "version-id": event.version_id, "created": event.created, "step-name": name}
+        current = self.bucket.read(key)
+        if current is None:
+            try:
+                etag = self.bucket.write(key, self._claim_body(claim, "pending"), if_absent=True)
+            except PreconditionFailed:
+                raise ClaimPending(f"{key}: claimed by another invocation a moment ago") from None
+        else:
+            found = json.loads(current.text)
+            if found.get("step-id"):
+                return {
+                    **result,
+                    "result": "duplicate",
+                    "why": "this change was already handled",
+                    "step": found["step-id"],
+                }
+            age = (self.now() - datetime.fromisoformat(found["at"])).total_seconds()
+            if age < PENDING_SECONDS:
+                raise ClaimPending(f"{key}: another invocation is adding its step (claimed {age:.0f}s ago)")
+            existing = self._existing_step(name)
+            if existing is not None:  # added by the invocation that died before marking its claim
+                self._mark(key, current.etag, claim, existing)
+                return {**result, "result": "duplicate", "why": "its step was already added", "step": existing}
+            try:
+                etag = self.bucket.write(key, self._claim_body(claim, "pending"), if_etag=current.etag)
+            except PreconditionFailed:
+                raise ClaimPending(f"{key}: taken over by another invocation") from None
         try:
-            self.bucket.write(layout.deploy_request(name, event.event_id), body, if_absent=True)
-        except PreconditionFailed:
-            return False
-        return True
+            step = self._add_step(name, args)
+        except Exception:
+            self.bucket.delete(key, if_etag=etag)  # withdrawn: Lambda's retry adds the step
+            raise
+        self._mark(key, etag, claim, step)
+        return {**result, "result": "step", "step": step}
+
+    def _claim_body(self, claim: dict[str, Any], state: str, step: str | None = None) -> bytes:
+        body = {**claim, "state": state, "at": self.now().isoformat(), **({"step-id": step} if step else {})}
+        return json.dumps(body).encode()
+
+    def _mark(self, key: str, etag: str, claim: dict[str, Any], step: str) -> None:
+        """The claim now names its step; a repeated delivery adds nothing."""
+        try:
+            self.bucket.write(key, self._claim_body(claim, "added", step), if_etag=etag)
+        except PreconditionFailed:  # someone took the abandoned claim over meanwhile: ours stands
+            self.bucket.write(key, self._claim_body(claim, "added", step))
+
+    def _existing_step(self, name: str) -> str | None:
+        """The id of a step on the cluster with exactly this name (newest first), if any."""
+        marker: dict[str, str] = {}
+        for _ in range(STEP_LIST_PAGES):
+            page = self.emr.list_steps(ClusterId=self.settings.cluster_id, **marker)
+            for step in page.get("Steps", []):
+                if step.get("Name") == name[:256]:
+                    return step["Id"]
+            if not page.get("Marker"):
+                return None
+            marker = {"Marker": page["Marker"]}
+        return None
 
     def _add_step(self, name: str, args: list[str]) -> str:
         response = self.emr.add_job_flow_steps(

@@ -16,6 +16,9 @@ class StepCommand:
     resource_manager: str = "http://localhost:8088"
     sql_runner: str = "/usr/local/bin/sql-runner"
     spark_submit: str = "/usr/bin/spark-submit"
+    parameters_prefix: str | None = None  # SSM prefix a ${NAME} placeholder falls back to
+    region: str | None = None  # of the team's parameters and secrets
+    lease_wait: float = 900.0  # steps run concurrently: a deploy waits for the manifest's lease
 
     def args(self, command: str, *extra: str, submits: bool = True) -> list[str]:
         """``sql-runner <command> --from-store ...`` (``command`` may name a subcommand: ``session start``);
@@ -37,5 +40,8 @@ class StepCommand:
             "--team",
             self.team,
             *(["--spark-submit", self.spark_submit] if submits else []),
+            *(["--parameters-prefix", self.parameters_prefix] if self.parameters_prefix else []),
+            *(["--aws-region", self.region] if self.region else []),
+            *(["--lease-wait", f"{self.lease_wait:g}"] if command in ("deploy", "undeploy") else []),
             *extra,
         ]

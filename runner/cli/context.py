@@ -10,6 +10,7 @@ from runner.authoring.project import Project, find_root, load_project
 from runner.cli.output import step
 from runner.core import layout
 from runner.core.errors import UserError
+from runner.core.placeholders import Sources
 from runner.deploy.deployer import Deployer, Settings
 from runner.state.desired import copy_desired
 from runner.state.store import Store, open_store
@@ -32,6 +33,8 @@ OPTIONS = (
     "stop_timeout",
     "spark_submit",
     "from_store",
+    "parameters_prefix",
+    "aws_region",
 )
 
 
@@ -54,10 +57,13 @@ class Context:
         stop_timeout: float = 90.0,
         spark_submit: str | None = None,
         from_store: bool = False,
+        parameters_prefix: str | None = None,
+        aws_region: str | None = None,
         need_project: bool = True,
     ):
         self.log = step
-        self.state_root = _state_root(project, state, need_project=need_project)
+        # with --from-store the manifests come from the bucket: no project folder is needed (EMR steps have none)
+        self.state_root = _state_root(project, state, need_project=need_project and not from_store)
         self.store: Store = open_store(
             self.state_root,
             manifests_bucket=manifests_bucket,
@@ -87,6 +93,7 @@ class Context:
         self.spark_submit = spark_submit
         self.project_dir = project
         self.from_store = from_store
+        self.placeholders = Sources(parameters_prefix or None, aws_region or None)
         self.pinned: tuple[str, str] | None = None  # (key, S3 version id) of one manifest to deploy exactly
         self._project: Project | None = None
         self._tmp: tempfile.TemporaryDirectory | None = None
@@ -109,7 +116,9 @@ class Context:
         """Where paths given on the command line are resolved (the bucket's copy with --from-store)."""
         return self.project.root if self.from_store else Path.cwd()
 
-    def deployer(self, target: Target | None = None, once: bool = False, *, with_project: bool = True) -> Deployer:
+    def deployer(
+        self, target: Target | None = None, once: bool = False, *, with_project: bool = True, lease_wait: float = 0.0
+    ) -> Deployer:
         """A deployer whose application-mode jobs go to ``target`` (default: the chosen target)."""
         settings = Settings(
             self.store,
@@ -119,8 +128,9 @@ class Context:
             self.stop_timeout,
             spark_submit=self.spark_submit,
             once=once,
+            placeholders=self.placeholders,
         )
-        return Deployer(self.project if with_project else None, settings, self.log)
+        return Deployer(self.project if with_project else None, settings, self.log, lease_wait=lease_wait)
 
 
 def _state_root(project: Path | None, state: Path | None, *, need_project: bool) -> Path:

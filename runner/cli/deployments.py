@@ -40,6 +40,26 @@ def _manifest(ctx: Context, path: Path) -> Manifest | None:
         return None
 
 
+lease_wait = click.option(
+    "--lease-wait",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="Seconds to wait while another deploy of the same manifest holds its lease (0: stand down at once). "
+    "EMR steps wait, so no pushed version is dropped.",
+)
+
+
+def newer_version(ctx: Context, key: str, version: str) -> str | None:
+    """Why object ``version`` of ``key`` should not be deployed any more, if it should not: it is not the newest."""
+    current = ctx.store.manifests.current_version(key)  # type: ignore[attr-defined] - pinned needs S3
+    if current == version:
+        return None
+    if current is None:
+        return f"{key} was deleted after version {version} was pushed; its undeploy step removes the job"
+    return f"version {version} of {key} is no longer the newest ({current} is); that version's own step deploys it"
+
+
 only_mode = click.option(
     "--mode",
     type=click.Choice(["application", "session"]),
@@ -79,23 +99,44 @@ def plan(ctx: Context, paths: tuple[Path, ...], as_json: bool, mode: str | None)
 @options.from_store
 @options.spark_submit
 @only_mode
+@lease_wait
 @requires.exit_codes
 @requires.context()
-def deploy(ctx: Context, paths: tuple[Path, ...], all_: bool, object_version: str | None, mode: str | None) -> None:
-    """Carry the plan out: start, restore, stop with savepoint, remove. Prints the plan first."""
+def deploy(
+    ctx: Context,
+    paths: tuple[Path, ...],
+    all_: bool,
+    object_version: str | None,
+    mode: str | None,
+    lease_wait: float,
+) -> None:
+    """Carry the plan out: start, restore, stop with savepoint, remove. Prints the plan first.
+
+    With --object-version (an EMR step for one push), that version is deployed only while it is the
+    newest of its manifest: checked before and again once the manifest's lease is held."""
     if all_ and paths:
         raise UserError.of("DEPLOY_ALL_WITH_PATHS")
+    superseded = None
     if object_version is not None:
         if not (ctx.from_store and len(paths) == 1):
             raise UserError.of("OBJECT_VERSION_NEEDS_ONE_MANIFEST")
-        ctx.pinned = (paths[0].as_posix(), object_version)
-    deployer = ctx.deployer()
+        key = paths[0].as_posix()
+        ctx.pinned = (key, object_version)
+        reason = newer_version(ctx, key, object_version)
+        if reason is not None:
+            line(f"{paths[0].stem}: nothing to do: {reason}")
+            return
+
+        def superseded() -> str | None:
+            return newer_version(ctx, key, object_version)
+
+    deployer = ctx.deployer(lease_wait=lease_wait)
     planned = decisions(ctx, deployer, paths, mode)
     out.print(render.plan_table(planned))
     failures = ProblemCollector()
     for decision in planned:
         try:
-            result = deployer.carry_out(decision)
+            result = deployer.carry_out(decision, superseded=superseded)
         except UserError as error:
             failures.capture(error)
             continue
@@ -108,14 +149,15 @@ def deploy(ctx: Context, paths: tuple[Path, ...], all_: bool, object_version: st
 @options.deployment
 @options.stop_timeout
 @options.from_store
+@lease_wait
 @requires.exit_codes
 @requires.context()
-def undeploy(ctx: Context, name: str) -> None:
+def undeploy(ctx: Context, name: str, lease_wait: float) -> None:
     """Carry out the deletion of NAME's manifest: stop with a savepoint, mark removed (the state is kept)."""
     present = [p for p in ctx.project.manifest_paths() if p.stem == name]
     if present:
         raise UserError.of("MANIFEST_STILL_PRESENT", name=name, manifest=ctx.project.display(present[0]))
-    deployer = ctx.deployer(with_project=False)
+    deployer = ctx.deployer(with_project=False, lease_wait=lease_wait)
     result = deployer.carry_out(deployer.decide(name, None), purpose="undeploy")
     line(f"{name}: {result['summary']} -> {render.outcome(result['outcome'])}")
 

@@ -50,6 +50,7 @@ class Deployer:
         spark: Callable[[], Any] | None = None,
         lease_holder: str | None = None,
         dead_holder: Callable[[str], bool] | None = None,
+        lease_wait: float = 0.0,
     ):
         self.project = project  # the desired manifests; not needed to stop or savepoint a deployed job
         self.settings = settings
@@ -62,6 +63,7 @@ class Deployer:
         self.executor = Executor(settings, log, self.clock)
         self.lease_holder = lease_holder  # who this deployer's leases name (default: host and process)
         self.dead_holder = dead_holder  # which other holders are known to be gone (their leases are taken over)
+        self.lease_wait = lease_wait  # seconds to wait for a lease another runner holds (0: stand down at once)
 
     def _lease(self, name: str, purpose: str):
         return lease(
@@ -71,6 +73,7 @@ class Deployer:
             now=self.clock(),
             holder=self.lease_holder,
             dead=self.dead_holder,
+            wait=self.lease_wait,
         )
 
     # ---- inputs -------------------------------------------------------------------------
@@ -89,7 +92,7 @@ class Deployer:
     @property
     def preparer(self) -> Preparer:
         assert self.project is not None, "preparing manifests needs the project"
-        return Preparer(self.project, self.store, self.settings.env, self.spark, self.clock)
+        return Preparer(self.project, self.store, self.settings.values, self.spark, self.clock)
 
     def prepare(self, path: Path) -> Prepared:
         """Load and analyse one desired manifest; UserError if it is not deployable."""
@@ -135,11 +138,35 @@ class Deployer:
 
     # ---- acting -------------------------------------------------------------------------
 
-    def carry_out(self, decision: Decision, *, purpose: str = "deploy", redecide: bool = True) -> dict[str, Any]:
-        """Act on one decision under the manifest's lease; returns the history record written."""
+    def carry_out(
+        self,
+        decision: Decision,
+        *,
+        purpose: str = "deploy",
+        redecide: bool = True,
+        superseded: Callable[[], str | None] | None = None,
+    ) -> dict[str, Any]:
+        """Act on one decision under the manifest's lease; returns the history record written.
+
+        ``superseded``: asked once the lease is held; a reason means what was about to be deployed
+        is no longer wanted (a newer version of the manifest was pushed), and nothing is done."""
         started = time.monotonic()
         name = decision.name
         with self._lease(name, purpose):
+            reason = superseded() if superseded is not None else None
+            if reason is not None:
+                self.log(f"[{name}] standing down: {reason}")
+                return self.record(
+                    name,
+                    "superseded",
+                    "nothing: a newer version of the manifest was pushed",
+                    [reason],
+                    decision.action.version,
+                    {"desired": decision.prepared.file if decision.prepared else None},
+                    {"result": "ok"},
+                    started,
+                    target=self._target_kind(decision),
+                )
             if redecide:  # what was read before the lease may have changed
                 decision = self.decide(name, decision.prepared)
             else:

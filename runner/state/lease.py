@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import socket
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -40,15 +41,46 @@ def lease(
     now: datetime | None = None,
     holder: str | None = None,
     dead: Callable[[str], bool] | None = None,
+    wait: float = 0.0,
+    poll: float = 2.0,
 ) -> Iterator[str]:
     """Hold ``locks/<name>.json`` for the block; raises LeaseHeld if someone else holds it.
 
     ``holder`` names the owner (default: host, process and a random id); ``dead(owner)``
     says that a lease's owner is known to be gone (a session that was killed and is being
-    restarted), so its lease is taken over before it expires.
+    restarted), so its lease is taken over before it expires. ``wait``: seconds to keep
+    trying (every ``poll`` seconds) while another runner holds it.
     """
-    now = now or datetime.now(UTC)
     me = holder or owner()
+    started = time.monotonic()
+    deadline = started + wait
+    while True:
+        moment = now + timedelta(seconds=time.monotonic() - started) if now else datetime.now(UTC)
+        try:
+            etag = _take(bucket, name, purpose, ttl, moment, me, dead)
+            break
+        except LeaseHeld:
+            if time.monotonic() + poll > deadline:
+                raise
+            time.sleep(poll)
+    try:
+        yield me
+    finally:
+        # taken over after expiry: then it is the new holder's, not ours to delete
+        with contextlib.suppress(PreconditionFailed):
+            bucket.delete(layout.lock(name), if_etag=etag)
+
+
+def _take(
+    bucket: Bucket,
+    name: str,
+    purpose: str,
+    ttl: float,
+    now: datetime,
+    me: str,
+    dead: Callable[[str], bool] | None,
+) -> str:
+    """Write the lease (its ETag), or raise LeaseHeld."""
     body = json.dumps(
         {
             "owner": me,
@@ -59,7 +91,7 @@ def lease(
     ).encode()
     key = layout.lock(name)
     try:
-        etag = bucket.write(key, body, if_absent=True)
+        return bucket.write(key, body, if_absent=True)
     except PreconditionFailed:
         current = bucket.read(key)
         found = json.loads(current.text) if current else {}
@@ -76,14 +108,8 @@ def lease(
                 )
             ) from None
         try:
-            etag = bucket.write(key, body, if_etag=current.etag)
+            return bucket.write(key, body, if_etag=current.etag)
         except PreconditionFailed:
             raise LeaseHeld(
                 Problem.of("DEPLOY_IN_PROGRESS", name=name, reason="another runner took over the expired lease first")
             ) from None
-    try:
-        yield me
-    finally:
-        # taken over after expiry: then it is the new holder's, not ours to delete
-        with contextlib.suppress(PreconditionFailed):
-            bucket.delete(key, if_etag=etag)
