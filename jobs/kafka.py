@@ -10,9 +10,15 @@ from __future__ import annotations
 import json
 
 from runner.core.errors import UserError
+from runner.core.starts import kafka_topics
 from runner.core.tables import TableDef
 
 CONNECTOR_CLASS = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
+# Client settings the platform gives every Kafka table (the team's EMR cluster: MSK's SASL/IAM
+# settings), as Spark properties ``spark.sqlrunner.kafka.properties.<client setting>``; a
+# table's own option wins.
+PLATFORM_DEFAULTS_PREFIX = "spark.sqlrunner.kafka."
+EARLIEST = -2  # Spark's startingOffsets value for a partition's first offset
 SPARK_KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.5"
 # The jars spark.jars.packages would fetch, for machines that cannot reach Maven Central.
 CONNECTOR_JARS = (
@@ -23,14 +29,39 @@ CONNECTOR_JARS = (
 )
 
 
+def with_platform_defaults(options: dict[str, str], defaults: dict[str, str]) -> dict[str, str]:
+    """A table's options over the platform's client defaults (``properties.*`` only: never a topic)."""
+    return {**{k: v for k, v in defaults.items() if k.startswith("properties.")}, **options}
+
+
 def _kafka_properties(options: dict[str, str]) -> dict[str, str]:
     return {
         "kafka." + key[len("properties.") :]: value for key, value in options.items() if key.startswith("properties.")
     }
 
 
-def _topics(options: dict[str, str]) -> list[str]:
-    return [t.strip() for t in options.get("topic", "").split(";") if t.strip()]
+def complete_offsets(
+    committed: dict[str, dict[str, int]], current: dict[str, list[int]]
+) -> tuple[dict[str, dict[str, int]], list[str]]:
+    """Starting offsets for exactly the partitions the source is assigned now (what Spark requires):
+    the committed offset where there is one, the earliest (-2) for a partition or topic that appeared
+    since; partitions that are gone are left out. Returns the offsets and a note per difference."""
+    offsets: dict[str, dict[str, int]] = {}
+    notes: list[str] = []
+    for topic, partitions in sorted(current.items()):
+        known = committed.get(topic, {})
+        offsets[topic] = {}
+        for partition in partitions:
+            if str(partition) in known:
+                offsets[topic][str(partition)] = int(known[str(partition)])
+            else:
+                offsets[topic][str(partition)] = EARLIEST
+                notes.append(f"{topic} partition {partition} is new since the previous version: read from its start")
+    for topic, partitions in sorted(committed.items()):
+        gone = sorted(set(partitions) - set(offsets.get(topic, {})), key=int)
+        if gone:
+            notes.append(f"{topic} partitions {', '.join(gone)} are no longer assigned: not read")
+    return offsets, notes
 
 
 def source_options(table: TableDef, options: dict[str, str]) -> dict[str, str]:
@@ -39,7 +70,7 @@ def source_options(table: TableDef, options: dict[str, str]) -> dict[str, str]:
     if "topic-pattern" in options:
         result["subscribePattern"] = options["topic-pattern"]
     else:
-        result["subscribe"] = ",".join(_topics(options))
+        result["subscribe"] = ",".join(kafka_topics(options))
     mode = options.get("scan.startup.mode", "earliest-offset")
     if mode == "earliest-offset":
         result["startingOffsets"] = "earliest"
@@ -58,7 +89,7 @@ def source_options(table: TableDef, options: dict[str, str]) -> dict[str, str]:
 
 def specific_offsets_json(table: TableDef, options: dict[str, str]) -> str:
     """``partition:0,offset:42;partition:1,offset:300`` -> ``{"topic": {"0": 42, "1": 300}}``."""
-    topics = _topics(options)
+    topics = kafka_topics(options)
     if len(topics) != 1:
         raise _option_error(table, "scan.startup.specific-offsets needs exactly one 'topic'")
     offsets: dict[str, int] = {}
@@ -79,7 +110,7 @@ def specific_offsets_json(table: TableDef, options: dict[str, str]) -> str:
 
 def sink_options(table: TableDef, options: dict[str, str]) -> dict[str, str]:
     """Writer options for ``writeStream.format("kafka")``."""
-    topics = _topics(options)
+    topics = kafka_topics(options)
     if "topic-pattern" in options or len(topics) != 1:
         raise _option_error(table, "a Kafka sink writes to exactly one 'topic'")
     return {**_kafka_properties(options), "topic": topics[0]}

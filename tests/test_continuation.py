@@ -41,8 +41,41 @@ def test_kafka_sources_continue_from_the_last_committed_offsets(spark, tmp_path:
     bucket = LocalBucket(tmp_path / "bucket")
     found = committed(bucket, "run/")
     assert found.batch == 1
-    assert kafka_offsets(found, "transactions") == {"transactions": {"0": 42, "1": 17}}
-    assert kafka_offsets(found, "other-topic") is None
+    assert kafka_offsets(found, ["transactions"]) == {"transactions": {"0": 42, "1": 17}}
+    assert kafka_offsets(found, ["other-topic"]) is None
+
+
+def test_kafka_sources_over_topic_lists_and_patterns_continue_per_topic_partition(spark, tmp_path: Path):
+    """A query reading a topic list and a pattern: each table gets every topic-partition its own source
+    committed, never the other source's."""
+    checkpoint = tmp_path / "bucket" / "run"
+    listed = '{"cards":{"0":5,"1":6},"wires":{"0":9}}'
+    matched = '{"risk.eu":{"0":3},"risk.us":{"0":4,"1":1}}'
+    single = '{"cards":{"0":2,"1":2}}'
+    write_offset_log(spark, checkpoint, 0, [single, listed, matched], commit=True)
+    found = committed(LocalBucket(tmp_path / "bucket"), "run/")
+    assert kafka_offsets(found, ["cards", "wires"]) == json.loads(listed), "the source reading exactly both"
+    assert kafka_offsets(found, ["cards"]) == json.loads(single)
+    assert kafka_offsets(found, [], r"risk\..*") == json.loads(matched)
+    assert kafka_offsets(found, [], r"fraud\..*") is None
+    assert kafka_offsets(found, ["wires", "cards", "new-topic"]) == json.loads(listed), "a topic not yet read"
+
+
+def test_a_continued_kafka_source_starts_from_exactly_the_partitions_assigned_now():
+    from jobs.kafka import EARLIEST, complete_offsets
+
+    committed_offsets = {"cards": {"0": 5, "1": 6}, "old": {"0": 1}}
+    offsets, notes = complete_offsets(committed_offsets, {"cards": [0, 1, 2], "new": [0]})
+    assert offsets == {"cards": {"0": 5, "1": 6, "2": EARLIEST}, "new": {"0": EARLIEST}}
+    assert notes == [
+        "cards partition 2 is new since the previous version: read from its start",
+        "new partition 0 is new since the previous version: read from its start",
+        "old partitions 0 are no longer assigned: not read",
+    ]
+    assert complete_offsets(committed_offsets, {"cards": [0, 1]}) == (
+        {"cards": {"0": 5, "1": 6}},
+        ["old partitions 0 are no longer assigned: not read"],
+    )
 
 
 def test_a_file_source_continues_after_the_files_the_previous_version_read(

@@ -33,6 +33,11 @@ class Source:
     connector: str  # kafka, filesystem, datagen
 
 
+def kafka_topics(options: dict[str, str]) -> list[str]:
+    """The topics a Kafka table's ``topic`` option names (``a;b;c``)."""
+    return [t.strip() for t in options.get("topic", "").split(";") if t.strip()]
+
+
 def dead_letter_role(table: TableDef) -> str:
     """The role of the query that sets ``table``'s malformed records aside."""
     return f"dead-letter/{table.slug}"

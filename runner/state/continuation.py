@@ -4,7 +4,10 @@ Read from the previous version's final state (a savepoint or checkpoint), per qu
 the job (the output query, and each dead-letter query under ``dead-letter/<table>/``):
 
 - Kafka: the offsets of the last committed batch (``offsets/<n>`` for the highest
-  ``commits/<n>``), found by topic, become the new query's ``startingOffsets``.
+  ``commits/<n>``) of the source that read the table's topics (a ``topic`` list, or the
+  topics a ``topic-pattern`` matched), every topic-partition of it, become the new query's
+  ``startingOffsets``; the job adds partitions and topics that appeared since, from their
+  start (``jobs/kafka.py``).
 - Files: Spark's file source keeps no position, and a new checkpoint seeded with the old
   logs fails on the new query's stateful operators. Instead, the files the previous
   version's committed batches read (its ``sources/<i>/`` log up to the committed
@@ -16,13 +19,22 @@ the job (the output query, and each dead-letter query under ``dead-letter/<table
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from runner.core import layout
 from runner.core.bucket import Bucket
 from runner.core.placeholders import resolved_options
-from runner.core.starts import MAIN, KafkaOffsets, SkipFiles, Starts, dead_letter_role, normalise_file_path
+from runner.core.starts import (
+    MAIN,
+    KafkaOffsets,
+    SkipFiles,
+    Starts,
+    dead_letter_role,
+    kafka_topics,
+    normalise_file_path,
+)
 from runner.core.tables import TableDef
 from runner.state.savepoints import last_committed_batch
 
@@ -47,12 +59,29 @@ def committed(bucket: Bucket, query_key: str) -> Committed | None:
     return Committed(batch, offsets)
 
 
-def kafka_offsets(found: Committed, topic: str) -> dict | None:
-    """The committed ``{"topic": {"partition": offset}}`` of one topic, if the query read it."""
-    for offset in found.sources:
-        if isinstance(offset, dict) and topic in offset and isinstance(offset[topic], dict):
-            return {topic: offset[topic]}
-    return None
+def kafka_offsets(found: Committed, topics: list[str], pattern: str | None = None) -> dict | None:
+    """The committed ``{"topic": {"partition": offset}}`` of the Kafka source that read ``topics`` (or the
+    topics ``pattern`` matches), if the query had one: one reading exactly those topics first, else one
+    reading most of them (a topic created since, or without partitions yet, left none)."""
+    kafka_sources = [
+        offset
+        for offset in found.sources
+        if isinstance(offset, dict) and offset and all(isinstance(v, dict) for v in offset.values())
+    ]
+    if pattern is not None:
+        return next((dict(o) for o in kafka_sources if all(_matches(pattern, topic) for topic in o)), None)
+    wanted = set(topics)
+    exact = [o for o in kafka_sources if set(o) == wanted]
+    some = sorted((o for o in kafka_sources if set(o) <= wanted), key=len, reverse=True)  # most topics first
+    chosen = (exact or some or [None])[0]
+    return dict(chosen) if chosen is not None else None
+
+
+def _matches(pattern: str, topic: str) -> bool:
+    try:
+        return re.fullmatch(pattern, topic) is not None
+    except re.error:
+        return False
 
 
 def files_read(bucket: Bucket, query_key: str, found: Committed, table_path: str) -> list[str] | None:
@@ -123,9 +152,11 @@ def plan_starts(
                 continue
             connector_options = resolved_options(table, env)
             if table.connector == "kafka":
-                offsets = kafka_offsets(found, connector_options.get("topic", ""))
+                pattern = connector_options.get("topic-pattern")
+                offsets = kafka_offsets(found, kafka_topics(connector_options), pattern)
                 if offsets is None:
-                    notes.append(f"{table.name} ({role}): no committed offsets for its topic; startup position")
+                    what = f"topics matching {pattern!r}" if pattern else "its topics"
+                    notes.append(f"{table.name} ({role}): no committed offsets for {what}; startup position")
                     continue
                 starts.setdefault(role, {})[table.name] = KafkaOffsets(offsets)
                 notes.append(f"{table.name} ({role}): Kafka offsets of batch {found.batch}: {json.dumps(offsets)}")
