@@ -98,19 +98,31 @@ from cdktf_cdktf_provider_aws.s3_bucket_versioning import (
 )
 from cdktf_cdktf_provider_aws.security_group import SecurityGroup, SecurityGroupEgress, SecurityGroupIngress
 from cdktf_cdktf_provider_aws.sqs_queue import SqsQueue
+from cdktf_cdktf_provider_aws.ssm_parameter import SsmParameter
 from constructs import Construct
 
 from infra.kafka import KafkaProvider, KafkaTopic
 from infra.teams import Platform, Team
+from jobs.kafka import PLATFORM_DEFAULTS_PREFIX
 from runner.aws import deploy_lambda
 from runner.aws.steps import StepCommand
 from runner.core import layout
+from runner.targets.yarn import YARN_MAX_ATTEMPTS
 
 BUCKET_ROLES = ("logs", "manifests", "checkpoints", "savepoints", "artifacts")  # logs first: the others log to it
 LAMBDA_ZIP_KEY = "lambda/deploy-lambda.zip"
 BOOTSTRAP_KEY = "bootstrap/install-runner.sh"
 ROCKSDB_STATE_STORE = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 NONCURRENT_DAYS = {"manifests": 90, "checkpoints": 7, "savepoints": 30, "artifacts": 30, "logs": 30}
+MSK_BOOTSTRAP_PARAMETER = "MSK_BOOTSTRAP_SERVERS"  # what ${MSK_BOOTSTRAP_SERVERS} in a Kafka table resolves to
+# What every Kafka client of the team's jobs needs to reach MSK with IAM authentication (the
+# aws-msk-iam-auth library the bootstrap installs provides the two classes).
+MSK_IAM_CLIENT = {
+    "properties.security.protocol": "SASL_SSL",
+    "properties.sasl.mechanism": "AWS_MSK_IAM",
+    "properties.sasl.jaas.config": "software.amazon.msk.auth.iam.IAMLoginModule required;",
+    "properties.sasl.client.callback.handler.class": "software.amazon.msk.auth.iam.IAMClientCallbackHandler",
+}
 
 
 def default_tags(platform: Platform, team: Team) -> dict[str, str]:
@@ -147,6 +159,7 @@ class TeamStack(TerraformStack):
             self.buckets[role] = self._bucket(role)
         self.msk_security_group, self.emr_groups = self._security_groups()
         self.msk = self._msk()
+        self.msk_bootstrap = self._parameters()
         self.instance_role, self.service_role = self._emr_roles()
         self.emr = self._emr()
         self.deploy_function = self._deploy_lambda()
@@ -389,6 +402,31 @@ class TeamStack(TerraformStack):
             ),
         )
 
+    # ---- parameters and secrets ---------------------------------------------------------------------
+
+    @property
+    def parameters_prefix(self) -> str:
+        """The team's SSM parameters: ``${NAME}`` placeholders not in a job's environment resolve here."""
+        return f"/{self.name}/"
+
+    @property
+    def secrets_prefix(self) -> str:
+        """The team's Secrets Manager secrets (``${secret:<prefix>name}``): the only ones its jobs may read."""
+        return f"{self.name}/"
+
+    def _parameters(self) -> SsmParameter:
+        """MSK's IAM bootstrap address as a team parameter, so the README's ``${MSK_BOOTSTRAP_SERVERS}`` resolves
+        in every driver (YARN's included) without anyone exporting it."""
+        return SsmParameter(
+            self,
+            "msk-bootstrap",
+            name=f"{self.parameters_prefix}{MSK_BOOTSTRAP_PARAMETER}",
+            description=f"{self.name}: MSK bootstrap brokers (SASL/IAM, port 9098)",
+            type="SecureString",
+            key_id=self.key.arn,
+            value=self.msk.bootstrap_brokers_sasl_iam,
+        )
+
     def topic_arn(self, topic: str) -> str:
         return f"arn:aws:kafka:{self.team.region}:{self.account}:topic/{self.name}/*/{topic}"
 
@@ -425,6 +463,21 @@ class TeamStack(TerraformStack):
                     "Effect": "Allow",
                     "Action": ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey*", "kms:DescribeKey"],
                     "Resource": [self.key.arn],
+                },
+                {
+                    "Effect": "Allow",
+                    "Action": ["ssm:GetParameter", "ssm:GetParameters"],
+                    "Resource": [
+                        f"arn:aws:ssm:{self.team.region}:{self.account}:parameter{self.parameters_prefix}*",
+                        self.msk_bootstrap.arn,
+                    ],
+                },
+                {
+                    "Effect": "Allow",
+                    "Action": ["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
+                    "Resource": [
+                        f"arn:aws:secretsmanager:{self.team.region}:{self.account}:secret:{self.secrets_prefix}*"
+                    ],
                 },
                 {
                     "Effect": "Allow",
@@ -501,6 +554,8 @@ class TeamStack(TerraformStack):
             self.buckets["manifests"].bucket,
             self.buckets["checkpoints"].bucket,
             self.buckets["savepoints"].bucket,
+            parameters_prefix=self.parameters_prefix,
+            region=self.team.region,
         )
 
     def _emr(self) -> EmrCluster:
@@ -584,13 +639,19 @@ class TeamStack(TerraformStack):
                             "spark.jars": "/usr/lib/sql-runner/jars/*",
                             "spark.pyspark.python": "/usr/bin/python3.11",  # where the bootstrap installed the runner
                             "spark.sql.streaming.stateStore.providerClass": ROCKSDB_STATE_STORE,
+                            **{f"{PLATFORM_DEFAULTS_PREFIX}{key}": value for key, value in MSK_IAM_CLIENT.items()},
                         },
-                    }
+                    },
+                    {
+                        # jobs ask for up to this many application attempts (restart-strategy); YARN's default is 2
+                        "Classification": "yarn-site",
+                        "Properties": {"yarn.resourcemanager.am.max-attempts": str(YARN_MAX_ATTEMPTS)},
+                    },
                 ]
             ),
             tags={"for-use-with-amazon-emr-managed-policies": "true"},
             lifecycle=TerraformResourceLifecycle(ignore_changes=["step"]),  # the deploy Lambda adds steps
-            depends_on=[self.instance_role, self.instance_profile],
+            depends_on=[self.instance_role, self.instance_profile, self.msk_bootstrap],
         )
         EmrManagedScalingPolicy(
             self,
@@ -687,6 +748,7 @@ class TeamStack(TerraformStack):
                     "SAVEPOINTS_BUCKET": self.buckets["savepoints"].bucket,
                     "SQL_RUNNER": self.step_command.sql_runner,
                     "SPARK_SUBMIT": self.step_command.spark_submit,
+                    "PARAMETERS_PREFIX": self.parameters_prefix,
                 }
             ),
             depends_on=[logs],

@@ -389,3 +389,121 @@ def test_the_readme_shows_what_teams_yaml_runs():
     from infra.main import summary
 
     assert summary() in (ROOT / "README.md").read_text(), "README team table is stale: python -m infra.main --summary"
+
+
+@pytest.mark.parametrize("team", TEAMS)
+def test_jobs_reach_msk_out_of_the_box_and_read_only_the_teams_parameters_and_secrets(stacks, team):
+    from infra.stack import MSK_IAM_CLIENT
+    from jobs.kafka import PLATFORM_DEFAULTS_PREFIX
+    from runner.targets.yarn import YARN_MAX_ATTEMPTS
+
+    stack, prefix = stacks[f"team-{team}"], f"sql-runner-prod-{team}"
+    parameter = one(stack, "aws_ssm_parameter", "msk-bootstrap")
+    assert parameter["name"] == f"/{prefix}/MSK_BOOTSTRAP_SERVERS"
+    assert parameter["value"] == "${aws_msk_cluster.msk.bootstrap_brokers_sasl_iam}"
+    assert parameter["type"] == "SecureString" and parameter["key_id"] == "${aws_kms_key.key.arn}"
+
+    statements = json.loads(one(stack, "aws_iam_role_policy", "emr-instance-policy")["policy"])["Statement"]
+    reads = {
+        action: s["Resource"]
+        for s in statements
+        for action in s["Action"]
+        if action.startswith(("ssm:", "secretsmanager:"))
+    }
+    assert set(reads) == {
+        "ssm:GetParameter",
+        "ssm:GetParameters",
+        "secretsmanager:GetSecretValue",
+        "secretsmanager:DescribeSecret",
+    }
+    for where in reads.values():
+        scoped = [r for r in where if not r.startswith("${aws_ssm_parameter.msk-bootstrap")]
+        assert scoped and all(r.endswith(f"/{prefix}/*") or r.endswith(f":secret:{prefix}/*") for r in scoped), where
+        assert all(team in r or r.startswith("${aws_ssm_parameter") for r in where)
+
+    emr = one(stack, "aws_emr_cluster", "emr")
+    configurations = {c["Classification"]: c["Properties"] for c in json.loads(emr["configurations_json"])}
+    client = {
+        k[len(PLATFORM_DEFAULTS_PREFIX) :]: v
+        for k, v in configurations["spark-defaults"].items()
+        if k.startswith(PLATFORM_DEFAULTS_PREFIX)
+    }
+    assert client == MSK_IAM_CLIENT and client["properties.sasl.mechanism"] == "AWS_MSK_IAM"
+    assert configurations["yarn-site"]["yarn.resourcemanager.am.max-attempts"] == str(YARN_MAX_ATTEMPTS)
+    for step in emr["step"]:
+        params = parsed_command(step["hadoop_jar_step"][0]["args"])[1]
+        assert params["parameters_prefix"] == f"/{prefix}/" and params["aws_region"] == CONFIG.team(team).region
+    variables = one(stack, "aws_lambda_function", "deploy")["environment"]["variables"]
+    assert variables["PARAMETERS_PREFIX"] == f"/{prefix}/"
+    script = (ROOT / "infra" / "bootstrap" / "install-runner.sh").read_text()
+    assert "aws-msk-iam-auth-*-all.jar" in script and "exit 1" in script
+
+
+def test_the_readme_kafka_table_resolves_on_the_cluster_from_the_teams_parameter(monkeypatch):
+    """The README's table, unchanged, with the Spark properties the cluster gives every job: SASL/IAM
+    client settings and the bootstrap address from the team's parameter (moto SSM)."""
+    import boto3
+    from moto import mock_aws
+
+    from infra.stack import MSK_IAM_CLIENT
+    from jobs import kafka
+    from runner.authoring.ddl import parse_ddl
+    from runner.core.placeholders import Sources, Values, resolved_options
+
+    readme = (ROOT / "README.md").read_text()
+    ddl = readme[readme.index("CREATE TABLE `kafka`.`transactions`") :]
+    table = parse_ddl(ddl[: ddl.index(";") + 1])[0]
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with mock_aws():
+        brokers = "b-1.payments.kafka.eu-west-1.amazonaws.com:9098,b-2.payments.kafka.eu-west-1.amazonaws.com:9098"
+        boto3.client("ssm").put_parameter(
+            Name="/sql-runner-prod-payments/MSK_BOOTSTRAP_SERVERS", Value=brokers, Type="SecureString"
+        )
+        values = Values({}, Sources("/sql-runner-prod-payments/", "eu-west-1"))  # a core node: no env
+        options = kafka.with_platform_defaults(resolved_options(table, values), MSK_IAM_CLIENT)
+    reader = kafka.source_options(table, options)
+    assert reader["kafka.bootstrap.servers"] == brokers
+    assert reader["kafka.security.protocol"] == "SASL_SSL" and reader["kafka.sasl.mechanism"] == "AWS_MSK_IAM"
+    assert reader["kafka.sasl.client.callback.handler.class"].endswith("IAMClientCallbackHandler")
+
+
+def test_make_package_fetches_the_jars_checked_and_refuses_a_bad_one(tmp_path):
+    """Against a local HTTP server standing in for Maven Central and GitHub."""
+    import hashlib
+    import http.server
+    import threading
+    from functools import partial
+
+    from infra.package import MSK_IAM_CLASS, REQUIRED_JARS, JarRefused, fetch_jar, jars
+
+    served = tmp_path / "served"
+    for jar in REQUIRED_JARS:
+        path = served / jar.path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(path, "w") as archive:
+            archive.writestr(MSK_IAM_CLASS if jar.checked_by == "class" else "META-INF/MANIFEST.MF", "x")
+        if jar.checked_by == "sha1":
+            (served / (jar.path + ".sha1")).write_text(hashlib.sha1(path.read_bytes()).hexdigest() + "\n")
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
+    )
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        into = tmp_path / "dist-jars"
+        assert jars(into, maven=base, github=base) == []
+        assert sorted(p.name for p in into.iterdir()) == sorted(j.file for j in REQUIRED_JARS)
+        connector, msk = REQUIRED_JARS[0], REQUIRED_JARS[-1]
+        (served / (connector.path + ".sha1")).write_text("0" * 40)
+        with pytest.raises(JarRefused, match="SHA-1"):
+            fetch_jar(connector, tmp_path / "other", maven=base)
+        with zipfile.ZipFile(served / msk.path, "w") as archive:
+            archive.writestr("README", "not the library")
+        with pytest.raises(JarRefused, match="IAMClientCallbackHandler"):
+            fetch_jar(msk, tmp_path / "other", github=base)
+        assert not (tmp_path / "other").exists(), "nothing kept of a refused jar"
+        unreachable = jars(tmp_path / "none", maven="http://127.0.0.1:9", github="http://127.0.0.1:9")
+        assert len(unreachable) == len(REQUIRED_JARS)
+    finally:
+        server.shutdown()
