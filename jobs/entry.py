@@ -50,16 +50,15 @@ def log(spec: JobSpec, message: str) -> None:
 
 
 def previous_attempt(control: JobControl) -> dict:
-    """What an earlier application attempt of this very run published (YARN re-attempts), else {}."""
-    if control.bucket is None:
+    """What an earlier application attempt of this very launch published (YARN re-attempts), else {}."""
+    if control.bucket is None or not control.spec.launch_id:
         return {}
     try:
         blob = control.bucket.read(layout.status(control.spec.manifest.name))
     except Exception:  # noqa: BLE001 - nothing to count on
         return {}
     status = json.loads(blob.text) if blob else {}
-    same = status.get("run-id") == control.spec.run_id and status.get("version") == control.spec.manifest.version
-    return status if same else {}
+    return status if status.get("launch-id") == control.spec.launch_id else {}
 
 
 class Job:
@@ -76,6 +75,7 @@ class Job:
             strategy, list(earlier.get("failure-times") or []), int(earlier.get("restarts") or 0)
         )
         self.earlier = earlier
+        control.labels["launch-id"] = spec.launch_id
 
     def log(self, message: str) -> None:
         log(self.spec, message)

@@ -10,13 +10,15 @@ one, an unknown key, a backoff below 1.
 from __future__ import annotations
 
 import json
-import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from runner.core.restarts import Restarts, RestartStrategy
-from tests.clihelpers import cli, history, status, wait_for
+from runner.deploy import submit
+from runner.deploy.submit import entry_point, spark_submit_path
+from tests.clihelpers import cli, cli_env, history, status, wait_for
 from tests.conftest import METADATA_DDL, ProjectDir
 
 
@@ -73,7 +75,7 @@ MANIFEST = """
 name: copier
 target-table: "`demo`.`copy`"
 trigger-interval: 500 milliseconds
-restart-strategy: {attempts: 3, delay: 1 second, backoff: 2, failure-window: 1 hour}
+restart-strategy: {attempts: 3, delay: 1 second, backoff: 2, max-delay: 2 seconds, failure-window: 1 hour}
 sql: SELECT id, amount FROM `demo`.`events`
 """
 
@@ -137,5 +139,24 @@ def test_a_job_whose_sink_fails_for_a_while_comes_back_by_itself_and_one_that_ke
     given_up = status(project, "copier")
     assert given_up["state"] == "failed (restarts used up)" and given_up["job"] is None, given_up
     assert given_up["why"] and "directory" in given_up["why"].lower(), given_up
+
+    # a new application attempt of the same launch (as YARN makes when a driver dies) counts on from them
+    spec_uri = next((project.root / ".sql-runner" / "manifests" / "specs" / "copier").glob("*.json"))
+    attempt = subprocess.run(
+        [str(spark_submit_path()), "--master", "local[1]", str(entry_point()), "--spec-uri", str(spec_uri)],
+        env=cli_env(submit.environment()),
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert attempt.returncode == 1 and "used up its restarts; not starting again" in attempt.stdout, attempt.stdout
+    assert status(project, "copier")["state"] == "failed (restarts used up)"
+
+    # the next deploy is a new launch: it restores the job, which counts afresh and carries on exactly
     mend_sink(out, aside)
-    shutil.rmtree(aside, ignore_errors=True)
+    result = cli(project, "deploy")
+    assert "restore v1" in result.stdout, result.stdout
+    wait_for(lambda: len(committed_ids(spark, out)) == 15, "the rows of the lasting outage", 120)
+    assert committed_ids(spark, out) == sorted(f"e{i}" for i in range(15))
+    assert status(project, "copier")["restarts"] == 0

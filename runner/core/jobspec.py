@@ -31,6 +31,9 @@ class JobSpec:
     # where sources start when continuing a previous version: role -> table name -> start
     starts: Starts = field(default_factory=dict)
     placeholders: Sources = field(default_factory=Sources)  # where placeholders are looked up besides the env
+    # one per start by the runner: a YARN re-attempt of the same launch counts on from its failures; a new
+    # launch (a deploy resuming the same run) starts counting afresh
+    launch_id: str = ""
 
     def to_json(self) -> str:
         return json.dumps(
@@ -44,6 +47,7 @@ class JobSpec:
                 "run_id": self.run_id,
                 "starts": starts_to_dict(self.starts),
                 "placeholders": self.placeholders.to_dict(),
+                "launch-id": self.launch_id,
             },
             separators=(",", ":"),
         )
@@ -61,6 +65,7 @@ class JobSpec:
             run_id=data.get("run_id", ""),
             starts=starts_from_dict(data.get("starts") or {}),
             placeholders=Sources.from_dict(data.get("placeholders")),
+            launch_id=data.get("launch-id", ""),
         )
 
     @property

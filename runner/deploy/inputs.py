@@ -10,6 +10,7 @@ what the store and the target say about the deployed job.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -102,6 +103,7 @@ def job_spec(
         run_id=run_id,
         starts=starts,
         placeholders=placeholders or Sources(),
+        launch_id=uuid.uuid4().hex[:12],
     )
 
 
