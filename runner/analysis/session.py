@@ -35,3 +35,22 @@ def local_session(app: str = "sql-runner") -> SparkSession:
         .getOrCreate()
     )
     return session
+
+
+def close_local_session(session: SparkSession) -> None:
+    """Stop ``session`` and end its JVM now. pyspark keeps the gateway JVM it launched until this Python
+    process exits; a command that has finished analysing (``deploy``, ``run`` while its job runs) gives the
+    memory back instead. The JVM exits when its stdin closes."""
+    from pyspark import SparkContext
+
+    session.stop()
+    gateway = SparkContext._gateway
+    if gateway is None:
+        return
+    process = getattr(gateway, "proc", None)
+    gateway.shutdown()
+    if process is not None:
+        process.stdin.close()
+        process.wait(timeout=30)
+    SparkContext._gateway = None
+    SparkContext._jvm = None

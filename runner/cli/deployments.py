@@ -132,6 +132,7 @@ def deploy(
 
     deployer = ctx.deployer(lease_wait=lease_wait)
     planned = decisions(ctx, deployer, paths, mode)
+    deployer.release_spark()  # carrying the plan out needs no Spark here
     out.print(render.plan_table(planned))
     failures = ProblemCollector()
     for decision in planned:
@@ -180,6 +181,7 @@ def run(manifest: Path, once: bool, project: Path | None, state: Path | None, te
     foreground = ForegroundTarget(ctx.target)
     deployer = ctx.deployer(foreground, once=once)
     decision = decisions(ctx, deployer, (manifest,))[0]
+    deployer.release_spark()  # the job runs in its own JVM; the analysis one does not wait beside it
     ctx.log(f"[{decision.name}] {decision.action.summary}: {'; '.join(decision.action.reasons)}")
     result = deployer.carry_out(decision, purpose="run")
     if foreground.exit_code is None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Collection
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,8 @@ from runner.state.records import DeploymentRecord
 from runner.targets.base import RunningJob
 
 __all__ = ["Decision", "Deployer", "Prepared", "Settings"]
+
+OBSERVERS = 16  # manifests observed at once when deciding many
 
 Log = Callable[[str], None]
 
@@ -64,6 +67,7 @@ class Deployer:
         self.lease_holder = lease_holder  # who this deployer's leases name (default: host and process)
         self.dead_holder = dead_holder  # which other holders are known to be gone (their leases are taken over)
         self.lease_wait = lease_wait  # seconds to wait for a lease another runner holds (0: stand down at once)
+        self._read_ahead: dict[str, Any] = {}  # deployed records prepare_all read, for the plan that follows
 
     def _lease(self, name: str, purpose: str):
         return lease(
@@ -89,6 +93,14 @@ class Deployer:
                 self._spark = local_session("sql-runner-plan")
         return self._spark
 
+    def release_spark(self) -> None:
+        """End the local Spark this deployer started to analyse queries (a session's own is never ended)."""
+        if self._spark is not None and self._spark_factory is None:
+            from runner.analysis.session import close_local_session
+
+            close_local_session(self._spark)
+            self._spark = None
+
     @property
     def preparer(self) -> Preparer:
         assert self.project is not None, "preparing manifests needs the project"
@@ -100,10 +112,13 @@ class Deployer:
 
     def prepare_all(self, paths: list[Path] | None) -> dict[str, Prepared]:
         """The desired manifests (``paths``, or every manifest of the project), all checked before any is used."""
-        return self.preparer.prepare_all(paths)
+        preparer = self.preparer
+        prepared = preparer.prepare_all(paths)
+        self._read_ahead = dict(preparer.deployed)  # decide_all uses each once; carrying out reads afresh
+        return prepared
 
     def inputs(self, name: str) -> Inputs:
-        return observe(self.store, self.targets, self.settings.team, name)
+        return observe(self.store, self.targets, self.settings.team, name, self._read_ahead.pop(name, None))
 
     def decide(self, name: str, prepared: Prepared | None) -> Decision:
         """The decision for one manifest (``prepared`` None: its manifest is gone)."""
@@ -124,7 +139,11 @@ class Deployer:
         ``other_mode`` belong to the other mode's deploy, and a deployed job without a manifest is
         removed only if it runs in ``mode``."""
         names = set(prepared) | (set(records.deployed_names(self.store.manifests)) if whole_project else set())
-        inputs = {name: self.inputs(name) for name in names - set(other_mode)}
+        wanted = sorted(names - set(other_mode))
+        # reading each job's record, target and state is waiting on the store (S3): many at once
+        with ThreadPoolExecutor(OBSERVERS) as pool:
+            inputs = dict(zip(wanted, pool.map(self.inputs, wanted), strict=True))
+        self._read_ahead = {}  # from now on (carrying out, under each lease) records are read afresh
         if mode is not None:
             inputs = {
                 name: item

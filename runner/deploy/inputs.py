@@ -12,13 +12,14 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runner.authoring.project import Project
-from runner.core import layout
+from runner.core import layout, placeholders
 from runner.core.catalog import Catalog
 from runner.core.errors import Problem, ProblemCollector, UserError
 from runner.core.jobspec import JobSpec
@@ -107,6 +108,9 @@ def job_spec(
     )
 
 
+READERS = 16  # deployed records read at once
+
+
 class Preparer:
     """Loads and analyses desired manifests on a SparkSession it is given (created on first use)."""
 
@@ -123,6 +127,8 @@ class Preparer:
         self.env = env
         self.spark = spark
         self.clock = clock
+        # deployed records read ahead for prepare_all (read again under the lease before anything is done)
+        self.deployed: dict[str, tuple[DeploymentRecord | None, Any]] = {}
 
     def prepare(self, path: Path) -> Prepared:
         """Load and analyse one desired manifest; UserError if it is not deployable.
@@ -136,7 +142,14 @@ class Preparer:
         project = self.project
         file = project.display(path)
         manifest = project.load_manifest(path)
-        record, _ = records.read_deployed(self.store.manifests, manifest.name)
+        record, _ = self.deployed.get(manifest.name) or records.read_deployed(self.store.manifests, manifest.name)
+        unchanged = self._unchanged_tables(record, manifest)
+        if record is not None and unchanged is not None:
+            # The query and every table it uses are as deployed: Spark judged them then, and would again.
+            problems = placeholders.job_problems(manifest.spark_properties, file, unchanged, self.env)
+            if problems:
+                raise UserError(problems)
+            return Prepared(manifest, file, unchanged, record.sources, QueryDiff(changed=False, state_compatible=True))
         before = self._deployed_build(record, manifest)
         reuse = before.query if before is not None else None
         analysed = analyse(self.spark(), manifest, project.catalog, self.env, file=file, reuse=reuse)
@@ -154,6 +167,23 @@ class Preparer:
                 )
         return Prepared(manifest, file, tables, sources, diff)
 
+    def _unchanged_tables(self, record: DeploymentRecord | None, manifest: Manifest) -> tuple[TableDef, ...] | None:
+        """The current definitions of the deployed query's tables when the desired SQL query is the deployed one
+        over tables declared exactly as then (and no table since shares one's name, which could make an
+        unqualified name ambiguous); None when anything differs, or for a ``code`` snippet (it may use any
+        table, so only Spark can say)."""
+        if record is None or manifest.sql is None or not same_query(record.manifest, manifest):
+            return None
+        catalog = self.project.catalog
+        current = []
+        for table in record.tables:
+            found = catalog.lookup(table.key)
+            namesakes = [t for t in catalog.tables if t.key[-1] == table.key[-1]]
+            if found is None or len(namesakes) != 1 or found.definition() != table.definition():
+                return None
+            current.append(found)
+        return tuple(current)
+
     def _deployed_build(self, record: DeploymentRecord | None, manifest: Manifest) -> BuiltJob | None:
         """The deployed query's analysis when the desired query's text or target differs from it; None
         otherwise, or when it does not build (the desired query is then checked first, as without this
@@ -167,6 +197,16 @@ class Preparer:
         except Exception:  # noqa: BLE001 - reported by the comparison, after the desired query's own checks
             return None
 
+    def _read_ahead(self, paths: list[Path]) -> None:
+        """Read the deployed records of many manifests at once (named as their files are; a manifest
+        named otherwise is refused when prepared, or read then)."""
+        names = sorted({_manifest_name(path) for path in paths})
+        if len(names) < 2:
+            return
+        with ThreadPoolExecutor(READERS) as pool:
+            found = pool.map(lambda name: records.read_deployed(self.store.manifests, name), names)
+            self.deployed = dict(zip(names, found, strict=True))
+
     def prepare_all(self, paths: list[Path] | None) -> dict[str, Prepared]:
         """The desired manifests (``paths``, or every manifest of the project), all checked before any is used."""
         chosen = paths if paths is not None else self.project.manifest_paths()
@@ -175,6 +215,7 @@ class Preparer:
             if not path.exists():
                 collector.add(Problem.of("FILE_NOT_FOUND", file=str(path), kind="manifest"))
         collector.raise_if_any()
+        self._read_ahead(chosen)
         prepared: dict[str, Prepared] = {}
         for path in chosen:
             try:
@@ -197,6 +238,10 @@ class Preparer:
         return prepared
 
 
+def _manifest_name(path: Path) -> str:
+    return path.name.rsplit(".", 1)[0]
+
+
 def same_query(old: Manifest, new: Manifest) -> bool:
     """The two manifests hold the same query text and target table."""
     return (old.sql, old.code, old.target_table) == (new.sql, new.code, new.target_table)
@@ -209,23 +254,29 @@ def same_text(record: DeploymentRecord, manifest: Manifest, tables: tuple[TableD
     ) == sorted(json.dumps(t.definition(), sort_keys=True) for t in tables)
 
 
-def observe(store: Store, target: Target, team: str, name: str) -> Inputs:
-    """What the plan decides on for ``name``, read from the store and the target."""
-    record, blob = records.read_deployed(store.manifests, name)
+def observe(
+    store: Store, target: Target, team: str, name: str, known: tuple[DeploymentRecord | None, Any] | None = None
+) -> Inputs:
+    """What the plan decides on for ``name``, read from the store and the target (``known``: its deployed
+    record and blob, read a moment ago for the same plan)."""
+    record, blob = known if known is not None else records.read_deployed(store.manifests, name)
     running = target.find(team, name)
     running_version = running.identity.version if running else None
     if record is None:
         return Inputs(None, None, running, Observed(running=running is not None, running_version=running_version))
     version = record.version
-    status_blob = store.manifests.read(layout.status(name))
-    status = json.loads(status_blob.text) if status_blob else {}
-    checkpoints = tuple(savepoints.checkpoints(store, name, version))
+    status: dict = {}
+    if running is None:  # what the job last said matters only when it is not running
+        status_blob = store.manifests.read(layout.status(name))
+        status = json.loads(status_blob.text) if status_blob else {}
+    # What a restore would choose from; a running job is stopped with a savepoint of its own instead.
+    checkpoints = tuple(savepoints.checkpoints(store, name, version)) if running is None else ()
     this_run = status.get("version") == version and status.get("run-id") == record.run_id
     ever_ran = bool(checkpoints) or (this_run and status.get("state") in ("running", "stopped"))
     observed = Observed(
         running=running is not None,
         running_version=running_version,
-        savepoints=tuple(savepoints.savepoints(store, name, version)),
+        savepoints=tuple(savepoints.savepoints(store, name, version)) if running is None else (),
         checkpoints=checkpoints,
         ever_ran=ever_ran,
         refused=status.get("state-refused") if this_run and status.get("state") == "failed" else None,

@@ -20,6 +20,11 @@ from runner.core.starts import Source
 from runner.core.stateref import StateRef
 from runner.core.tables import TableDef
 
+# libyaml's safe loader and dumper where PyYAML has them: a record (manifest, tables and columns) parses
+# about ten times faster, which is most of planning many manifests.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
 
 @dataclass(frozen=True)
 class DeploymentRecord:
@@ -52,11 +57,11 @@ class DeploymentRecord:
             "continued-from": _ref_to_dict(self.continued_from),
             "tables": [t.to_dict() for t in self.tables],
         }
-        return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+        return yaml.dump(data, Dumper=_DUMPER, sort_keys=False, allow_unicode=True)
 
     @staticmethod
     def from_yaml(text: str) -> DeploymentRecord:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_LOADER)  # noqa: S506 - a safe loader (libyaml's when built with it)
         deployment = data.pop("deployment")
         return DeploymentRecord(
             manifest=Manifest.model_validate(data),

@@ -34,6 +34,7 @@ from runner.targets.stop_request import request_stop
 
 ANSWER_TIMEOUT = 120.0
 POLL_SECONDS = 0.2
+HEALTH_SECONDS = 1.0
 
 
 class SessionUnavailable(Exception):
@@ -48,15 +49,24 @@ class SessionTarget:
         self.application = application  # where the session application itself runs
         self.team = team
         self._alive: tuple[float, RunningJob | None] | None = None
+        self._health: tuple[float, dict[str, Any] | None] | None = None
 
     # ---- the session application ----------------------------------------------------------
 
     def application_job(self) -> RunningJob | None:
         """The running session application, if any (checked at most once a second)."""
         now = time.monotonic()
-        if self._alive is None or now - self._alive[0] > 1.0:
+        if self._alive is None or now - self._alive[0] > HEALTH_SECONDS:
             self._alive = (now, self.application.find(self.team, layout.SESSION_JOB))
         return self._alive[1]
+
+    def recent_health(self) -> dict[str, Any] | None:
+        """``health()``, read at most once a second: finding many jobs (a plan of hundreds of manifests) asks
+        for it once per job, and whether a session runs does not change between two of them."""
+        now = time.monotonic()
+        if self._health is None or now - self._health[0] > HEALTH_SECONDS:
+            self._health = (now, self.health())
+        return self._health[1]
 
     def health(self) -> dict[str, Any] | None:
         """What the running session last published about itself; None when no session runs."""
@@ -134,7 +144,7 @@ class SessionTarget:
         raise UserError.of("SESSION_NO_ANSWER", name=name, seconds=f"{ANSWER_TIMEOUT:.0f}")
 
     def find(self, team: str, name: str) -> RunningJob | None:
-        health = self.health() if team == self.team else None
+        health = self.recent_health() if team == self.team else None
         if health is None:
             return None
         blob = self.records.read(layout.status(name))
