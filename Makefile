@@ -10,7 +10,7 @@ CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 SOURCES := runner jobs infra demo tests bench
 
-.PHONY: run test lint venv clean synth deploy-infra destroy-infra package package-lambda push-artifacts
+.PHONY: run test bench lint venv clean synth deploy-infra destroy-infra package package-lambda push-artifacts
 
 venv: $(STAMP)
 
@@ -36,6 +36,11 @@ test: $(STAMP) $(CHECKOV_STAMP)
 	@$(BIN)/ruff check $(SOURCES)
 	@$(BIN)/ruff format --check --quiet $(SOURCES)
 	@$(BIN)/python -m pytest -q
+
+# Benchmarks, side by side in one run each (never part of `make test`); bench/results/latest.json.
+bench: $(STAMP)
+	@$(BIN)/python bench/plan.py --rounds 3
+	@$(BIN)/python bench/overhead.py --rounds 3
 
 # ---- AWS infrastructure per team (infra/teams.yaml) ----------------------------------------
 TEAM ?=

@@ -35,6 +35,8 @@ ROLES = ("manifests", "checkpoints", "savepoints")
 def buckets(count: int) -> dict[str, str]:
     """Each project size has its own state (a whole-project plan removes jobs whose manifest is gone)."""
     return {role: f"plan-bench-{count}-{role}" for role in ROLES}
+
+
 DDL = """
 CREATE TABLE `demo`.`events` (id STRING, account STRING, amount DOUBLE, ts TIMESTAMP(3),
   WATERMARK FOR ts AS ts - INTERVAL '5' SECOND)
@@ -156,7 +158,7 @@ def main() -> int:
         for bucket in buckets(count).values():
             s3.create_bucket(Bucket=bucket)
     team = "bench"
-    results: dict[int, list[float]] = {count: [] for count in counts}
+    results_by_count: dict[int, list[float]] = {count: [] for count in counts}
     with tempfile.TemporaryDirectory(prefix="plan-bench-") as tmp:
         folders = {count: project(Path(tmp), count) for count in counts}
         started = time.monotonic()
@@ -165,7 +167,7 @@ def main() -> int:
         print(f"deployed {sum(counts)} records in {time.monotonic() - started:.1f}s", flush=True)
         for _ in range(args.rounds):
             for count in counts:
-                results[count].append(plan_seconds(folders[count], env, team, count))
+                results_by_count[count].append(plan_seconds(folders[count], env, team, count))
         if args.profile:
             largest = folders[max(counts)]
             options = [f"--{role}-bucket={bucket}" for role, bucket in buckets(max(counts)).items()]
@@ -181,9 +183,22 @@ def main() -> int:
                 check=False,
             )
     server.stop()
+    from bench import results
+
+    # no side to run beside a plan: each size is set against the target, PRODUCT.md's 3 s for 200
+    records = [
+        results.record(
+            f"plan of {count} unchanged manifests (moto S3)",
+            [(s, 3.0 * count / 200) for s in seconds],
+            "s",
+            higher_is_better=False,
+        )
+        for count, seconds in results_by_count.items()
+    ]
+    results.write("plan", records)
     print("\n| manifests | rounds | median s | min s | max s | per manifest ms |")
     print("|---|---|---|---|---|---|")
-    for count, seconds in results.items():
+    for count, seconds in results_by_count.items():
         median = statistics.median(seconds)
         print(
             f"| {count} | {len(seconds)} | {median:.2f} | {min(seconds):.2f} | {max(seconds):.2f} | "

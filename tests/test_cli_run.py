@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -53,6 +54,10 @@ def test_run_once_twice_processes_exactly_the_new_input(demo_project: ProjectDir
     assert {r["__query_version"] for r in rows} == {1}
     deployed = demo_project.root / ".sql-runner" / "manifests" / "deployed" / "high-value.yaml"
     assert "query-version: 1" in deployed.read_text()
+    # the finished run says so, whatever progress event arrived after it stopped
+    status = json.loads((demo_project.root / ".sql-runner" / "manifests" / "status" / "high-value.json").read_text())
+    assert (status["state"], status["reason"]) == ("stopped", "finished"), status
+    assert status["recent-progress"] and status["progress"] == status["recent-progress"][-1]
 
 
 def test_run_with_an_unresolved_variable_changes_nothing(demo_project: ProjectDir, monkeypatch):
