@@ -40,6 +40,7 @@ test: $(STAMP) $(CHECKOV_STAMP)
 # Benchmarks, side by side in one run each (never part of `make test`); bench/results/latest.json.
 bench: $(STAMP)
 	@$(BIN)/python bench/plan.py --rounds 3
+	@$(BIN)/python bench/metadata.py --rounds 3
 	@$(BIN)/python bench/overhead.py --rounds 3
 
 # ---- AWS infrastructure per team (infra/teams.yaml) ----------------------------------------
