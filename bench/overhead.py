@@ -134,6 +134,21 @@ def rate(progress: list[dict]) -> float:
     return rows / millis * 1000 if millis else 0.0
 
 
+def timed(args: list[str], cwd: Path) -> tuple[subprocess.CompletedProcess, float]:
+    """Run one side's whole process; its result and wall seconds."""
+    began = time.monotonic()
+    result = subprocess.run(
+        args,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
+    )
+    return result, time.monotonic() - began
+
+
 def ours(work: Path, data: Path, query: str, sink: str) -> tuple[float, float]:
     """(input rows/s, wall s) of ``sql-runner run --once`` on a fresh project."""
     project = work / "project"
@@ -153,17 +168,7 @@ def ours(work: Path, data: Path, query: str, sink: str) -> tuple[float, float]:
         f'name: q\ntarget-table: "`bench`.`out`"\nsql: "{sql}"\nsparkProperties:\n  spark.driver.memory: 2g\n'
     )
     shutil.rmtree(work / "out-ours", ignore_errors=True)
-    began = time.monotonic()
-    result = subprocess.run(
-        [SQL_RUNNER, "run", "manifests/q.yaml", "--once"],
-        cwd=project,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        check=False,
-        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
-    )
-    wall = time.monotonic() - began
+    result, wall = timed([SQL_RUNNER, "run", "manifests/q.yaml", "--once"], cwd=project)
     if result.returncode != 0:
         raise SystemExit(f"ours failed ({query}, {sink}): {result.stderr[-3000:]}")
     status = json.loads((project / ".sql-runner" / "manifests" / "status" / "q.json").read_text())
@@ -191,16 +196,7 @@ def reference(work: Path, data: Path, query: str, sink: str) -> tuple[float, flo
         sink,
         QUERIES[query][0],
     ]
-    began = time.monotonic()
-    result = subprocess.run(
-        args,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        check=False,
-        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
-    )
-    wall = time.monotonic() - began
+    result, wall = timed(args, cwd=work)
     lines = [line for line in result.stdout.splitlines() if line.startswith("PROGRESS ")]
     if result.returncode != 0 or not lines:
         raise SystemExit(f"reference failed ({query}, {sink}): {result.stderr[-3000:]}")

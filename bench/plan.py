@@ -131,24 +131,8 @@ def plan_seconds(folder: Path, env: dict[str, str], team: str, count: int) -> fl
     return seconds
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--counts", default="200,1000")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--profile", action="store_true")
-    args = parser.parse_args()
-    counts = [int(c) for c in args.counts.split(",")]
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    aws = {
-        "AWS_ENDPOINT_URL": f"http://{host}:{port}",
-        "AWS_ACCESS_KEY_ID": "bench",
-        "AWS_SECRET_ACCESS_KEY": "bench",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }
+def plans(counts: list[int], rounds: int, profile: bool, aws: dict[str, str]) -> dict[int, list[float]]:
+    """Plan seconds per project size, the sizes alternating, ``rounds`` times (against moto's server)."""
     os.environ.update(aws)
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
     import boto3
@@ -165,10 +149,10 @@ def main() -> int:
         for count in counts:
             deploy_records(folders[count], count, team)
         print(f"deployed {sum(counts)} records in {time.monotonic() - started:.1f}s", flush=True)
-        for _ in range(args.rounds):
+        for _ in range(rounds):
             for count in counts:
                 results_by_count[count].append(plan_seconds(folders[count], env, team, count))
-        if args.profile:
+        if profile:
             largest = folders[max(counts)]
             options = [f"--{role}-bucket={bucket}" for role, bucket in buckets(max(counts)).items()]
             code = (
@@ -182,7 +166,20 @@ def main() -> int:
                 env=env,
                 check=False,
             )
-    server.stop()
+    return results_by_count
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--counts", default="200,1000")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args()
+    counts = [int(c) for c in args.counts.split(",")]
+    from tests.motoserver import moto_server
+
+    with moto_server() as aws:
+        results_by_count = plans(counts, args.rounds, args.profile, aws)
     from bench import results
 
     # no side to run beside a plan: each size is set against the target, PRODUCT.md's 3 s for 200

@@ -270,22 +270,15 @@ def bench_session_local(
 
 
 def bench_session_s3(base: Path, rounds: int) -> dict[str, list[float]]:
-    import logging
+    from tests.motoserver import moto_server
 
+    with moto_server() as env:
+        return _session_s3(base, rounds, env)
+
+
+def _session_s3(base: Path, rounds: int, env: dict[str, str]) -> dict[str, list[float]]:
     import boto3
-    from moto.server import ThreadedMotoServer
 
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's server logs every request
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    env = {
-        "AWS_ENDPOINT_URL": f"http://{host}:{port}",
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }
     os.environ.update(env)
     s3 = boto3.client("s3")
     s3.create_bucket(Bucket="bench-manifests")
@@ -317,7 +310,6 @@ def bench_session_s3(base: Path, rounds: int) -> dict[str, list[float]]:
     finally:
         project.stop_feeding()
         project.cli("session", "stop", check=False)
-        server.stop()
 
 
 def bench_application(base: Path, rounds: int) -> tuple[dict[str, list[float]], int]:

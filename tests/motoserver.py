@@ -1,7 +1,8 @@
-"""moto's server on loopback, for the runner's and the jobs' own processes to reach as AWS."""
+"""moto's server on loopback, for the runner's and the jobs' own processes to reach as AWS (tests and bench/)."""
 
 from __future__ import annotations
 
+import logging
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,6 +13,7 @@ from moto.server import ThreadedMotoServer
 @contextmanager
 def moto_server(region: str = "us-east-1") -> Iterator[dict[str, str]]:
     """Start moto's server on a free port; yields the environment that points boto3 at it (fake credentials)."""
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # it logs every request
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()

@@ -17,7 +17,6 @@ import pytest
 
 from runner.core.restarts import Restarts, RestartStrategy
 from runner.deploy import submit
-from runner.deploy.submit import entry_point, spark_submit_path
 from tests.clihelpers import cli, cli_env, history, status, wait_for
 from tests.conftest import METADATA_DDL, ProjectDir
 
@@ -142,9 +141,16 @@ def test_a_job_whose_sink_fails_for_a_while_comes_back_by_itself_and_one_that_ke
     assert given_up["why"] and "data/out" in given_up["why"], given_up
 
     # a new application attempt of the same launch (as YARN makes when a driver dies) counts on from them
-    spec_uri = next((project.root / ".sql-runner" / "manifests" / "specs" / "copier").glob("*.json"))
+    spec_uri = str(next((project.root / ".sql-runner" / "manifests" / "specs" / "copier").glob("*.json")))
     attempt = subprocess.run(
-        [str(spark_submit_path()), "--master", "local[1]", str(entry_point()), "--spec-uri", str(spec_uri)],
+        [
+            str(submit.spark_submit_path()),
+            "--master",
+            "local[1]",
+            str(submit.entry_point()),
+            "--spec-uri",
+            str(spec_uri),
+        ],
         env=cli_env(submit.environment()),
         capture_output=True,
         text=True,
@@ -161,3 +167,29 @@ def test_a_job_whose_sink_fails_for_a_while_comes_back_by_itself_and_one_that_ke
     wait_for(lambda: len(committed_ids(spark, out)) == 15, "the rows of the lasting outage", 120)
     assert committed_ids(spark, out) == sorted(f"e{i}" for i in range(15))
     assert status(project, "copier")["restarts"] == 0
+
+
+def test_a_session_query_follows_its_own_restart_strategy_and_others_the_sessions_protection(tmp_path):
+    """The session host's bookkeeping, without Spark: a manifest's restart-strategy parks a query past its
+    attempts within the window; without one the session's protection counts consecutive failures."""
+    from jobs.control import JobControl
+    from runner.core.catalog import Catalog
+    from runner.core.jobspec import JobSpec
+    from runner.core.manifest import Manifest
+    from runner.session.config import Protection
+    from runner.session.host import Hosted, QueryHost
+    from runner.targets.base import JobIdentity, Launch
+
+    host = QueryHost(None, "run-0", Protection(max_failures=3, first_backoff=1.0), lambda _: None)  # type: ignore[arg-type]
+
+    def hosted(strategy: dict | None) -> Hosted:
+        fields = {"name": "q", "target-table": "t", "sql": "SELECT 1"}
+        manifest = Manifest.model_validate({**fields, **({"restart-strategy": strategy} if strategy else {})})
+        spec = JobSpec(manifest, Catalog(), "/c", "/d", run_id="run-1")
+        return Hosted(Launch(JobIdentity("team", "q", 1, "run-1"), spec), JobControl(spec, lambda _: None))
+
+    own = hosted({"attempts": 1, "delay": "3 seconds", "backoff": 1})
+    assert host._judge(own) == (False, 3.0, "2")
+    assert host._judge(own)[0], "a second failure within the hour is past its one attempt"
+    session = hosted(None)
+    assert [host._judge(session) for _ in range(3)] == [(False, 1.0, "3"), (False, 2.0, "3"), (True, 4.0, "3")]

@@ -280,15 +280,15 @@ def split_properties(properties: Mapping[str, str]) -> tuple[dict[str, str], dic
     return plain, deferred
 
 
-def driver_properties(
-    properties: Mapping[str, str], values: Mapping[str, str], *, file: str | None = None
-) -> dict[str, str]:
+def resolved_properties(properties: Mapping[str, str], values: Mapping[str, str]) -> dict[str, str]:
+    """Engine properties with their placeholders resolved (never logged or stored)."""
+    return {key: resolve(value, values, field=f"sparkProperties.{key}") for key, value in properties.items()}
+
+
+def driver_properties(properties: Mapping[str, str], values: Mapping[str, str]) -> dict[str, str]:
     """The properties that hold placeholders, resolved, plus a ``spark.redaction.regex`` that names
     them, so Spark's UI and event log show them redacted whatever their names."""
-    deferred = split_properties(properties)[1]
-    resolved = {
-        key: resolve(value, values, file=file, field=f"sparkProperties.{key}") for key, value in deferred.items()
-    }
+    resolved = resolved_properties(split_properties(properties)[1], values)
     if resolved:
         names = "|".join(re.escape(key) for key in sorted(resolved))
         base = properties.get("spark.redaction.regex", DEFAULT_REDACTION)

@@ -40,7 +40,7 @@ from jobs.control import JobControl, failure_reason, progress_record, refused_re
 from runner.core import layout
 from runner.core.errors import UserError
 from runner.core.jobspec import JobSpec
-from runner.core.placeholders import driver_properties, split_properties
+from runner.core.placeholders import resolved_properties
 from runner.core.restarts import Restarts, RestartStrategy
 from runner.session.bounded import TimedOut, within
 from runner.session.config import Protection
@@ -390,10 +390,7 @@ class QueryHost:
     def _start(self, hosted: Hosted) -> None:
         spec = hosted.spec
         session = self.spark.newSession()
-        properties = spec.manifest.spark_properties
-        resolved = driver_properties(properties, hosted.launch.env)
-        resolved.pop("spark.redaction.regex", None)  # the application's, fixed when it started
-        for key, value in {**split_properties(properties)[0], **resolved}.items():
+        for key, value in resolved_properties(spec.manifest.spark_properties, hosted.launch.env).items():
             session.conf.set(key, value)
         # Pools are thread-local properties inherited by the query's stream thread.
         self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", spec.manifest.name)
