@@ -24,8 +24,21 @@ from jobs.target_schema import conform
 from runner.core.catalog import Catalog
 from runner.core.errors import UserError
 from runner.core.manifest import Manifest
-from runner.core.starts import MAIN, Starts, dead_letter_role
+from runner.core.starts import MAIN, Starts
 from runner.core.tables import TableDef
+
+
+@dataclass(frozen=True)
+class Tapped:
+    """A source whose malformed records go to the dead-letter location, and its taps' markers."""
+
+    source: sources.Source
+    rows_read: str  # marker of the tap over the rows as read
+    rows_good: str  # marker of the tap over the good rows
+
+    @property
+    def table(self) -> TableDef:
+        return self.source.table
 
 
 @dataclass
@@ -33,7 +46,7 @@ class BuiltQuery:
     result: DataFrame  # the query's own columns
     sources: dict[str, TableDef] = field(default_factory=dict)  # view name -> table
     frames: dict[str, DataFrame] = field(default_factory=dict)  # view name -> the frame registered
-    dead_letters: list[tuple[TableDef, DataFrame]] = field(default_factory=list)
+    dead_letters: list[Tapped] = field(default_factory=list)
 
 
 @dataclass
@@ -63,7 +76,7 @@ class _Sources:
         self.live = live
         self.frames: dict[str, DataFrame] = {}
         self.tables: dict[str, TableDef] = {}
-        self.dead_letters: list[tuple[TableDef, DataFrame]] = []
+        self.dead_letters: list[Tapped] = []
 
     def register(self, table: TableDef) -> DataFrame:
         view = view_name(table)
@@ -77,13 +90,20 @@ class _Sources:
             sources.require_source(table)
             frame = sources.stand_in(self.spark, table)
         else:
-            raw = sources.read_table(self.spark, table, self.env, self.starts.get(MAIN, {}).get(table.name))
-            frame = sources.valid_rows(raw, table)
+            source = sources.open_source(self.spark, table, self.env, self.starts.get(MAIN, {}).get(table.name))
             if table.can_dead_letter:
-                # A second read of the same source feeds the dead-letter query (Spark gives
-                # one sink per query); both are exactly-once through their own checkpoints.
-                start = self.starts.get(dead_letter_role(table), {}).get(table.name)
-                self.dead_letters.append((table, sources.read_table(self.spark, table, self.env, start)))
+                # Read once: the taps tell which micro-batches hold malformed records (jobs/deadletters.py).
+                index = len(self.dead_letters)
+                tapped = Tapped(
+                    source,
+                    sources.tap_marker(index, sources.ROWS_READ),
+                    sources.tap_marker(index, sources.ROWS_GOOD),
+                )
+                self.dead_letters.append(tapped)
+                parsed = tapped.source.parse(sources.tap(source.rows, tapped.rows_read))
+                frame = sources.valid_rows(parsed, table, tapped.rows_good)
+            else:
+                frame = sources.valid_rows(source.frame(), table)
         frame.createOrReplaceTempView(view)
         self.frames[view] = frame
         self.tables[view] = table

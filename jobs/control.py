@@ -96,6 +96,7 @@ class JobControl:
         self._recent: deque[dict[str, Any]] = deque(maxlen=RECENT_BATCHES)
         self._final: tuple[str, dict[str, Any]] | None = None  # stopped or failed, once said
         self.labels: dict[str, Any] = {}  # written into every status record (e.g. the session it runs in)
+        self._watcher: threading.Thread | None = None
 
     def publish(self, state: str, progress: Sequence[dict[str, Any]] = (), **extra: Any) -> None:
         """Write the job's status, with ``progress``: micro-batches completed since the last call
@@ -158,7 +159,15 @@ class JobControl:
         """Start the thread that turns a stop request into a stop at a batch boundary."""
         thread = threading.Thread(target=self._watch, args=(queries,), name="sql-runner-control", daemon=True)
         thread.start()
+        self._watcher = thread
         return thread
+
+    def finish_stop(self, timeout: float = 150.0) -> None:
+        """While a stop request is carried out, wait until it is acknowledged: the queries end (and the
+        job's main thread wakes) before the watcher writes the acknowledgement, and Spark must outlive it."""
+        watcher = self._watcher
+        if watcher is not None and self.stop_requested.is_set() and watcher is not threading.current_thread():
+            watcher.join(timeout)
 
     def close(self) -> None:
         self._done.set()

@@ -90,7 +90,7 @@ class Job:
                 for table, start in tables.items():
                     self.log(f"{table} ({role}) continues the previous version: {start.kind}")
         self.spark.streams.resetTerminated()
-        self.queries.extend(runtime.start(self.spark, built, spec, self.values, self.counts if first else None))
+        self.queries.extend(runtime.start(self.spark, built, spec, self.values, self.counts))
         self._note_restarts()
         self.control.publish("running")
         if first:
@@ -176,9 +176,9 @@ class Job:
         return True
 
     def _finished(self) -> int:
-        spec = self.spec
-        written, dead = runtime.totals(self.queries) if spec.once else (self.counts.written, self.counts.dead_lettered)
-        self.log(f"finished: {written} rows written, {dead} malformed records dead-lettered")
+        self.log(
+            f"finished: {self.counts.written} rows written, {self.counts.dead_lettered} malformed records dead-lettered"
+        )
         return self._stopped()
 
     def _stopped(self) -> int:
@@ -226,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         control.publish("failed", error=f"{type(error).__name__}: {error}")
         return 1
     finally:
+        control.finish_stop()
         control.close()
         runtime.stop_all(job.queries)
         spark.stop()

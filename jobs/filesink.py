@@ -50,10 +50,10 @@ class HadoopFiles:
         finally:
             stream.close()
 
-    def create(self, uri: str, text: str) -> None:
-        """Write a new file; fails if it exists."""
+    def create(self, uri: str, text: str, *, overwrite: bool = False) -> None:
+        """Write a file; fails if it exists, unless ``overwrite``."""
         fs, path = self._resolve(uri)
-        stream = fs.create(path, False)
+        stream = fs.create(path, overwrite)
         try:
             stream.write(bytearray(text.encode()))
         finally:
@@ -124,9 +124,20 @@ class FileSinkWriter:
         )
         self.sink = source.createSink(java_class(jvm, "org.apache.spark.sql.streaming.OutputMode").Append())
         self.base = base
+        self.spark = spark
+        self.path = path
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        self.sink.addBatch(self.base + batch_id, batch._jdf)
+        self.write_at(self.base + batch_id, batch)
+
+    def write_at(self, log_id: int, frame: DataFrame) -> None:
+        """Write ``frame`` as entry ``log_id`` of the table's log (nothing, if the log has it already)."""
+        self.sink.addBatch(log_id, frame._jdf)
+
+    def committed(self, batch_id: int) -> bool:
+        """Whether the table's log already holds the query's batch ``batch_id`` (a replay after a crash)."""
+        latest = latest_batch(self.spark, self.path)
+        return latest is not None and latest >= self.base + batch_id
 
 
 def file_sink_writer(

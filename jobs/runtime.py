@@ -1,8 +1,9 @@
-"""Starting a built job's streaming queries and watching them run.
+"""Starting a built job's streaming query and watching it run.
 
-One query writes the output; one more per source that can hold malformed records
-writes those to the dead-letter location. Counts come from observed metrics, reported
-one line per micro-batch.
+A job is one streaming query. Each micro-batch goes through ``BatchWriter``: the output
+is written, then the batch's malformed records, if its sources held any, are set aside
+(``jobs/deadletters.py``), before Spark commits the batch. Counts come from the taps'
+row counts in the batch's plan, one line per micro-batch.
 """
 
 from __future__ import annotations
@@ -11,21 +12,17 @@ import sys
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
-from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
-from jobs import localfs, sources, sqltext
+from jobs import localfs, sources
 from jobs.build import BuiltJob
-from jobs.filesink import file_sink_writer
-from jobs.sinks import Trigger, start_sink
+from jobs.deadletters import OUTPUT_TAP, DeadLetterTable, Taps
+from jobs.sinks import OutputSink, Trigger, output_sink
 from runner.core.jobspec import JobSpec
 from runner.core.placeholders import resolved_options
-from runner.core.starts import dead_letter_role
-
-OUTPUT_METRIC = "sql_runner_output"
-DEAD_LETTER_METRIC = "sql_runner_dead_letter"
 
 
 @dataclass
@@ -50,79 +47,79 @@ class ProgressListener(StreamingQueryListener):
         pass
 
 
-class _ProgressLog(ProgressListener):
-    def __init__(self, label: str, counts: Counts, names: set[str]):
-        self.label = label
-        self.counts = counts
-        self.names = names
-
-    def onQueryProgress(self, event) -> None:
-        progress = event.progress
-        if progress.name not in self.names:
-            return
-        metrics = progress.observedMetrics
-        with self.counts.lock:
-            if OUTPUT_METRIC in metrics:
-                rows = metrics[OUTPUT_METRIC]["rows"]
-                self.counts.written += rows
-                wm = progress.eventTime.get("watermark") if progress.eventTime else None
-                print(
-                    f"[{self.label}] batch {progress.batchId}: {rows} rows written"
-                    + (f", watermark {wm}" if wm else ""),
-                    flush=True,
-                )
-            if DEAD_LETTER_METRIC in metrics:
-                bad = metrics[DEAD_LETTER_METRIC]["rows"]
-                self.counts.dead_lettered += bad
-                if bad:
-                    print(
-                        f"[{self.label}] batch {progress.batchId}: {bad} malformed records to the dead-letter location",
-                        flush=True,
-                    )
-
-
 def query_name(spec: JobSpec) -> str:
-    """The output query's name: ``<name>-v<version>``."""
+    """The query's name: ``<name>-v<version>``."""
     return f"{spec.manifest.name}-v{spec.manifest.version}"
+
+
+class BatchWriter:
+    """The ``foreachBatch`` callback of a job: its output, then its malformed records."""
+
+    def __init__(
+        self, spark: SparkSession, sink: OutputSink, built: BuiltJob, spec: JobSpec, counts: Counts | None, report: bool
+    ):
+        self.spark, self.sink, self.spec, self.report = spark, sink, spec, report
+        self.counting = counts is not None
+        self.counts = counts or Counts()
+        self.dead_letters = [DeadLetterTable(spark, tapped, spec) for tapped in built.query.dead_letters]
+        self.query: StreamingQuery | None = None
+        self.bound = threading.Event()
+        self.first = True
+
+    def bind(self, query: StreamingQuery) -> None:
+        self.query = query
+        self.bound.set()
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        # Only a query's first batch can be a replay the sink already committed.
+        replayed = self.first and self.sink.committed(batch_id)
+        self.first = False
+        if not replayed:
+            self.sink.write(batch, batch_id)
+        if not self.dead_letters and not self.counting:
+            return
+        self.bound.wait()
+        assert self.query is not None
+        execution = self.query._jsq.streamingQuery().lastExecution()
+        taps = Taps(execution.executedPlan())
+        written = 0 if replayed else (taps.rows(OUTPUT_TAP) or 0)
+        dead = sum(table.set_aside(taps, batch_id, replayed=replayed) for table in self.dead_letters)
+        with self.counts.lock:
+            self.counts.written += written
+            self.counts.dead_lettered += dead
+        if not self.report:
+            return
+        label = self.spec.label
+        if replayed:
+            print(f"[{label}] batch {batch_id}: already written before a restart; dead letters checked", flush=True)
+            return
+        watermark = int(execution.offsetSeqMetadata().batchWatermarkMs())  # 0: none yet
+        at = datetime.fromtimestamp(watermark / 1000, UTC).isoformat(timespec="milliseconds") if watermark else ""
+        print(f"[{label}] batch {batch_id}: {written} rows written" + (f", watermark {at}" if at else ""), flush=True)
+        if dead:
+            print(f"[{label}] batch {batch_id}: {dead} malformed records to the dead-letter location", flush=True)
 
 
 def start(
     spark: SparkSession, built: BuiltJob, spec: JobSpec, env: Mapping[str, str], counts: Counts | None = None
 ) -> list[StreamingQuery]:
-    """Start the output query and the dead-letter queries; returns them, output first."""
+    """Start the job's query; returns it (a list, as callers stop and wait on queries)."""
     manifest = spec.manifest
     for key, value in _source_properties(built, env).items():
         if key not in manifest.spark_properties:  # the manifest's own setting wins
             spark.conf.set(key, value)
     trigger = Trigger(interval=manifest.trigger_interval, available_now=spec.once)
-    name = query_name(spec)
-    observed = built.output.observe(OUTPUT_METRIC, F.expr("count(1) AS rows"))
-    names = {name} | {f"{name}-dead-letter-{t.slug}" for t, _ in built.query.dead_letters}
-    if counts is not None and not spec.once:
-        spark.streams.addListener(_ProgressLog(spec.label, counts, names))
-    queries = [start_sink(observed, built.target, env, checkpoint=spec.checkpoint, trigger=trigger, query_name=name)]
-    for table, frame in built.query.dead_letters:
-        slug = table.slug
-        rejected = (
-            sources.invalid_rows(frame, table)
-            .selectExpr(
-                "*", f"{sqltext.string(manifest.name)} AS query_name", f"{int(manifest.version)} AS query_version"
-            )
-            .observe(DEAD_LETTER_METRIC, F.expr("count(1) AS rows"))
-        )
-        checkpoint = f"{spec.checkpoint.rstrip('/')}/{dead_letter_role(table)}"
-        writer = (
-            rejected.writeStream.queryName(f"{name}-dead-letter-{slug}")
-            .foreachBatch(
-                file_sink_writer(
-                    spark, checkpoint=checkpoint, fmt="json", path=f"{spec.dead_letter.rstrip('/')}/{slug}"
-                )
-            )
-            .option("checkpointLocation", checkpoint)
-            .outputMode("append")
-        )
-        queries.append(trigger.apply(writer).start())
-    return queries
+    sink = output_sink(sources.tap(built.output, OUTPUT_TAP), built.target, env, checkpoint=spec.checkpoint)
+    writer = BatchWriter(spark, sink, built, spec, counts, report=counts is not None and not spec.once)
+    stream = (
+        sink.frame.writeStream.queryName(query_name(spec))
+        .option("checkpointLocation", spec.checkpoint)
+        .outputMode(sink.mode)
+        .foreachBatch(writer)
+    )
+    query = trigger.apply(stream).start()
+    writer.bind(query)
+    return [query]
 
 
 def _source_properties(built: BuiltJob, env: Mapping[str, str]) -> dict[str, str]:
@@ -148,19 +145,6 @@ def wait(spark: SparkSession, queries: list[StreamingQuery], *, once: bool) -> N
         error = query.exception()
         if error is not None:
             raise error
-
-
-def totals(queries: list[StreamingQuery]) -> tuple[int, int]:
-    """(rows written, records dead-lettered) over the queries' recent progress."""
-    written = dead = 0
-    for query in queries:
-        for progress in query.recentProgress:
-            metrics = progress.observedMetrics
-            if OUTPUT_METRIC in metrics:
-                written += metrics[OUTPUT_METRIC]["rows"]
-            if DEAD_LETTER_METRIC in metrics:
-                dead += metrics[DEAD_LETTER_METRIC]["rows"]
-    return written, dead
 
 
 def stop_all(queries: list[StreamingQuery]) -> None:

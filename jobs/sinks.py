@@ -1,9 +1,10 @@
-"""Writing a streaming DataFrame to a declared table.
+"""Writing a streaming DataFrame's micro-batches to a declared table.
 
 filesystem: Spark's file sink (append; exactly once through its _spark_metadata log), with
             batch ids that carry on the table's log (see jobs/filesink.py).
 kafka:      JSON value of all columns; the PRIMARY KEY columns, as JSON, are the message
-            key, and a keyed sink is written in update mode (upsert semantics).
+            key, and a keyed sink is written in update mode (upsert semantics); at least
+            once, like Spark's Kafka sink.
 print:      rows logged to stdout, prefixed with the print-identifier.
 blackhole:  rows discarded (Spark's noop sink).
 """
@@ -11,7 +12,7 @@ blackhole:  rows discarded (Spark's noop sink).
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
@@ -52,43 +53,51 @@ def output_mode(target: TableDef) -> str:
     return "update" if target.primary_key else "append"
 
 
-def start_sink(
-    frame: DataFrame, target: TableDef, env: Mapping[str, str], *, checkpoint: str, trigger: Trigger, query_name: str
-):  # StreamingQuery
-    """Start the streaming query that writes ``frame`` to ``target``."""
+@dataclass(frozen=True)
+class OutputSink:
+    """How a job's micro-batches reach its target: every query writes through ``foreachBatch``, so the
+    same batch can also set its malformed records aside (``jobs/deadletters.py``)."""
+
+    frame: DataFrame  # what the query streams (for Kafka: the key and value records)
+    write: Callable[[DataFrame, int], None]
+    mode: str  # append, or update for a keyed target
+    committed: Callable[[int], bool] = lambda _batch_id: False  # a replayed batch the sink already holds
+
+
+def output_sink(frame: DataFrame, target: TableDef, env: Mapping[str, str], *, checkpoint: str) -> OutputSink:
+    """The sink that writes ``frame``'s micro-batches to ``target``."""
     check_sink(target)
-    options = table_options(frame.sparkSession, target, env)
+    spark = frame.sparkSession
+    options = table_options(spark, target, env)
     connector = target.connector
-    if connector == "kafka":
-        require_connector(frame.sparkSession, target)
-        frame = kafka_records(frame, target)
-    writer = frame.writeStream.queryName(query_name).option("checkpointLocation", checkpoint)
-    writer = trigger.apply(writer.outputMode(output_mode(target)))
+    mode = output_mode(target)
     if connector == "filesystem":
         format_options = (
             {"sep": options["csv.field-delimiter"]}
             if (options["format"] == "csv" and "csv.field-delimiter" in options)
             else {}
         )
-        writer = writer.foreachBatch(
-            file_sink_writer(
-                frame.sparkSession,
-                checkpoint=checkpoint,
-                fmt=options["format"],
-                path=options["path"],
-                options=format_options,
-                partition_by=target.partitioned_by,
-            )
+        writer = file_sink_writer(
+            spark,
+            checkpoint=checkpoint,
+            fmt=options["format"],
+            path=options["path"],
+            options=format_options,
+            partition_by=target.partitioned_by,
         )
-    elif connector == "kafka":
-        writer = writer.format("kafka").options(**kafka.sink_options(target, options))
-    elif connector == "blackhole":
-        writer = writer.format("noop")
-    elif connector == "print":
-        writer = writer.foreachBatch(
-            _printer(options.get("print-identifier", target.parts[-1]), int(options.get("print.max-rows", "100")))
+        return OutputSink(frame, writer, mode, writer.committed)
+    if connector == "kafka":
+        require_connector(spark, target)
+        producer = kafka.sink_options(target, options)
+        return OutputSink(
+            kafka_records(frame, target),
+            lambda batch, _id: batch.write.format("kafka").options(**producer).save(),
+            mode,
         )
-    return writer.start()
+    if connector == "print":
+        printer = _printer(options.get("print-identifier", target.parts[-1]), int(options.get("print.max-rows", "100")))
+        return OutputSink(frame, printer, mode)
+    return OutputSink(frame, lambda batch, _id: batch.write.format("noop").mode("append").save(), mode)
 
 
 def kafka_records(frame: DataFrame, target: TableDef) -> DataFrame:

@@ -4,6 +4,14 @@ Every source frame carries two extra columns: the raw record and, for a record t
 cannot be read against the declared schema, the reason. ``valid_rows`` keeps the good
 rows (computed columns and watermark applied); ``invalid_rows`` is what goes to the
 dead-letter location. A malformed record therefore never fails the job.
+
+A source whose records can be malformed is read once: its rows pass two *taps* (filters
+that keep every row they should and that the optimiser cannot move or merge), one over
+the rows as read and one over the good rows. Their row counts tell, after each
+micro-batch, whether it held malformed records; only then are they taken from the very
+rows the first tap saw (``jobs/deadletters.py``). A tap also keeps the query's filters
+out of the reader: every record is checked against the declared schema, not only the
+ones the query keeps.
 """
 
 from __future__ import annotations
@@ -13,7 +21,8 @@ import functools
 import json
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -77,8 +86,41 @@ def table_options(spark: SparkSession, table: TableDef, values: Mapping[str, str
     return kafka.with_platform_defaults(options, defaults)
 
 
+# Taps: ``NOT isnan(rand() + marker)`` holds for every row, is not folded (rand() is not
+# deterministic), and its marker names the tap in the physical plan. Spark simplifies
+# comparisons of rand() with constants, hence isnan.
+TAP_BASE = 7_340_000
+ROWS_READ, ROWS_GOOD = 1, 2
+
+
+def tap_marker(index: int, which: int) -> str:
+    """The marker of tap ``which`` (ROWS_READ, ROWS_GOOD) of the ``index``-th tapped source; ``-1``: the output."""
+    return f"{TAP_BASE + 10 * (index + 1) + which}.25"
+
+
+def tap(frame: DataFrame, marker: str) -> DataFrame:
+    return frame.where(f"NOT isnan(rand() + {marker}D)")
+
+
+@dataclass(frozen=True)
+class Source:
+    """A table read live: the reader's rows, and how they become columns + RAW + ERROR."""
+
+    table: TableDef
+    rows: DataFrame  # as the reader gives them (after skipping files a previous version read)
+    parse: Callable[[DataFrame], DataFrame]
+
+    def frame(self) -> DataFrame:
+        return self.parse(self.rows)
+
+
 def read_table(spark: SparkSession, table: TableDef, env: Mapping[str, str], start: Start | None = None) -> DataFrame:
-    """Streaming frame: physical columns + RAW + ERROR, before watermark and computed columns.
+    """Streaming frame: physical columns + RAW + ERROR, before watermark and computed columns."""
+    return open_source(spark, table, env, start).frame()
+
+
+def open_source(spark: SparkSession, table: TableDef, env: Mapping[str, str], start: Start | None = None) -> Source:
+    """The table's live source.
 
     ``start`` continues a previous version: Kafka offsets to start from, or the files to
     skip because the previous version read them.
@@ -91,8 +133,7 @@ def read_table(spark: SparkSession, table: TableDef, env: Mapping[str, str], sta
     if connector == "filesystem":
         return _filesystem(spark, table, options, schema, start)
     if connector == "datagen":
-        frame = datagen_frame(spark, table, options)
-        return frame.withColumn(RAW, F.lit(None).cast("string")).withColumn(ERROR, F.lit(None).cast("string"))
+        return Source(table, datagen_frame(spark, table, options), _no_errors)
     reader_options = kafka.source_options(table, options)
     if isinstance(start, KafkaOffsets):
         current = kafka_admin.current_partitions(
@@ -103,7 +144,11 @@ def read_table(spark: SparkSession, table: TableDef, env: Mapping[str, str], sta
             print(f"[{table.name}] {note}", flush=True)
         reader_options["startingOffsets"] = json.dumps(offsets)
     frame = spark.readStream.format("kafka").options(**reader_options).load()
-    return decode_json_values(frame, table)
+    return Source(table, frame, functools.partial(decode_json_values, table=table))
+
+
+def _no_errors(frame: DataFrame) -> DataFrame:
+    return frame.withColumn(RAW, F.lit(None).cast("string")).withColumn(ERROR, F.lit(None).cast("string"))
 
 
 def _skip_files(spark: SparkSession, frame: DataFrame, start: Start | None) -> DataFrame:
@@ -122,7 +167,7 @@ def _skip_files(spark: SparkSession, frame: DataFrame, start: Start | None) -> D
 
 def _filesystem(
     spark: SparkSession, table: TableDef, options: dict[str, str], schema: T.StructType, start: Start | None = None
-) -> DataFrame:
+) -> Source:
     path = options["path"]
     fmt = options["format"]
     if "://" not in path or path.startswith("file://"):
@@ -145,13 +190,20 @@ def _filesystem(
             ):
                 if ours in options:
                     reader = reader.option(spark_name, options[ours])
-        frame = _skip_files(spark, reader.load(path), start)
         reason = (
             _json_reason(table) if fmt == "json" else "'CSV line does not match the declared columns (count or types)'"
         )
-        return _with_error(frame, table, f"CASE WHEN {sqltext.identifier(RAW)} IS NOT NULL THEN {reason} END")
-    frame = _skip_files(spark, reader.schema(schema).load(path), start).withColumn(RAW, F.lit(None).cast("string"))
-    return _with_error(frame, table, "NULL")
+        parse_error = f"CASE WHEN {sqltext.identifier(RAW)} IS NOT NULL THEN {reason} END"
+        return Source(
+            table,
+            _skip_files(spark, reader.load(path), start),
+            lambda frame: _with_error(frame, table, parse_error),
+        )
+    return Source(
+        table,
+        _skip_files(spark, reader.schema(schema).load(path), start),
+        lambda frame: _with_error(frame.withColumn(RAW, F.lit(None).cast("string")), table, "NULL"),
+    )
 
 
 def decode_json_values(frame: DataFrame, table: TableDef) -> DataFrame:
@@ -208,10 +260,13 @@ def _with_error(frame: DataFrame, table: TableDef, parse_error: str) -> DataFram
     return frame.withColumn(ERROR, F.expr(error)).withColumn(RAW, F.expr(filled))
 
 
-def valid_rows(frame: DataFrame, table: TableDef) -> DataFrame:
-    """Good rows in declaration order, computed columns added and the watermark applied."""
-    good = frame.where(f"{sqltext.identifier(ERROR)} IS NULL").drop(RAW, ERROR)
-    return finish(good, table)
+def valid_rows(frame: DataFrame, table: TableDef, marker: str | None = None) -> DataFrame:
+    """Good rows in declaration order, computed columns added and the watermark applied
+    (through the tap ``marker``, if given)."""
+    good = frame.where(f"{sqltext.identifier(ERROR)} IS NULL")
+    if marker is not None:
+        good = tap(good, marker)
+    return finish(good.drop(RAW, ERROR), table)
 
 
 def finish(frame: DataFrame, table: TableDef) -> DataFrame:

@@ -3,8 +3,8 @@
 The runner works the starts out from the previous version's state (``runner/state/
 continuation.py``); the job applies them (``jobs/sources.py``). Both sides meet here:
 
-- a start is found by the query's *role* (``main``, or ``dead-letter/<table slug>`` for
-  a dead-letter query) and the table's name;
+- a start is found by the query's *role* (``main``: a job is one query, whose dead
+  letters come from the same read of its sources) and the table's name;
 - Kafka sources start from the offsets the previous version committed;
 - file sources skip the files the previous version read, compared as file URIs in the
   one spelling :func:`normalise_file_path` gives (Spark writes ``file:/x`` and
@@ -17,8 +17,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
-
-from runner.core.tables import TableDef
 
 MAIN = "main"
 FILE_URI_PREFIX = r"^file:/*"
@@ -36,11 +34,6 @@ class Source:
 def kafka_topics(options: dict[str, str]) -> list[str]:
     """The topics a Kafka table's ``topic`` option names (``a;b;c``)."""
     return [t.strip() for t in options.get("topic", "").split(";") if t.strip()]
-
-
-def dead_letter_role(table: TableDef) -> str:
-    """The role of the query that sets ``table``'s malformed records aside."""
-    return f"dead-letter/{table.slug}"
 
 
 def normalise_file_path(path: str) -> str:

@@ -1,7 +1,7 @@
 """Where a new version's sources start so that it continues exactly where the last one stopped.
 
-Read from the previous version's final state (a savepoint or checkpoint), per query in
-the job (the output query, and each dead-letter query under ``dead-letter/<table>/``):
+Read from the previous version's final state (a savepoint or checkpoint) of the job's
+query (its dead letters come from the same read of its sources, so they follow it):
 
 - Kafka: the offsets of the last committed batch (``offsets/<n>`` for the highest
   ``commits/<n>``) of the source that read the table's topics (a ``topic`` list, or the
@@ -31,7 +31,6 @@ from runner.core.starts import (
     KafkaOffsets,
     SkipFiles,
     Starts,
-    dead_letter_role,
     kafka_topics,
     normalise_file_path,
 )
@@ -114,7 +113,7 @@ def _file_log(bucket: Bucket, prefix: str) -> list[dict]:
 
 @dataclass(frozen=True)
 class Continuation:
-    """Starts for one new version, per query role ("main" or "dead-letter/<slug>") and table name."""
+    """Starts for one new version, per query role ("main") and table name."""
 
     starts: Starts
     notes: list[str]
@@ -137,16 +136,10 @@ def plan_starts(
     """
     starts: Starts = {}
     notes: list[str] = []
-    # A dead-letter query's checkpoint is the folder of its role inside the job's checkpoint.
-    roles = {
-        MAIN: state_key,
-        **{dead_letter_role(t): f"{state_key}{dead_letter_role(t)}/" for t in tables if t.can_dead_letter},
-    }
+    roles = {MAIN: state_key}
     for role, query_key in roles.items():
         found = committed(state_bucket, query_key)
         for table in tables:
-            if role not in (MAIN, dead_letter_role(table)):
-                continue
             if found is None:
                 notes.append(f"{table.name} ({role}): the previous version committed no batch; startup position")
                 continue
