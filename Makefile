@@ -42,6 +42,7 @@ bench: $(STAMP)
 	@$(BIN)/python bench/plan.py --rounds 3
 	@$(BIN)/python bench/metadata.py --rounds 3
 	@$(BIN)/python bench/overhead.py --rounds 3
+	@$(BIN)/python bench/nexmark.py --rounds 3
 
 # ---- AWS infrastructure per team (infra/teams.yaml) ----------------------------------------
 TEAM ?=

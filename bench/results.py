@@ -10,6 +10,7 @@ side by side), and the rounds' raw values. ``write`` adds to ``bench/results/<da
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import statistics
@@ -51,6 +52,16 @@ def record(name: str, rounds: list[tuple[float, float]], unit: str, *, higher_is
     )
 
 
+def measured(name: str, values: list[float], unit: str) -> Record:
+    """A measurement with no reference side (reference and ratios NaN, written as null)."""
+    nan = float("nan")
+    return Record(name, statistics.median(values), nan, unit, nan, nan, nan, [(v, nan) for v in values])
+
+
+def _figure(value: float, text: str) -> str:
+    return "-" if math.isnan(value) else text
+
+
 def table(records: list[Record]) -> str:
     lines = [
         "| benchmark | ours | reference | unit | ratio (median) | min | max | rounds |",
@@ -58,8 +69,9 @@ def table(records: list[Record]) -> str:
     ]
     for r in records:
         lines.append(
-            f"| {r.name} | {r.ours:,.1f} | {r.reference:,.1f} | {r.unit} | x{r.ratio:.3f} | x{r.ratio_min:.3f} | "
-            f"x{r.ratio_max:.3f} | {len(r.rounds)} |"
+            f"| {r.name} | {r.ours:,.1f} | {_figure(r.reference, f'{r.reference:,.1f}')} | {r.unit} | "
+            f"{_figure(r.ratio, f'x{r.ratio:.3f}')} | {_figure(r.ratio_min, f'x{r.ratio_min:.3f}')} | "
+            f"{_figure(r.ratio_max, f'x{r.ratio_max:.3f}')} | {len(r.rounds)} |"
         )
     return "\n".join(lines)
 
@@ -78,6 +90,17 @@ def machine() -> dict[str, object]:
     }
 
 
+def _plain(value: object) -> object:
+    """NaN as null: JSON has no NaN."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
 def write(benchmark: str, records: list[Record]) -> Path:
     """Add ``records`` to today's results and to latest.json; returns today's file."""
     RESULTS.mkdir(exist_ok=True)
@@ -86,7 +109,7 @@ def write(benchmark: str, records: list[Record]) -> Path:
         "benchmark": benchmark,
         "at": now.isoformat(timespec="seconds"),
         "machine": machine(),
-        "records": [asdict(r) for r in records],
+        "records": [_plain(asdict(r)) for r in records],
     }
     today = RESULTS / f"{now.date().isoformat()}.json"
     runs = json.loads(today.read_text()) if today.exists() else []
