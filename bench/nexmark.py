@@ -1,7 +1,7 @@
 """Nexmark-style queries through the runner: throughput per core, every result checked exactly.
 
-    .venv/bin/python bench/nexmark.py [--events 1000000] [--rounds 3] [--queries q0,q1,q2,q5,q7,q8]
-                                      [--defaults q5,q8] [--defaults-events 400000]
+    .venv/bin/python bench/nexmark.py [--events 500000] [--rounds 3] [--queries q0,q1,q2,q5,q7,q8]
+                                      [--defaults q5,q8] [--defaults-events 300000]
 
 The person / auction / bid event model (one person, three auctions and 46 bids in every
 50 events, 10,000 events per second of event time, seeded) is written as JSON files; the
@@ -18,8 +18,9 @@ closes every window before it).
 
 ``--defaults``: each group of streaming settings (``SETTINGS``) against Spark's own
 defaults for it (the template with the group, and without it), on the stateful queries
-over ``--defaults-events`` events, alternating, ``--rounds`` rounds each: a setting is in
-the template only if it wins.
+over ``--defaults-events`` events: each round runs the template as it is and with each
+group toggled, in rotating order, ``--rounds`` rounds. A setting is in the template only
+if it wins.
 """
 
 from __future__ import annotations
@@ -159,9 +160,9 @@ def epoch_seconds(at: datetime) -> int:
     return int((at - datetime(1970, 1, 1, tzinfo=UTC)).total_seconds() // 1)
 
 
-def closed(start: datetime, size: timedelta, bids: list[dict]) -> bool:
-    """Whether the watermark after the last event has passed the window's end."""
-    return start + size <= max(b["date_time"] for b in bids) - WATERMARK_DELAY
+def final_watermark(bids: list[dict]) -> datetime:
+    """The watermark after the last event: windows that end by then are closed (and written)."""
+    return max(b["date_time"] for b in bids) - WATERMARK_DELAY
 
 
 def expected(query: str, events: Events) -> Counter:
@@ -182,7 +183,8 @@ def expected(query: str, events: Events) -> Counter:
                 start = last - k * slide
                 if start <= b["date_time"] < start + size:
                     counts[(b["auction"], start)] += 1
-        return Counter((auction, start, n) for (auction, start), n in counts.items() if closed(start, size, bids))
+        watermark = final_watermark(bids)
+        return Counter((auction, start, n) for (auction, start), n in counts.items() if start + size <= watermark)
     if query == "q7":
         size = timedelta(seconds=10)
         top: dict[datetime, tuple] = {}
@@ -190,7 +192,8 @@ def expected(query: str, events: Events) -> Counter:
             seconds = epoch_seconds(b["date_time"])
             start = datetime.fromtimestamp(seconds - seconds % 10, UTC)
             top[start] = max(top.get(start, (-1, -1, -1)), (b["price"], b["auction"], b["bidder"]))
-        return Counter((start, *best) for start, best in top.items() if closed(start, size, bids))
+        watermark = final_watermark(bids)
+        return Counter((start, *best) for start, best in top.items() if start + size <= watermark)
     if query == "q8":
         by_seller: dict[int, list[dict]] = defaultdict(list)
         for a in events.auctions:
@@ -283,11 +286,11 @@ def run(work: Path, data: Path, query: str, *, group: str | None = None, with_it
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--events", type=int, default=500_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--queries", default="q0,q1,q2,q5,q7,q8")
     parser.add_argument("--defaults", default="q5,q8", help="stateful queries to measure the settings on")
-    parser.add_argument("--defaults-events", type=int, default=400_000)
+    parser.add_argument("--defaults-events", type=int, default=300_000)
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
     records: list[results.Record] = []
@@ -312,19 +315,30 @@ def main() -> int:
         if args.defaults:
             data = work / "data-defaults"
             events = generate(data, args.defaults_events, args.seed)
-        for group in SETTINGS:
-            kept = "in the template" if in_template(group) else "not in the template"
-            for query in [q for q in args.defaults.split(",") if q]:
-                rounds = []
-                for round_ in range(args.rounds):
-                    order = (True, False) if round_ % 2 == 0 else (False, True)
-                    seconds = {side: run(work, data, query, group=group, with_it=side) for side in order}
-                    rate = {side: events_read(query, events) / seconds[side] / CORES for side in order}
-                    rounds.append((rate[True], rate[False]))
-                    print(f"{query} round {round_ + 1}: with {group} {rate[True]:,.0f}, without {rate[False]:,.0f}")
+        for query in [q for q in args.defaults.split(",") if q]:
+            # Per round: the template as it is, then with each group of settings toggled (order rotating).
+            sides: list[str | None] = [None, *SETTINGS]
+            rounds: dict[str, list[tuple[float, float]]] = {group: [] for group in SETTINGS}
+            for round_ in range(args.rounds):
+                shift = round_ % len(sides)
+                rate = {}
+                for side in sides[shift:] + sides[:shift]:
+                    toggled = side is not None
+                    with_it = not in_template(side) if toggled else True
+                    seconds = run(work, data, query, group=side, with_it=with_it)
+                    rate[side] = events_read(query, events) / seconds / CORES
+                for group in SETTINGS:
+                    kept = in_template(group)
+                    pair = (rate[None], rate[group]) if kept else (rate[group], rate[None])
+                    rounds[group].append(pair)  # (with the group, without it)
+                print(
+                    f"{query} round {round_ + 1}: " + ", ".join(f"{k or 'template'} {v:,.0f}" for k, v in rate.items())
+                )
+            for group in SETTINGS:
+                kept = "in the template" if in_template(group) else "not in the template"
                 name = f"nexmark {query}: {group} vs Spark's default ({kept})"
-                records.append(results.record(name, rounds, "events/s/core"))
-                print(f"{name}: x{statistics.median(o / r for o, r in rounds):.2f}", flush=True)
+                records.append(results.record(name, rounds[group], "events/s/core"))
+                print(f"{name}: x{statistics.median(o / r for o, r in rounds[group]):.2f}", flush=True)
     print(results.table(records))
     print(f"written to {results.write('nexmark', records)}")
     return 0
