@@ -281,7 +281,7 @@ def run(work: Path, data: Path, query: str, *, group: str | None = None, with_it
     if result.returncode != 0:
         raise SystemExit(f"{query} failed: {result.stdout[-2000:]}{result.stderr[-3000:]}")
     status = json.loads((project / ".sql-runner" / "manifests" / "status" / f"{query}.json").read_text())
-    return sum(p.get("batch-duration-ms") or 0 for p in status.get("recent-progress") or []) / 1000
+    return results.batch_seconds(status.get("recent-progress") or [])
 
 
 def main() -> int:

@@ -154,11 +154,6 @@ def properties(checkpoint: str) -> list[str]:
     return [arg for key, value in merged.items() for arg in ("--conf", f"{key}={value}")]
 
 
-def batch_seconds(progress: list[dict]) -> float:
-    """The query's time in micro-batches (their trigger times, summed)."""
-    return sum(p.get("batch-duration-ms") or 0 for p in progress) / 1000
-
-
 def timed(args: list[str], cwd: Path) -> tuple[subprocess.CompletedProcess, float]:
     """Run one side's whole process; its result and wall seconds."""
     began = time.monotonic()
@@ -198,7 +193,7 @@ def ours(work: Path, data: Path, query: str, sink: str) -> tuple[float, float]:
     if result.returncode != 0:
         raise SystemExit(f"ours failed ({query}, {sink}): {result.stderr[-3000:]}")
     status = json.loads((project / ".sql-runner" / "manifests" / "status" / "q.json").read_text())
-    return batch_seconds(status.get("recent-progress") or []), wall
+    return results.batch_seconds(status.get("recent-progress") or []), wall
 
 
 def reference(work: Path, data: Path, query: str, sink: str, *, full: bool = False) -> tuple[float, float]:
@@ -228,7 +223,7 @@ def reference(work: Path, data: Path, query: str, sink: str, *, full: bool = Fal
     lines = [line for line in result.stdout.splitlines() if line.startswith("PROGRESS ")]
     if result.returncode != 0 or not lines:
         raise SystemExit(f"reference failed ({query}, {sink}): {result.stderr[-3000:]}")
-    return batch_seconds(json.loads(lines[-1][len("PROGRESS ") :])), wall
+    return results.batch_seconds(json.loads(lines[-1][len("PROGRESS ") :])), wall
 
 
 def main() -> int:

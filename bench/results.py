@@ -36,6 +36,12 @@ class Record:
     higher_is_better: bool = True
 
 
+def batch_seconds(progress: list[dict]) -> float:
+    """A query's time in micro-batches: the ``batch-duration-ms`` of its progress records (a job's
+    status keeps them as ``recent-progress``), summed."""
+    return sum(p.get("batch-duration-ms") or 0 for p in progress) / 1000
+
+
 def record(name: str, rounds: list[tuple[float, float]], unit: str, *, higher_is_better: bool = True) -> Record:
     """Summarise ``rounds`` of (ours, reference), each pair measured side by side."""
     ratios = [ours / reference for ours, reference in rounds if reference]

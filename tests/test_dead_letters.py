@@ -128,7 +128,6 @@ def test_a_crash_between_or_after_the_two_outputs_leaves_both_exact(
 
     calls = {"n": 0}
     if moment == "after the output":
-        original = deadletters.DeadLetterTable._entry
 
         def crashing_entry(self, batch_id):  # the output of the batch is committed, its dead letters are not
             calls["n"] += 1
