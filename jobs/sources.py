@@ -11,7 +11,8 @@ the rows as read and one over the good rows. Their row counts tell, after each
 micro-batch, whether it held malformed records; only then are they taken from the very
 rows the first tap saw (``jobs/deadletters.py``). A tap also keeps the query's filters
 out of the reader: every record is checked against the declared schema, not only the
-ones the query keeps.
+ones the query keeps. A file source checks the columns the query reads (Spark prunes
+the others from the read); a Kafka record's value is parsed against every column.
 """
 
 from __future__ import annotations
