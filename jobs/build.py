@@ -100,10 +100,10 @@ class _Sources:
                     sources.tap_marker(index, sources.ROWS_GOOD),
                 )
                 self.dead_letters.append(tapped)
-                parsed = tapped.source.parse(sources.tap(source.rows, tapped.rows_read))
-                frame = sources.valid_rows(parsed, table, tapped.rows_good)
+                good = tapped.source.good(sources.tap(source.rows, tapped.rows_read))
+                frame = sources.finish(sources.tap(good, tapped.rows_good), table)
             else:
-                frame = sources.valid_rows(source.frame(), table)
+                frame = sources.finish(source.good(source.rows), table)
         frame.createOrReplaceTempView(view)
         self.frames[view] = frame
         self.tables[view] = table

@@ -1,9 +1,12 @@
 """Reading declared tables as streaming DataFrames, with malformed records set aside.
 
-Every source frame carries two extra columns: the raw record and, for a record that
-cannot be read against the declared schema, the reason. ``valid_rows`` keeps the good
-rows (computed columns and watermark applied); ``invalid_rows`` is what goes to the
-dead-letter location. A malformed record therefore never fails the job.
+A source's rows become the declared columns in one of two ways. ``Source.good`` keeps
+the records that can be read against the declared schema, with a cheap check per record
+(was it parsed, are its NOT NULL columns set): that is what a job's query reads.
+``Source.parse`` adds two columns to every record: the raw record and, for a malformed
+one, the reason, spelt out field by field; ``invalid_rows`` of that frame is what goes
+to the dead-letter location. Both come from the same two SQL conditions, so a record is
+good exactly when it has no reason. A malformed record therefore never fails the job.
 
 A source whose records can be malformed is read once: its rows pass two *taps* (filters
 that keep every row they should and that the optimiser cannot move or merge), one over
@@ -11,8 +14,9 @@ the rows as read and one over the good rows. Their row counts tell, after each
 micro-batch, whether it held malformed records; only then are they taken from the very
 rows the first tap saw (``jobs/deadletters.py``). A tap also keeps the query's filters
 out of the reader: every record is checked against the declared schema, not only the
-ones the query keeps. A file source checks the columns the query reads (Spark prunes
-the others from the read); a Kafka record's value is parsed against every column.
+ones the query keeps. A file source checks the columns the query reads and those
+declared NOT NULL (Spark prunes the others from the read); a Kafka record's value is
+parsed against every column.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import functools
 import json
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,12 +108,35 @@ def tap(frame: DataFrame, marker: str) -> DataFrame:
 
 
 @dataclass(frozen=True)
+class Checks:
+    """How a source's rows become its declared columns, and which records are malformed.
+
+    ``columns`` turns the reader's rows into the physical columns, RAW and any helper
+    columns; over those, ``readable`` (SQL) holds for a record that could be parsed and
+    ``reason`` gives the SQL that says why one could not, over the physical columns at hand
+    (a file source reads only those the query uses: Spark prunes the others)."""
+
+    columns: Callable[[DataFrame], DataFrame]
+    readable: str
+    reason: Callable[[Sequence[str]], str]
+    helpers: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Source:
-    """A table read live: the reader's rows, and how they become columns + RAW + ERROR."""
+    """A table read live: the reader's rows, and how they become the declared columns."""
 
     table: TableDef
     rows: DataFrame  # as the reader gives them (after skipping files a previous version read)
-    parse: Callable[[DataFrame], DataFrame]
+    checks: Checks
+
+    def parse(self, rows: DataFrame) -> DataFrame:
+        """Every record of ``rows``: the physical columns, RAW and ERROR (why it is malformed, else NULL)."""
+        return _with_error(self.checks, self.table, rows)
+
+    def good(self, rows: DataFrame) -> DataFrame:
+        """The records of ``rows`` that are not malformed, as the physical columns."""
+        return _good(self.checks, self.table, rows)
 
     def frame(self) -> DataFrame:
         return self.parse(self.rows)
@@ -134,7 +161,7 @@ def open_source(spark: SparkSession, table: TableDef, env: Mapping[str, str], st
     if connector == "filesystem":
         return _filesystem(spark, table, options, schema, start)
     if connector == "datagen":
-        return Source(table, datagen_frame(spark, table, options), _no_errors)
+        return Source(table, datagen_frame(spark, table, options), NO_ERRORS)
     reader_options = kafka.source_options(table, options)
     if isinstance(start, KafkaOffsets):
         current = kafka_admin.current_partitions(
@@ -145,11 +172,11 @@ def open_source(spark: SparkSession, table: TableDef, env: Mapping[str, str], st
             print(f"[{table.name}] {note}", flush=True)
         reader_options["startingOffsets"] = json.dumps(offsets)
     frame = spark.readStream.format("kafka").options(**reader_options).load()
-    return Source(table, frame, functools.partial(decode_json_values, table=table))
+    return Source(table, frame, kafka_checks(table))
 
 
-def _no_errors(frame: DataFrame) -> DataFrame:
-    return frame.withColumn(RAW, F.lit(None).cast("string")).withColumn(ERROR, F.lit(None).cast("string"))
+# Sources whose records always match their schema (datagen, parquet, orc): only NOT NULL is checked.
+NO_ERRORS = Checks(lambda frame: frame.withColumn(RAW, F.lit(None).cast("string")), "TRUE", lambda _: "NULL")
 
 
 def _skip_files(spark: SparkSession, frame: DataFrame, start: Start | None) -> DataFrame:
@@ -192,44 +219,54 @@ def _filesystem(
                 if ours in options:
                     reader = reader.option(spark_name, options[ours])
         reason = (
-            _json_reason(table) if fmt == "json" else "'CSV line does not match the declared columns (count or types)'"
+            functools.partial(_json_reason, table)
+            if fmt == "json"
+            else lambda _: "'CSV line does not match the declared columns (count or types)'"
         )
-        parse_error = f"CASE WHEN {sqltext.identifier(RAW)} IS NOT NULL THEN {reason} END"
-        return Source(
-            table,
-            _skip_files(spark, reader.load(path), start),
-            lambda frame: _with_error(frame, table, parse_error),
+        checks = Checks(lambda frame: frame, f"{sqltext.identifier(RAW)} IS NULL", reason)
+        return Source(table, _skip_files(spark, reader.load(path), start), checks)
+    return Source(table, _skip_files(spark, reader.schema(schema).load(path), start), NO_ERRORS)
+
+
+CORRUPT = "__sql_runner_corrupt"
+
+
+def kafka_checks(table: TableDef) -> Checks:
+    """Kafka records (binary ``value``) decoded as JSON against the declared schema."""
+    schema = spark_schema(table)
+    parse_schema = T.StructType([*schema.fields, T.StructField(RAW, T.StringType())])
+
+    def decode(frame: DataFrame) -> DataFrame:
+        text = F.col("value").cast("string")
+        record = F.from_json(text, parse_schema, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": RAW})
+        return frame.select(record.alias("record"), text.alias(RAW)).select(
+            *[F.col("record").getField(f.name).alias(f.name) for f in schema.fields],
+            F.col("record").getField(RAW).alias(CORRUPT),
+            F.col(RAW),
         )
-    return Source(
-        table,
-        _skip_files(spark, reader.schema(schema).load(path), start),
-        lambda frame: _with_error(frame.withColumn(RAW, F.lit(None).cast("string")), table, "NULL"),
+
+    raw, corrupt = sqltext.identifier(RAW), sqltext.identifier(CORRUPT)
+    return Checks(
+        decode,
+        f"{raw} IS NOT NULL AND {corrupt} IS NULL",
+        lambda present: (
+            f"CASE WHEN {raw} IS NULL THEN 'message has no value (tombstone)' ELSE {_json_reason(table, present)} END"
+        ),
+        helpers=(CORRUPT,),
     )
 
 
 def decode_json_values(frame: DataFrame, table: TableDef) -> DataFrame:
-    """Kafka records (binary ``value``) decoded as JSON against the declared schema."""
-    schema = spark_schema(table)
-    parse_schema = T.StructType([*schema.fields, T.StructField(RAW, T.StringType())])
-    text = F.col("value").cast("string")
-    record = F.from_json(text, parse_schema, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": RAW})
-    decoded = frame.select(record.alias("record"), text.alias(RAW)).select(
-        *[F.col("record").getField(f.name).alias(f.name) for f in schema.fields],
-        F.col("record").getField(RAW).alias("__corrupt"),
-        F.col(RAW),
-    )
-    error = (
-        f"CASE WHEN {sqltext.identifier(RAW)} IS NULL THEN 'message has no value (tombstone)' "
-        f"WHEN __corrupt IS NOT NULL THEN {_json_reason(table)} END"
-    )
-    return _with_error(decoded, table, error).drop("__corrupt")
+    """Kafka records decoded, with RAW and ERROR (``Source.parse`` of a Kafka table)."""
+    return _with_error(kafka_checks(table), table, frame)
 
 
-def _json_reason(table: TableDef) -> str:
-    """Why a JSON record was rejected: not JSON at all, or which fields have the wrong type (SQL)."""
+def _json_reason(table: TableDef, present: Sequence[str]) -> str:
+    """Why a JSON record was rejected: not JSON at all, or which of the ``present`` fields have the wrong
+    type (SQL)."""
     as_map = f"from_json({sqltext.identifier(RAW)}, 'map<string,string>')"
     field_errors = []
-    for f in spark_schema(table).fields:
+    for f in (f for f in spark_schema(table).fields if f.name in present):
         value = f"{as_map}[{sqltext.string(f.name)}]"
         message = ", ".join(
             (sqltext.string(f"field '{f.name}': "), value, sqltext.string(f" is not a valid {type_sql(f.dataType)}"))
@@ -243,31 +280,46 @@ def _json_reason(table: TableDef) -> str:
     )
 
 
-def _with_error(frame: DataFrame, table: TableDef, parse_error: str) -> DataFrame:
-    """Add ERROR (parse problems, then NOT NULL violations) and make RAW hold every bad record.
+def _required(table: TableDef) -> list[str]:
+    """The physical columns declared NOT NULL."""
+    return [c.name for c in table.columns if not c.computed and not c.nullable]
 
-    ``parse_error``: SQL for why the record could not be parsed (NULL if it could). Both
-    columns are SQL text: one parse in the JVM instead of a Py4J call per function."""
-    required = [c for c in table.columns if not c.computed and not c.nullable]
+
+def _with_error(checks: Checks, table: TableDef, rows: DataFrame) -> DataFrame:
+    """The physical columns ``rows`` hold, ERROR (parse problems, then NOT NULL violations) and RAW holding
+    every bad record: its text as read, or for a record that was parsed (a NOT NULL violation) the JSON of
+    the columns at hand. ``rows`` may lack columns the query does not read (a file source's pruned read
+    again, ``jobs/deadletters.py``); those were not checked, so no reason names them.
+
+    Both columns are SQL text: one parse in the JVM instead of a Py4J call per function."""
+    frame = checks.columns(rows)
+    present = [f.name for f in spark_schema(table).fields if f.name in frame.columns]
     null_errors = []
-    for c in required:
-        missing = sqltext.string(f"field '{c.name}' is missing (declared NOT NULL)")
-        null_errors.append(f"CASE WHEN {sqltext.identifier(c.name)} IS NULL THEN {missing} END")
+    for name in (name for name in _required(table) if name in present):
+        missing = sqltext.string(f"field '{name}' is missing (declared NOT NULL)")
+        null_errors.append(f"CASE WHEN {sqltext.identifier(name)} IS NULL THEN {missing} END")
     null_error = f"nullif(concat_ws('; ', {', '.join(null_errors)}), '')" if null_errors else "NULL"
+    parse_error = f"CASE WHEN NOT ({checks.readable}) THEN {checks.reason(present)} END"
     error = f"CAST(coalesce({parse_error}, {null_error}) AS STRING)"
-    physical = ", ".join(sqltext.identifier(f.name) for f in spark_schema(table).fields)
+    physical = ", ".join(sqltext.identifier(name) for name in present)
     raw, error_column = sqltext.identifier(RAW), sqltext.identifier(ERROR)
     filled = f"CASE WHEN {error_column} IS NOT NULL THEN coalesce({raw}, to_json(struct({physical}))) END"
-    return frame.withColumn(ERROR, F.expr(error)).withColumn(RAW, F.expr(filled))
+    return frame.withColumn(ERROR, F.expr(error)).withColumn(RAW, F.expr(filled)).drop(*checks.helpers)
 
 
-def valid_rows(frame: DataFrame, table: TableDef, marker: str | None = None) -> DataFrame:
-    """Good rows in declaration order, computed columns added and the watermark applied
-    (through the tap ``marker``, if given)."""
-    good = frame.where(f"{sqltext.identifier(ERROR)} IS NULL")
-    if marker is not None:
-        good = tap(good, marker)
-    return finish(good.drop(RAW, ERROR), table)
+def _good(checks: Checks, table: TableDef, rows: DataFrame) -> DataFrame:
+    """The rows ``_with_error`` gives no ERROR, as the physical columns: the same conditions, without the
+    reasons, so a job's query checks each record without building text it does not need."""
+    condition = " AND ".join(
+        [f"({checks.readable})", *(f"{sqltext.identifier(name)} IS NOT NULL" for name in _required(table))]
+    )
+    return checks.columns(rows).where(condition).drop(RAW, *checks.helpers)
+
+
+def valid_rows(frame: DataFrame, table: TableDef) -> DataFrame:
+    """Good rows of a parsed frame (``Source.parse``) in declaration order, computed columns added and the
+    watermark applied."""
+    return finish(frame.where(f"{sqltext.identifier(ERROR)} IS NULL").drop(RAW, ERROR), table)
 
 
 def finish(frame: DataFrame, table: TableDef) -> DataFrame:

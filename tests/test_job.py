@@ -18,7 +18,7 @@ from jobs.build import build_job
 from runner.authoring.project import load_project
 from runner.core.jobspec import JobSpec
 from runner.core.manifest import Manifest, Meta
-from tests.conftest import ProjectDir
+from tests.conftest import METADATA_DDL, ProjectDir
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -125,6 +125,40 @@ def test_malformed_records_go_to_dead_letters_and_the_job_keeps_running(
         assert sorted(r.transaction_id for r in output_rows(spark, out)) == sorted(expected)
     finally:
         runtime.stop_all(queries)
+
+
+NOTES_DDL = (
+    """
+CREATE TABLE `demo`.`notes` (id STRING, note STRING, n INT)
+WITH ('connector' = 'filesystem', 'path' = 'data/notes', 'format' = 'json');
+
+CREATE TABLE `demo`.`note-ids` (id STRING"""
+    + METADATA_DDL
+    + """
+) WITH ('connector' = 'filesystem', 'path' = 'data/note-ids', 'format' = 'json');
+"""
+)
+
+
+def test_a_malformed_record_of_a_table_without_not_null_columns_is_dead_lettered_over_the_columns_read(
+    spark, project: ProjectDir, tmp_path: Path
+):
+    """A query that reads some of a table's columns: Spark reads only those, so a record is checked on them.
+    A record that is not JSON goes to the dead-letter location (the job does not fail writing it), and
+    a wrong type in a column the query does not read leaves the record good."""
+    project.ddl("tables", NOTES_DDL)
+    project.manifest(
+        "note-ids", 'name: note-ids\ntarget-table: "`demo`.`note-ids`"\nsql: SELECT id FROM `demo`.`notes`\n'
+    )
+    folder = project.root / "data" / "notes"
+    folder.mkdir(parents=True)
+    (folder / "part.json").write_text(
+        '{"id": "a", "note": "fine", "n": 1}\n{"id": "b", "n": "not a number"}\nnot json at all\n'
+    )
+    prepared, _ = run_once(spark, project, "note-ids", tmp_path / "state")
+    assert sorted(r.id for r in output_rows(spark, project.root / "data" / "note-ids")) == ["a", "b"]
+    dead = output_rows(spark, prepared.dead_letter / "demo-notes")
+    assert [(r.raw, r.reason) for r in dead] == [("not json at all", "malformed JSON: not a JSON object")]
 
 
 def test_windowed_aggregation_with_watermark(spark, demo_project: ProjectDir, tmp_path: Path):

@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 
 from jobs import kafka
 from jobs.sinks import kafka_records
-from jobs.sources import RAW, decode_json_values, read_table
+from jobs.sources import RAW, Source, decode_json_values, kafka_checks, read_table
 from runner.authoring.ddl import parse_ddl
 from runner.core.errors import UserError
 from runner.core.placeholders import resolved_options
@@ -111,6 +111,11 @@ def test_json_values_decode_against_the_schema_and_bad_ones_get_reasons(spark):
     assert decoded["c"]["__sql_runner_error"] == "field 'amount' is missing (declared NOT NULL)"
     reasons = {r["__sql_runner_error"] for r in decoded.values()}
     assert "message has no value (tombstone)" in reasons
+    # What a job's query reads: the records given no reason above, by the cheap check alone
+    # (broken JSON, a wrong type, a missing NOT NULL field and a tombstone all left out).
+    good = Source(t, frame, kafka_checks(t)).good(frame).collect()
+    assert [(r["account_id"], r["amount"]) for r in good] == [("a", 1.5)]
+    assert set(good[0].asDict()) == {"account_id", "amount", "ts"}
 
 
 def test_sink_records_are_keyed_by_the_primary_key(spark):

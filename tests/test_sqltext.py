@@ -13,7 +13,7 @@ import pytest
 
 from jobs import sqltext
 from jobs.metadata import with_metadata
-from jobs.sources import ERROR, RAW, read_table
+from jobs.sources import ERROR, RAW, open_source, read_table
 from runner.authoring.ddl import parse_ddl
 from runner.core.manifest import Manifest, Meta
 
@@ -110,3 +110,17 @@ def test_malformed_records_of_awkwardly_named_columns_get_exact_reasons(spark, t
         lines[2]: "field 'a\\b': two is not a valid INT; field 'x`y': much is not a valid DOUBLE",
         "not json": "malformed JSON: not a JSON object",
     }
+    # A job's query reads the records that got no reason, by the cheap check alone.
+    source = open_source(spark, table, {})
+    good = (
+        source.good(source.rows)
+        .writeStream.format("memory")
+        .queryName("awkward_columns_good")
+        .trigger(availableNow=True)
+        .option("checkpointLocation", str(tmp_path / "checkpoint-good"))
+        .start()
+    )
+    good.awaitTermination()
+    assert [r.asDict() for r in spark.table("awkward_columns_good").collect()] == [
+        {"it's": "good", "a\\b": 1, "x`y": 1.5}
+    ]
