@@ -4,6 +4,10 @@
   ``sql-runner status`` works the same on every target: the last micro-batch as
   ``progress``, and the run's recent ones (oldest first) as ``recent-progress``, so rates
   and the time the run's first batch completed can be read over more than one batch.
+  Progress is polled (``POLL_SECONDS``), with the query's own JSON of it: a Python
+  ``StreamingQueryListener`` would have Spark call into Python for every event and build
+  each progress object field by field over Py4J, which cost a 100 k-event micro-batch
+  about a seventh of its time on a 2-core machine (bench/README.md).
 - When Spark refuses to start from the restored state (``refused_restore``), it says so
   in its status and in ``history/<name>/``, and stops: restoring the same state again
   would fail the same way, so the next ``plan`` proposes a new version instead.
@@ -26,7 +30,6 @@ from typing import Any
 from pyspark.sql.streaming import StreamingQuery
 
 from jobs.query import first_line
-from jobs.runtime import ProgressListener
 from runner.core import history, layout
 from runner.core.bucket import Bucket, bucket_from
 from runner.core.jobspec import JobSpec
@@ -97,6 +100,8 @@ class JobControl:
         self._final: tuple[str, dict[str, Any]] | None = None  # stopped or failed, once said
         self.labels: dict[str, Any] = {}  # written into every status record (e.g. the session it runs in)
         self._watcher: threading.Thread | None = None
+        self._progress_lock = threading.Lock()
+        self.published_batch: int | None = None  # the last micro-batch whose progress was published
 
     def publish(self, state: str, progress: Sequence[dict[str, Any]] = (), **extra: Any) -> None:
         """Write the job's status, with ``progress``: micro-batches completed since the last call
@@ -130,6 +135,22 @@ class JobControl:
                 self.bucket.write(layout.status(self.spec.manifest.name), json.dumps(record).encode())
             except Exception as error:  # noqa: BLE001 - status is best effort; the data path matters more
                 self.log(f"could not publish status: {error}")
+
+    def publish_progress(self, queries: Sequence[StreamingQuery]) -> bool:
+        """Publish the output query's micro-batches completed since the last call; True if there were any.
+        Called from the watcher's loop and, before the job says it stopped, from its main thread."""
+        if self.bucket is None or not queries:
+            return False
+        with self._progress_lock:
+            try:
+                new = progress_since(queries[0], self.published_batch)
+            except Exception:  # noqa: BLE001 - published on the next round
+                return False
+            if not new:
+                return False
+            self.published_batch = new[-1].batchId
+            self.publish("running", [progress_record(p) for p in new])
+            return True
 
     def refused(self, reason: str) -> None:
         """Spark refused the restored state: say so in the status and the job's history."""
@@ -184,6 +205,7 @@ class JobControl:
         if self.bucket is None:
             return
         while not self._done.is_set():
+            self.publish_progress(queries)
             try:
                 request = self._request()
             except Exception as error:  # noqa: BLE001 - a store hiccup must not kill the job
@@ -242,18 +264,22 @@ def _last_batch(query: StreamingQuery) -> int | None:
     return progress.get("batchId") if progress else None
 
 
-class StatusPublisher(ProgressListener):
-    """Publishes the output query's progress after each micro-batch."""
+def progress_since(query: StreamingQuery, published: int | None) -> list[Any]:
+    """The query's micro-batches completed after batch ``published`` (None: all it keeps), oldest first.
 
-    def __init__(self, control: JobControl, query_name: str):
-        self.control = control
-        self.query_name = query_name
-
-    def onQueryProgress(self, event) -> None:
-        progress = event.progress
-        if progress.name != self.query_name:
-            return
-        self.control.publish("running", [progress_record(progress)])
+    Usually one batch completed since the last look (the query's last progress); its first
+    batches, or several between two looks, come from its recent progress. An idle query
+    repeats its last batch id in its progress: kept once."""
+    last = query.lastProgress
+    if last is None or last.batchId == published:
+        return []
+    if published is not None and last.batchId == published + 1:
+        return [last]
+    new: list[Any] = []
+    for progress in query.recentProgress:
+        if (published is None or progress.batchId > published) and (not new or progress.batchId > new[-1].batchId):
+            new.append(progress)
+    return new
 
 
 def progress_record(progress: Any) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from pyspark.sql import SparkSession  # noqa: E402
 
 from jobs import runtime  # noqa: E402
 from jobs.build import build_job  # noqa: E402
-from jobs.control import JobControl, StatusPublisher, failure_reason, refused_restore  # noqa: E402
+from jobs.control import JobControl, failure_reason, refused_restore  # noqa: E402
 from jobs.logs import quiet_python_logs  # noqa: E402
 from runner.core import layout, restarts  # noqa: E402
 from runner.core.bucket import read_uri  # noqa: E402
@@ -145,6 +145,7 @@ class Job:
                     raise
                 error = failure
             runtime.stop_all(self.queries)
+            self.control.publish_progress(self.queries)  # where the failed run got to
             self.queries.clear()
             if self._asked_to_stop():
                 return self._stopped()
@@ -183,6 +184,7 @@ class Job:
 
     def _stopped(self) -> int:
         reason = "stop requested" if self.control.stop_requested.is_set() or self.ending.is_set() else "finished"
+        self.control.publish_progress(self.queries)  # its last micro-batches, before it says it stopped
         self.control.publish("stopped", reason=reason)
         return 0
 
@@ -212,7 +214,6 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     try:
-        spark.streams.addListener(StatusPublisher(control, runtime.query_name(spec)))
         return job.run()
     except UserError as error:
         return _user_error(control, error)
@@ -223,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
             control.refused(refusal)
             return 1
         print(f"[{spec.label}] job failed: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
+        control.publish_progress(job.queries)
         control.publish("failed", error=f"{type(error).__name__}: {error}")
         return 1
     finally:

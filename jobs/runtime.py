@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
+from pyspark.sql.streaming import StreamingQuery
 
 from jobs import localfs, sources
 from jobs.build import BuiltJob
@@ -32,19 +32,6 @@ class Counts:
     written: int = 0
     dead_lettered: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-
-class ProgressListener(StreamingQueryListener):
-    """A listener that only reacts to progress (Spark requires the other callbacks)."""
-
-    def onQueryStarted(self, event) -> None:  # Spark's listener API
-        pass
-
-    def onQueryIdle(self, event) -> None:
-        pass
-
-    def onQueryTerminated(self, event) -> None:
-        pass
 
 
 def query_name(spec: JobSpec) -> str:

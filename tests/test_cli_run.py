@@ -58,6 +58,8 @@ def test_run_once_twice_processes_exactly_the_new_input(demo_project: ProjectDir
     status = json.loads((demo_project.root / ".sql-runner" / "manifests" / "status" / "high-value.json").read_text())
     assert (status["state"], status["reason"]) == ("stopped", "finished"), status
     assert status["recent-progress"] and status["progress"] == status["recent-progress"][-1]
+    # polled, not pushed: the run's micro-batch is there all the same, and counted
+    assert [(r["batch"], r["input-rows"]) for r in status["recent-progress"]] == [(1, len(second))], status
 
 
 def test_run_with_an_unresolved_variable_changes_nothing(demo_project: ProjectDir, monkeypatch):

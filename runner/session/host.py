@@ -36,7 +36,14 @@ from pyspark.sql.streaming import StreamingQuery
 
 from jobs import runtime
 from jobs.build import build_job
-from jobs.control import JobControl, failure_reason, progress_record, refused_restore, stop_between_batches
+from jobs.control import (
+    JobControl,
+    failure_reason,
+    progress_record,
+    progress_since,
+    refused_restore,
+    stop_between_batches,
+)
 from runner.core import layout
 from runner.core.errors import UserError
 from runner.core.jobspec import JobSpec
@@ -275,22 +282,13 @@ class QueryHost:
         """
         if not hosted.queries:
             return False
-        query, published = hosted.queries[0], hosted.published_batch
         try:
-            last = query.lastProgress
-            if last is None or last.batchId == published:
-                return False
-            new = [last]
-            if published is None or last.batchId > published + 1:
-                new = []
-                for progress in query.recentProgress:  # an idle query repeats its batch id: keep one of each
-                    if (published is None or progress.batchId > published) and (
-                        not new or progress.batchId > new[-1].batchId
-                    ):
-                        new.append(progress)
+            new = progress_since(hosted.queries[0], hosted.published_batch)
         except Exception:  # noqa: BLE001 - published on the next round
             return False
-        hosted.published_batch = last.batchId
+        if not new:
+            return False
+        hosted.published_batch = new[-1].batchId
         hosted.control.publish("running", [progress_record(p) for p in new])
         return True
 
