@@ -94,16 +94,19 @@ def test_malformed_records_of_awkwardly_named_columns_get_exact_reasons(spark, t
         "not json",
     ]
     (folder / "part.json").write_text("\n".join(lines) + "\n")
-    query = (
-        read_table(spark, table, {})
-        .writeStream.format("memory")
-        .queryName("awkward_columns")
-        .trigger(availableNow=True)
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .start()
-    )
-    query.awaitTermination()
-    rows = {r[RAW]: r[ERROR] for r in spark.table("awkward_columns").collect()}
+
+    def collected(frame, name: str) -> list:
+        query = (
+            frame.writeStream.format("memory")
+            .queryName(name)
+            .trigger(availableNow=True)
+            .option("checkpointLocation", str(tmp_path / name))
+            .start()
+        )
+        query.awaitTermination()
+        return spark.table(name).collect()
+
+    rows = {r[RAW]: r[ERROR] for r in collected(read_table(spark, table, {}), "awkward_columns")}
     assert rows == {
         None: None,
         lines[1]: "field 'it's' is missing (declared NOT NULL)",
@@ -112,15 +115,6 @@ def test_malformed_records_of_awkwardly_named_columns_get_exact_reasons(spark, t
     }
     # A job's query reads the records that got no reason, by the cheap check alone.
     source = open_source(spark, table, {})
-    good = (
-        source.good(source.rows)
-        .writeStream.format("memory")
-        .queryName("awkward_columns_good")
-        .trigger(availableNow=True)
-        .option("checkpointLocation", str(tmp_path / "checkpoint-good"))
-        .start()
-    )
-    good.awaitTermination()
-    assert [r.asDict() for r in spark.table("awkward_columns_good").collect()] == [
+    assert [r.asDict() for r in collected(source.good(source.rows), "awkward_columns_good")] == [
         {"it's": "good", "a\\b": 1, "x`y": 1.5}
     ]
