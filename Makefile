@@ -39,10 +39,12 @@ test: $(STAMP) $(CHECKOV_STAMP)
 
 # Benchmarks, side by side in one run each (never part of `make test`); bench/results/latest.json.
 bench: $(STAMP)
-	@$(BIN)/python bench/plan.py --rounds 3
-	@$(BIN)/python bench/metadata.py --rounds 3
-	@$(BIN)/python bench/overhead.py --rounds 3
-	@$(BIN)/python bench/nexmark.py --rounds 3
+	@began=$$(date +%s); \
+	$(BIN)/python bench/plan.py --rounds 3 && \
+	$(BIN)/python bench/metadata.py --rounds 3 && \
+	$(BIN)/python bench/overhead.py --rounds 3 && \
+	$(BIN)/python bench/nexmark.py --rounds 3 && \
+	took=$$(( $$(date +%s) - began )) && echo "make bench took $$((took / 60)) min $$((took % 60)) s"
 
 # ---- AWS infrastructure per team (infra/teams.yaml) ----------------------------------------
 TEAM ?=
