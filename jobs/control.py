@@ -264,20 +264,29 @@ def _last_batch(query: StreamingQuery) -> int | None:
     return progress.get("batchId") if progress else None
 
 
+def ran(progress: Any) -> bool:
+    """Whether ``progress`` is a micro-batch that ran. A query with nothing to do reports itself idle
+    now and then (every ``spark.sql.streaming.noDataProgressEventInterval``, 10 s) in a progress of
+    its own: no rows, no batch run, and the id of the batch it will run next."""
+    return "addBatch" in (progress.durationMs or {})
+
+
 def progress_since(query: StreamingQuery, published: int | None) -> list[Any]:
     """The query's micro-batches completed after batch ``published`` (None: all it keeps), oldest first.
 
     Usually one batch completed since the last look (the query's last progress); its first
-    batches, or several between two looks, come from its recent progress. An idle query
-    repeats its last batch id in its progress: kept once."""
+    batches, or several between two looks, come from its recent progress. An idle query's
+    progress is not a batch: it names the batch to come, which is published once it has run."""
     last = query.lastProgress
     if last is None or last.batchId == published:
         return []
     if published is not None and last.batchId == published + 1:
-        return [last]
+        return [last] if ran(last) else []
     new: list[Any] = []
     for progress in query.recentProgress:
-        if (published is None or progress.batchId > published) and (not new or progress.batchId > new[-1].batchId):
+        if not ran(progress) or (published is not None and progress.batchId <= published):
+            continue
+        if not new or progress.batchId > new[-1].batchId:
             new.append(progress)
     return new
 

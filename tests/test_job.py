@@ -3,6 +3,7 @@ dead letters without stopping the job, datagen, print sink and code snippets."""
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from dataclasses import dataclass
@@ -275,6 +276,57 @@ def test_only_spark_refusing_the_checkpoint_state_counts_as_a_refused_restore():
     sources = "assertion failed: There are [1] sources in the checkpoint offsets and now there are [2] sources"
     assert refused_restore(Exception(sources)) == sources
     assert refused_restore(Exception("[STREAM_FAILED] ... java.io.IOException: No space left on device")) is None
+
+
+def test_the_status_shows_the_batch_after_an_idle_spell_and_no_idle_progress(spark, tmp_path: Path):
+    """An idle query reports progress of its own (Spark does, every noDataProgressEventInterval): no rows,
+    no batch run, the id of the batch to come. The status keeps only batches that ran, so the batch that
+    ends an idle spell is there with its rows (it used to be lost behind the idle progress with its id)."""
+    from jobs.control import JobControl
+    from runner.core.bucket import LocalBucket
+    from runner.core.catalog import Catalog
+
+    store = LocalBucket(tmp_path / "manifests")
+    manifest = Manifest.model_validate({"name": "q", "target-table": "t", "sql": "SELECT 1"})
+    control = JobControl(JobSpec(manifest, Catalog(), "/c", "/d", store={"manifests": store.describe()}), print)
+    session = spark.newSession()
+    session.conf.set("spark.sql.streaming.noDataProgressEventInterval", "200ms")
+    data = tmp_path / "in"
+    data.mkdir()
+    (data / "a.json").write_text('{"n": 1}\n{"n": 2}\n')
+    query = (
+        session.readStream.schema("n INT")
+        .json(str(data))
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(processingTime="100 milliseconds")
+        .start()
+    )
+
+    def published() -> list[tuple[int, int]]:
+        path = tmp_path / "manifests" / "status" / "q.json"
+        status = json.loads(path.read_text()) if path.exists() else {}
+        return [(p["batch"], p["input-rows"]) for p in status.get("recent-progress") or []]
+
+    def polled_until(done, what: str) -> None:  # as the job's watcher does, a look every 0.1 s
+        deadline = time.monotonic() + 60
+        while not done():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}; published {published()}"
+            control.publish_progress([query])
+            time.sleep(0.1)
+
+    try:
+        polled_until(lambda: published() == [(0, 2)], "the first batch")
+        polled_until(lambda: query.lastProgress.batchId == 1, "idle progress")
+        idle = query.lastProgress
+        assert (idle.numInputRows, "addBatch" in idle.durationMs) == (0, False), "Spark's idle progress"
+        polled_until(lambda: len(query.recentProgress) >= 4, "more idle progress")
+        assert published() == [(0, 2)], "idle progress is no batch"
+        (data / "b.json").write_text('{"n": 3}\n{"n": 4}\n{"n": 5}\n')
+        polled_until(lambda: len(published()) == 2, "the batch after the idle spell")
+        assert published() == [(0, 2), (1, 3)]
+    finally:
+        query.stop()
 
 
 def _listing_jobs(spark, queries) -> list[str]:

@@ -474,28 +474,32 @@ class FakeQuery:
 
     A real query only does that when its batches are faster than the poll, which no test can
     arrange reliably; here the query's progress is set by hand. Progress entries carry the
-    fields the status takes from Spark's StreamingQueryProgress."""
+    fields the status takes from Spark's StreamingQueryProgress, and an idle query's progress
+    is Spark's (tests/test_job.py checks it on a real query): no rows, no batch run, the id of
+    the batch to come."""
 
     def __init__(self):
         self.recentProgress: list = []
 
+    def _add(self, n: int, rows: int, durations: dict) -> None:
+        fields = {
+            "batchId": n,
+            "timestamp": f"2026-01-01T00:00:{len(self.recentProgress):02d}.000Z",
+            "numInputRows": rows,
+            "inputRowsPerSecond": float(rows),
+            "processedRowsPerSecond": 10.0 * rows,
+            "durationMs": durations,
+            "eventTime": {},
+        }
+        self.recentProgress.append(type("Progress", (), fields)())
+
     def complete(self, *batches: int) -> None:
         for n in batches:
-            self.recentProgress.append(
-                type(
-                    "Progress",
-                    (),
-                    {
-                        "batchId": n,
-                        "timestamp": f"2026-01-01T00:00:{n:02d}.000Z",
-                        "numInputRows": 5,
-                        "inputRowsPerSecond": 5.0,
-                        "processedRowsPerSecond": 50.0,
-                        "durationMs": {"triggerExecution": 100},
-                        "eventTime": {},
-                    },
-                )()
-            )
+            self._add(n, 5, {"addBatch": 80, "latestOffset": 5, "triggerExecution": 100})
+
+    def idle(self) -> None:
+        done = [p.batchId for p in self.recentProgress if "addBatch" in p.durationMs]
+        self._add(done[-1] + 1 if done else 0, 0, {"latestOffset": 5, "triggerExecution": 6})
 
     @property
     def lastProgress(self):
@@ -503,8 +507,9 @@ class FakeQuery:
 
 
 def test_a_session_query_publishes_every_batch_even_several_between_two_looks(tmp_path: Path):
-    """The status's recent-progress holds every batch of the run in order: the run's first ones, an
-    idle query's repeated batch id once, and batches that completed between two looks."""
+    """The status's recent-progress holds every batch of the run in order: the run's first ones, the
+    batch after an idle spell (whose idle progress already bore its id), and batches that completed
+    between two looks; idle progress is not a batch."""
     from jobs.control import JobControl
     from runner.core.bucket import LocalBucket
     from runner.core.catalog import Catalog
@@ -528,9 +533,15 @@ def test_a_session_query_publishes_every_batch_even_several_between_two_looks(tm
         return [r["batch"] for r in status["recent-progress"]]
 
     assert not host._published_progress(hosted)  # no batch yet: nothing to publish
-    query.complete(0, 0, 1)  # the first look comes after two batches (and an idle repeat of batch 0)
+    query.idle()
+    assert not host._published_progress(hosted)  # idle before its first batch: still nothing
+    query.complete(0)
+    query.idle()
+    query.complete(1)  # the first look comes after two batches, an idle spell between them
     assert host._published_progress(hosted) and published() == [0, 1]
     assert not host._published_progress(hosted)  # nothing new since
+    query.idle()  # idle: its progress names batch 2, which has not run
+    assert not host._published_progress(hosted) and published() == [0, 1]
     query.complete(2)
     assert host._published_progress(hosted) and published() == [0, 1, 2]
     query.complete(3, 4, 5)  # three between two looks
