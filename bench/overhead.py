@@ -1,18 +1,21 @@
 """Runner overhead: the same query through the runner and as a hand-written PySpark job, side by side.
 
-    .venv/bin/python bench/overhead.py [--events 2000000] [--rounds 3] [--queries filter,window,join]
-                                       [--sinks noop,parquet]
+    .venv/bin/python bench/overhead.py [--events 2000000] [--warm-up 1000000] [--rounds 3]
+                                       [--queries filter,window,join] [--sinks noop,parquet]
 
 The same seeded JSON card transactions (and refunds, for the join) are read by both
-sides: ``sql-runner run --once`` of a manifest (dead-lettering on, the default), and a
+sides: ``sql-runner run`` of a manifest (dead-lettering on, the default), and a
 hand-written PySpark job reading the same files with the same schema, the same query,
 the same six metadata columns and the same sink, both through spark-submit with the same
-settings (local[2], and the repository's job template's Spark settings). Each round runs
-the sides one after the other (which goes first alternates), each on fresh state.
-Throughput is the events in the input files over the query's batches' trigger time,
-from its progress (ours: the job's status; the reference: its query's recent progress).
-Not Spark's "input rows": a filter Spark pushes into the JSON reader makes the skipped
-rows uncounted there, though they were read. Wall time is the whole process.
+settings (local[2], the repository's job template's Spark settings, a micro-batch every
+second). Each side is a long-running streaming job, started once per query and sink on
+a warm-up tranche (so its JVM has compiled the hot code); each round then hands both sides the next tranche of
+``--events`` events, one side after the other (which goes first alternates), and waits
+for each to process it (bench/steady.py). Throughput is the events in the tranche over
+the query's batches' trigger time, from its progress (ours: the job's status; the
+reference: its query's progress, polled the same way). Not Spark's "input rows": a
+filter Spark pushes into the JSON reader makes the skipped rows uncounted there, though
+they were read. Start-up is launch to the warm-up tranche processed, per query and sink.
 
 A query with a filter gets a third side (into noop): the hand-written job with Spark's
 JSON filter pushdown off, so that it converts every field of every record, as checking
@@ -23,12 +26,9 @@ with pushdown skips converting the rest of a record once the filter fails.
 from __future__ import annotations
 
 import argparse
-import functools
 import json
-import os
 import random
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,7 +40,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench import results  # noqa: E402
+from bench import results, steady  # noqa: E402
 from jobs import localfs  # noqa: E402
 from runner.deploy import submit  # noqa: E402
 
@@ -48,6 +48,8 @@ SQL_RUNNER = str(Path(sys.executable).parent / "sql-runner")
 TEMPLATE = ROOT / "manifests" / "job-template.yaml"
 START = datetime(2026, 1, 1, tzinfo=UTC)
 FILES = 20
+TRIGGER = "1 second"  # both sides: a micro-batch as soon as a tranche's files are there
+TIMEOUT = 900.0  # seconds a side may take over one tranche
 METADATA = """, __create_timestamp TIMESTAMP(3), __query_name STRING, __query_description STRING,
   __query_id STRING, __query_version INT, __query_create_timestamp TIMESTAMP(3)"""
 SOURCES = """
@@ -77,10 +79,10 @@ QUERIES = {
 }
 # The hand-written job: what a Spark user writes for the same query, sink and output columns.
 HANDWRITTEN = """
-import json, sys
+import json, sys, time
 from datetime import datetime, timezone
 from pyspark.sql import SparkSession, functions as F
-data, out, checkpoint, sink, sql = sys.argv[1:6]
+data, out, checkpoint, sink, sql, trigger = sys.argv[1:7]
 spark = SparkSession.builder.getOrCreate()
 tx = (spark.readStream.schema("transaction_id STRING, account_id STRING, payee STRING, amount DOUBLE, ts TIMESTAMP")
       .json(f"{data}/tx").withWatermark("ts", "5 seconds"))
@@ -98,42 +100,62 @@ result = spark.sql(sql.replace("`bench`.", "")).select(
     F.lit(1).alias("__query_version"),
     F.lit(created).alias("__query_create_timestamp"),
 )
-writer = result.writeStream.option("checkpointLocation", checkpoint).trigger(availableNow=True)
+writer = result.writeStream.option("checkpointLocation", checkpoint).trigger(processingTime=trigger)
 writer = writer.outputMode("update" if "GROUP BY" in sql and sink == "noop" else "append")
 query = (writer.format("noop") if sink == "noop" else writer.format("parquet").option("path", out)).start()
-query.awaitTermination()
-print("PROGRESS " + json.dumps([
-    {"input-rows": p["numInputRows"], "batch-duration-ms": p["durationMs"].get("triggerExecution")}
-    for p in (json.loads(p.json) for p in query.recentProgress)
-]))
+printed = -1
+ran = lambda p: "addBatch" in p.durationMs  # not an idle query's progress (which names the batch to come)
+while query.isActive:  # its progress, as the runner's job publishes it: polled, twice a second
+    last = query.lastProgress
+    if last is not None and last.batchId > printed:
+        new = [last] if last.batchId == printed + 1 else query.recentProgress
+        for p in (json.loads(p.json) for p in new if p.batchId > printed and ran(p)):
+            printed = p["batchId"]
+            row = {"batch": p["batchId"], "input-rows": p["numInputRows"],
+                   "batch-duration-ms": p["durationMs"].get("triggerExecution")}
+            print("PROGRESS " + json.dumps(row), flush=True)
+    time.sleep(0.5)
 """
 
 
-def generate(data: Path, events: int, seed: int) -> dict[str, int]:
-    """``events`` transactions over ``FILES`` files, a refund for every tenth, seeded; the events each query reads."""
+def generate(tranches: Path, sizes: list[int], seed: int) -> list[steady.Tranche]:
+    """Tranches of seeded transactions (``sizes`` events each, over ``FILES`` files) and a refund for
+    every tenth; event time runs on from one tranche to the next, every 30 ms."""
     rng = random.Random(seed)
     accounts = [f"acct-{i:05d}" for i in range(5000)]
     payees = ("grocer", "airline", "bookshop", "cafe", "electronics", "pharmacy", "hotel", "taxi")
-    (data / "tx").mkdir(parents=True)
-    (data / "refunds").mkdir(parents=True)
-    per_file = events // FILES
-    for f in range(FILES):
-        tx_lines, refund_lines = [], []
-        for i in range(f * per_file, (f + 1) * per_file):
-            ts = START + timedelta(milliseconds=i * 30)
-            stamp = ts.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-            tx_lines.append(
-                f'{{"transaction_id":"t{i}","account_id":"{rng.choice(accounts)}","payee":"{rng.choice(payees)}",'
-                f'"amount":{rng.randint(1, 100000) / 100},"ts":"{stamp}"}}\n'
-            )
-            if i % 10 == 0:
-                later = (ts + timedelta(seconds=rng.randint(1, 300))).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-                refund_lines.append(f'{{"refund_id":"r{i}","transaction_id":"t{i}","refunded_at":"{later}"}}\n')
-        (data / "tx" / f"part-{f:03d}.json").write_text("".join(tx_lines))
-        (data / "refunds" / f"part-{f:03d}.json").write_text("".join(refund_lines))
-    transactions = per_file * FILES
-    refunds = (transactions + 9) // 10
-    return {"filter": transactions, "window": transactions, "join": transactions + refunds}
+    made, first = [], 0
+    for number, size in enumerate(sizes):
+        folder = {table: tranches / str(number) / table for table in ("tx", "refunds")}
+        files: dict[str, list[Path]] = {"tx": [], "refunds": []}
+        rows = {"tx": 0, "refunds": 0}
+        per_file = size // FILES
+        for f in range(FILES):
+            tx_lines, refund_lines = [], []
+            for i in range(first + f * per_file, first + (f + 1) * per_file):
+                ts = START + timedelta(milliseconds=i * 30)
+                stamp = ts.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+                tx_lines.append(
+                    f'{{"transaction_id":"t{i}","account_id":"{rng.choice(accounts)}","payee":"{rng.choice(payees)}",'
+                    f'"amount":{rng.randint(1, 100000) / 100},"ts":"{stamp}"}}\n'
+                )
+                if i % 10 == 0:
+                    later = (ts + timedelta(seconds=rng.randint(1, 300))).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+                    refund_lines.append(f'{{"refund_id":"r{i}","transaction_id":"t{i}","refunded_at":"{later}"}}\n')
+            for table, lines in (("tx", tx_lines), ("refunds", refund_lines)):
+                folder[table].mkdir(parents=True, exist_ok=True)
+                path = folder[table] / f"part-{number:02d}-{f:03d}.json"
+                path.write_text("".join(lines))
+                files[table].append(path)
+                rows[table] += len(lines)
+        made.append(steady.Tranche(files, rows))
+        first += per_file * FILES
+    return made
+
+
+def events_read(query: str, tranche: steady.Tranche) -> int:
+    """The events ``query`` reads of ``tranche``: every transaction, and every refund for the join."""
+    return tranche.rows["tx"] + (tranche.rows["refunds"] if query == "join" else 0)
 
 
 def template_properties() -> dict[str, str]:
@@ -154,31 +176,15 @@ def properties(checkpoint: str) -> list[str]:
     return [arg for key, value in merged.items() for arg in ("--conf", f"{key}={value}")]
 
 
-def timed(args: list[str], cwd: Path) -> tuple[subprocess.CompletedProcess, float]:
-    """Run one side's whole process; its result and wall seconds."""
-    began = time.monotonic()
-    result = subprocess.run(
-        args,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        check=False,
-        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
-    )
-    return result, time.monotonic() - began
-
-
-def ours(work: Path, data: Path, query: str, sink: str) -> tuple[float, float]:
-    """(batch s, wall s) of ``sql-runner run --once`` on a fresh project."""
-    project = work / "project"
-    shutil.rmtree(project, ignore_errors=True)
+def ours(combo: Path, query: str, sink: str) -> steady.Side:
+    """``sql-runner run`` of the query's manifest (dead-lettering on), running until stopped."""
+    project, data = combo / "ours", combo / "ours" / "in"
     (project / "manifests" / "tables").mkdir(parents=True)
     sql, columns = QUERIES[query]
     target = (
         "WITH ('connector' = 'blackhole')"
         if sink == "noop"
-        else f"WITH ('connector' = 'filesystem', 'path' = '{work}/out-ours', 'format' = 'parquet')"
+        else f"WITH ('connector' = 'filesystem', 'path' = '{project}/out', 'format' = 'parquet')"
     )
     key = ", PRIMARY KEY (account_id, window_start) NOT ENFORCED" if query == "window" and sink == "noop" else ""
     (project / "manifests" / "tables" / "tables.sql").write_text(
@@ -186,23 +192,33 @@ def ours(work: Path, data: Path, query: str, sink: str) -> tuple[float, float]:
     )
     shutil.copy(TEMPLATE, project / "manifests" / "job-template.yaml")
     (project / "manifests" / "q.yaml").write_text(
-        f'name: q\ntarget-table: "`bench`.`out`"\nsql: "{sql}"\nsparkProperties:\n  spark.driver.memory: 2g\n'
+        f'name: q\ntarget-table: "`bench`.`out`"\nsql: "{sql}"\ntrigger-interval: {TRIGGER}\n'
+        "sparkProperties:\n  spark.driver.memory: 2g\n"
     )
-    shutil.rmtree(work / "out-ours", ignore_errors=True)
-    result, wall = timed([SQL_RUNNER, "run", "manifests/q.yaml", "--once"], cwd=project)
-    if result.returncode != 0:
-        raise SystemExit(f"ours failed ({query}, {sink}): {result.stderr[-3000:]}")
-    status = json.loads((project / ".sql-runner" / "manifests" / "status" / "q.json").read_text())
-    return results.batch_seconds(status.get("recent-progress") or []), wall
+    state = project / ".sql-runner"
+
+    def checkpoint() -> Path | None:
+        found = [commits.parent for commits in (state / "checkpoints").glob("**/commits")]
+        return found[0] if len(found) == 1 else None
+
+    def progress(_side: steady.Side) -> list[dict]:
+        try:
+            status = json.loads((state / "manifests" / "status" / "q.json").read_text())
+        except (OSError, json.JSONDecodeError):  # not yet written, or being replaced
+            return []
+        return list(status.get("recent-progress") or [])
+
+    inputs = {table: data / table for table in ("tx", "refunds")}
+    return steady.Side("ours", [SQL_RUNNER, "run", "manifests/q.yaml"], project, inputs, checkpoint, progress)
 
 
-def reference(work: Path, data: Path, query: str, sink: str, *, full: bool = False) -> tuple[float, float]:
-    """(batch s, wall s) of the hand-written job (``full``: every record read in full, no JSON filter pushdown)."""
-    script = work / "handwritten.py"
+def reference(combo: Path, query: str, sink: str, *, full: bool = False) -> steady.Side:
+    """The hand-written job (``full``: every record read in full, no JSON filter pushdown), running until stopped."""
+    folder = combo / ("reference-full" if full else "reference")
+    folder.mkdir(parents=True)
+    script = folder / "handwritten.py"
     script.write_text(HANDWRITTEN)
-    checkpoint = work / "checkpoint-ref"
-    shutil.rmtree(checkpoint, ignore_errors=True)
-    shutil.rmtree(work / "out-ref", ignore_errors=True)
+    checkpoint = folder / "checkpoint"
     args = [
         str(submit.spark_submit_path()),
         "--master",
@@ -213,61 +229,67 @@ def reference(work: Path, data: Path, query: str, sink: str, *, full: bool = Fal
         "--conf",
         f"spark.sql.json.filterPushdown.enabled={str(not full).lower()}",
         str(script),
-        str(data),
-        str(work / "out-ref"),
+        str(folder / "in"),
+        str(folder / "out"),
         str(checkpoint),
         sink,
         QUERIES[query][0],
+        TRIGGER,
     ]
-    result, wall = timed(args, cwd=work)
-    lines = [line for line in result.stdout.splitlines() if line.startswith("PROGRESS ")]
-    if result.returncode != 0 or not lines:
-        raise SystemExit(f"reference failed ({query}, {sink}): {result.stderr[-3000:]}")
-    return results.batch_seconds(json.loads(lines[-1][len("PROGRESS ") :])), wall
+    inputs = {table: folder / "in" / table for table in ("tx", "refunds")}
+    name = "reference, every record in full" if full else "reference"
+
+    def found() -> Path | None:
+        return checkpoint if (checkpoint / "commits").is_dir() else None
+
+    return steady.Side(name, args, folder, inputs, found, steady.printed_progress)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, default=2_000_000)
+    parser.add_argument("--events", type=int, default=2_000_000, help="events per measured round")
+    parser.add_argument("--warm-up", type=int, default=1_000_000, help="events of the warm-up tranche")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--queries", default="filter,window,join")
     parser.add_argument("--sinks", default="noop,parquet")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
     records: list[results.Record] = []
+    starts: list[tuple[float, float]] = []
     with tempfile.TemporaryDirectory(prefix="overhead-bench-") as tmp:
         work = Path(tmp)
-        data = work / "data"
         began = time.monotonic()
-        events = generate(data, args.events, args.seed)
-        print(f"generated {args.events:,} events in {time.monotonic() - began:.0f}s", flush=True)
-        for query in args.queries.split(","):
-            for sink in args.sinks.split(","):
-                rates: list[tuple[float, float]] = []
-                full_rates: list[tuple[float, float]] = []
-                walls: list[tuple[float, float]] = []
-                sides = {
-                    "ours": functools.partial(ours, work, data, query, sink),
-                    "reference": functools.partial(reference, work, data, query, sink),
-                }
-                if "WHERE" in QUERIES[query][0] and sink == "noop":
-                    sides["reference, every record in full"] = functools.partial(
-                        reference, work, data, query, sink, full=True
-                    )
-                for round_ in range(args.rounds):
-                    order = list(sides) if round_ % 2 == 0 else list(reversed(sides))
-                    measured = {side: sides[side]() for side in order}
-                    rate = {side: events[query] / seconds for side, (seconds, _) in measured.items()}
-                    rates.append((rate["ours"], rate["reference"]))
-                    if "reference, every record in full" in rate:
-                        full_rates.append((rate["ours"], rate["reference, every record in full"]))
-                    walls.append((measured["ours"][1], measured["reference"][1]))
-                    print(f"{query}/{sink} round {round_ + 1}: {measured}", flush=True)
-                records.append(results.record(f"{query} -> {sink}: events/s", rates, "events/s"))
-                if full_rates:
-                    name = f"{query} -> {sink}: events/s, reference reading every record in full"
-                    records.append(results.record(name, full_rates, "events/s"))
-                records.append(results.record(f"{query} -> {sink}: wall time", walls, "s", higher_is_better=False))
+        warm_up, *tranches = generate(work / "tranches", [args.warm_up] + [args.events] * args.rounds, args.seed)
+        print(f"generated {args.warm_up + args.events * args.rounds:,} events in {time.monotonic() - began:.0f}s")
+        for number, (query, sink) in enumerate(
+            (query, sink) for query in args.queries.split(",") for sink in args.sinks.split(",")
+        ):
+            combo = work / f"{query}-{sink}"
+            sides = [ours(combo, query, sink), reference(combo, query, sink)]
+            if "WHERE" in QUERIES[query][0] and sink == "noop":
+                sides.append(reference(combo, query, sink, full=True))
+            try:
+                launched = steady.launch(sides if number % 2 == 0 else sides[::-1], warm_up, TIMEOUT)
+                starts.append((launched["ours"], launched["reference"]))
+                rates: dict[str, list[float]] = {side.name: [] for side in sides}
+                for round_, tranche in enumerate(tranches):
+                    order = sides if round_ % 2 == 0 else sides[::-1]
+                    seconds = {side.name: steady.feed(side, tranche, TIMEOUT) for side in order}
+                    for side in sides:
+                        rates[side.name].append(events_read(query, tranche) / seconds[side.name])
+                    print(f"{query}/{sink} round {round_ + 1}: batches' seconds {seconds}", flush=True)
+            finally:
+                for side in sides:
+                    side.stop()
+            shutil.rmtree(combo, ignore_errors=True)
+            print(f"{query}/{sink} launch to the warm-up tranche processed, s: {launched}", flush=True)
+            for name in rates:
+                if name == "ours":
+                    continue
+                label = f"{query} -> {sink}: events/s" + (", reference reading every record in full" * ("full" in name))
+                records.append(results.record(label, list(zip(rates["ours"], rates[name], strict=True)), "events/s"))
+        name = f"launch to the first {args.warm_up:,} events processed (each query and sink)"
+        records.append(results.record(name, starts, "s", higher_is_better=False))
     print(results.table(records))
     print(f"written to {results.write('overhead', records)}")
     return 0
