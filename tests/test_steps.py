@@ -9,10 +9,12 @@ point is what the executor asks of a target and writes to the store, not Spark.
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import yaml
 
 from runner.core import layout
 from runner.core.errors import UserError
@@ -211,3 +213,22 @@ def test_deploying_one_mode_leaves_the_other_modes_jobs_alone(world):
     assert set(kinds) == {"app", "gone-app"} and kinds["gone-app"] == "remove"
     everything = deployer.decide_all({"app": app}, whole_project=True)
     assert {d.name for d in everything} == {"app", "hosted", "moved", "gone-app", "gone-hosted"}
+
+
+def test_a_deployed_record_reads_back_the_same_whether_written_now_or_as_block_yaml_by_an_earlier_runner():
+    record = DeploymentRecord(
+        manifest(version=2),
+        (),
+        (Source("`demo`.`in`", "filesystem"),),
+        "run-b",
+        "local",
+        NOW,
+        continued_from=StateRef("savepoint", 1, "savepoints/job/1/savepoint-x/", NOW),
+    )
+    written = record.to_yaml()
+    assert yaml.safe_load(written) == json.loads(written)  # any YAML reader reads what is written
+    assert DeploymentRecord.from_yaml(written) == record
+    block = yaml.safe_dump(json.loads(written), sort_keys=False)  # the form records had before
+    assert not block.lstrip().startswith("{")
+    assert DeploymentRecord.from_yaml(block) == record
+    assert DeploymentRecord.from_yaml(block + "# edited by hand\n") == record

@@ -27,8 +27,9 @@ class YamlDocument:
         return None
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate keys instead of silently keeping the last one."""
+class _UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """The safe loader (libyaml's parser when PyYAML has it) rejecting duplicate keys instead of silently
+    keeping the last one."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         seen: set[Any] = set()
@@ -42,9 +43,10 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 def load(text: str, *, file: str | None, code: str = "MANIFEST_INVALID_YAML") -> YamlDocument:
     """Parse YAML; a syntax error is a user error naming the file and line."""
-    try:
-        node = yaml.compose(text, Loader=_UniqueKeyLoader)
-        data = yaml.load(text, Loader=_UniqueKeyLoader)  # SafeLoader subclass
+    loader = _UniqueKeyLoader(text)
+    try:  # parsed once: the nodes give the lines, the same nodes the data
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         line = mark.line + 1 if mark else None
@@ -54,6 +56,8 @@ def load(text: str, *, file: str | None, code: str = "MANIFEST_INVALID_YAML") ->
         ) from None
     except yaml.YAMLError as error:
         raise UserError.of(code, file=file, reason=str(error), hint="") from None
+    finally:
+        loader.dispose()
     lines: dict[str, int] = {}
     if node is not None:
         _collect_lines(node, "", lines)

@@ -136,9 +136,6 @@ class Preparer:
         When the deployed query's text differs, the deployed query is analysed first and the
         desired one over the same frames, so that one analysis serves both the checks and the
         comparison."""
-        from runner.analysis.query_diff import compare, diff_queries
-        from runner.analysis.validate import analyse
-
         project = self.project
         file = project.display(path)
         manifest = project.load_manifest(path)
@@ -150,6 +147,10 @@ class Preparer:
             if problems:
                 raise UserError(problems)
             return Prepared(manifest, file, unchanged, record.sources, QueryDiff(changed=False, state_compatible=True))
+        # Only now the analysis modules (they import PySpark): an unchanged manifest needs none of it.
+        from runner.analysis.query_diff import compare, diff_queries
+        from runner.analysis.validate import analyse
+
         before = self._deployed_build(record, manifest)
         reuse = before.query if before is not None else None
         analysed = analyse(self.spark(), manifest, project.catalog, self.env, file=file, reuse=reuse)

@@ -3,11 +3,13 @@
 ``deployed/<name>.yaml`` is the merged manifest with its ``meta``, plus a ``deployment``
 section: the table definitions the query was deployed with (so a later DDL edit is seen
 as a change), the run folder in use, the target, where the version's sources started,
-and whether the job was removed.
+and whether the job was removed. It is written in YAML's JSON form (any YAML reader reads it; the
+runner reads it as JSON, much faster) and read in either form.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -20,10 +22,9 @@ from runner.core.starts import Source
 from runner.core.stateref import StateRef
 from runner.core.tables import TableDef
 
-# libyaml's safe loader and dumper where PyYAML has them: a record (manifest, tables and columns) parses
-# about ten times faster, which is most of planning many manifests.
+# A record written before records were written in JSON form is read as YAML (libyaml's loader where PyYAML
+# has it).
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 @dataclass(frozen=True)
@@ -57,11 +58,16 @@ class DeploymentRecord:
             "continued-from": _ref_to_dict(self.continued_from),
             "tables": [t.to_dict() for t in self.tables],
         }
-        return yaml.dump(data, Dumper=_DUMPER, sort_keys=False, allow_unicode=True)
+        # In YAML's JSON form: still YAML for any YAML reader, and read back some fifty times faster than
+        # block YAML (planning hundreds of manifests reads as many records).
+        return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
     @staticmethod
     def from_yaml(text: str) -> DeploymentRecord:
-        data = yaml.load(text, Loader=_LOADER)  # noqa: S506 - a safe loader (libyaml's when built with it)
+        try:
+            data = json.loads(text)
+        except ValueError:  # block YAML: written by an earlier runner, or edited by hand
+            data = yaml.load(text, Loader=_LOADER)  # noqa: S506 - a safe loader (libyaml's when built with it)
         deployment = data.pop("deployment")
         return DeploymentRecord(
             manifest=Manifest.model_validate(data),
