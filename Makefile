@@ -40,10 +40,11 @@ test: $(STAMP) $(CHECKOV_STAMP)
 # Benchmarks, side by side in one run each (never part of `make test`); bench/results/latest.json.
 bench: $(STAMP)
 	@began=$$(date +%s); \
-	$(BIN)/python bench/plan.py --rounds 3 && \
-	$(BIN)/python bench/metadata.py --rounds 3 && \
-	$(BIN)/python bench/overhead.py --rounds 3 && \
-	$(BIN)/python bench/nexmark.py --rounds 3 && \
+	for bench in plan metadata overhead nexmark; do \
+		start=$$(date +%s); \
+		$(BIN)/python bench/$$bench.py --rounds 3 || exit 1; \
+		echo "bench/$$bench.py took $$(( $$(date +%s) - start )) s"; \
+	done; \
 	took=$$(( $$(date +%s) - began )) && echo "make bench took $$((took / 60)) min $$((took % 60)) s"
 
 # ---- AWS infrastructure per team (infra/teams.yaml) ----------------------------------------

@@ -1,26 +1,37 @@
 """Runner overhead: the same query through the runner and as a hand-written PySpark job, side by side.
 
-    .venv/bin/python bench/overhead.py [--events 2000000] [--warm-up 1000000] [--rounds 3]
+    .venv/bin/python bench/overhead.py [--events 1000000] [--warm-up 1000000] [--rounds 3]
                                        [--queries filter,window,join] [--sinks noop,parquet]
+                                       [--references checked,plain]
 
-The same seeded JSON card transactions (and refunds, for the join) are read by both
-sides: ``sql-runner run`` of a manifest (dead-lettering on, the default), and a
-hand-written PySpark job reading the same files with the same schema, the same query,
-the same six metadata columns and the same sink, both through spark-submit with the same
-settings (local[2], the repository's job template's Spark settings, a micro-batch every
-second). Each side is a long-running streaming job, started once per query and sink on
-a warm-up tranche (so its JVM has compiled the hot code); each round then hands both sides the next tranche of
-``--events`` events, one side after the other (which goes first alternates), and waits
-for each to process it (bench/steady.py). Throughput is the events in the tranche over
-the query's batches' trigger time, from its progress (ours: the job's status; the
-reference: its query's progress, polled the same way). Not Spark's "input rows": a
-filter Spark pushes into the JSON reader makes the skipped rows uncounted there, though
-they were read. Start-up is launch to the warm-up tranche processed, per query and sink.
+The same seeded JSON card transactions (and refunds, for the join) are read by every
+side: ``sql-runner run`` of a manifest (dead-lettering on, the default), and hand-written
+PySpark jobs reading the same files with the same schema, the same query, the same six
+metadata columns and the same sink, all through spark-submit with the same settings
+(local[2], the repository's job template's Spark settings, a micro-batch every second).
 
-A query with a filter gets a third side (into noop): the hand-written job with Spark's
-JSON filter pushdown off, so that it converts every field of every record, as checking
-each record against the declared schema (dead-lettering) must; the hand-written job
-with pushdown skips converting the rest of a record once the filter fails.
+The hand-written job comes in variants (``--references``; the first runs with every query
+and sink, the others with the noop sink only):
+
+- ``checked`` ("by hand, same checks"): the same work as the runner's job. Dead-lettering
+  means every record is checked against the declared schema and a malformed one is caught
+  whether or not it would pass the query's filter; the job does that with Spark's
+  corrupt-record column (PERMISSIVE mode), keeps the records that parsed and reads every
+  record in full (no JSON filter pushdown, which would skip the rest of a record once the
+  filter fails, malformed or not).
+- ``plain`` ("by hand, no checks"): what a Spark user writes who does not look for
+  malformed records, with Spark's defaults (a filter pushed into the JSON reader).
+- ``full`` ("by hand, no checks, no pushdown"): plain, with that pushdown off; it tells the
+  two costs of checking apart.
+
+Each side is a long-running streaming job, started once per query and sink on a warm-up
+tranche (so its JVM has compiled the hot code); each round then hands every side the
+next tranche of ``--events`` events, one side after another (the order reverses every
+round), and waits for each to process it (bench/steady.py). Throughput is the events in
+the tranche over the query's batches' trigger time, from its progress (ours: the job's
+status; by hand: its query's progress, printed). Not Spark's "input rows": a filter Spark
+pushes into the JSON reader makes the skipped rows uncounted there, though they were read.
+Start-up is launch to the warm-up tranche processed, per query and sink.
 """
 
 from __future__ import annotations
@@ -82,12 +93,18 @@ HANDWRITTEN = """
 import json, sys, time
 from datetime import datetime, timezone
 from pyspark.sql import SparkSession, functions as F
-data, out, checkpoint, sink, sql, trigger = sys.argv[1:7]
+data, out, checkpoint, sink, sql, trigger, checked = sys.argv[1:8]
 spark = SparkSession.builder.getOrCreate()
-tx = (spark.readStream.schema("transaction_id STRING, account_id STRING, payee STRING, amount DOUBLE, ts TIMESTAMP")
-      .json(f"{data}/tx").withWatermark("ts", "5 seconds"))
-refunds = (spark.readStream.schema("refund_id STRING, transaction_id STRING, refunded_at TIMESTAMP")
-           .json(f"{data}/refunds").withWatermark("refunded_at", "5 seconds"))
+def read(schema, folder):  # checked: each record against the schema, malformed ones left out
+    if checked != "checked":
+        return spark.readStream.schema(schema).json(folder)
+    frame = (spark.readStream.schema(schema + ", _corrupt_record STRING").option("mode", "PERMISSIVE")
+             .option("columnNameOfCorruptRecord", "_corrupt_record").json(folder))
+    return frame.where("_corrupt_record IS NULL").drop("_corrupt_record")
+tx = read("transaction_id STRING, account_id STRING, payee STRING, amount DOUBLE, ts TIMESTAMP", f"{data}/tx")
+tx = tx.withWatermark("ts", "5 seconds")
+refunds = read("refund_id STRING, transaction_id STRING, refunded_at TIMESTAMP", f"{data}/refunds")
+refunds = refunds.withWatermark("refunded_at", "5 seconds")
 tx.createOrReplaceTempView("tx")
 refunds.createOrReplaceTempView("refunds")
 created = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -212,9 +229,22 @@ def ours(combo: Path, query: str, sink: str) -> steady.Side:
     return steady.Side("ours", [SQL_RUNNER, "run", "manifests/q.yaml"], project, inputs, checkpoint, progress)
 
 
-def reference(combo: Path, query: str, sink: str, *, full: bool = False) -> steady.Side:
-    """The hand-written job (``full``: every record read in full, no JSON filter pushdown), running until stopped."""
-    folder = combo / ("reference-full" if full else "reference")
+VARIANTS = {  # the hand-written job's variants: side name, JSON filter pushdown, records checked
+    "checked": ("by hand, same checks", False, True),
+    "plain": ("by hand, no checks", True, False),
+    "full": ("by hand, no checks, no pushdown", False, False),
+}
+
+
+def reference(combo: Path, query: str, sink: str, variant: str) -> steady.Side:
+    """The hand-written job, running until stopped: ``checked``, doing the same work as the runner (each
+    record checked against its schema through Spark's corrupt-record column, the malformed ones left out,
+    every record read in full: a malformed record must be caught whether or not it passes the query's
+    filter); ``plain``, as a Spark user writes it who does not look for malformed records (Spark's
+    defaults: a filter is pushed into the JSON reader, which then skips converting the rest of a record
+    that fails it); ``full``, plain but with that pushdown off."""
+    name, pushdown, checked = VARIANTS[variant]
+    folder = combo / f"reference-{variant}"
     folder.mkdir(parents=True)
     script = folder / "handwritten.py"
     script.write_text(HANDWRITTEN)
@@ -227,7 +257,7 @@ def reference(combo: Path, query: str, sink: str, *, full: bool = False) -> stea
         "--conf",
         f"spark.pyspark.python={sys.executable}",
         "--conf",
-        f"spark.sql.json.filterPushdown.enabled={str(not full).lower()}",
+        f"spark.sql.json.filterPushdown.enabled={str(pushdown).lower()}",
         str(script),
         str(folder / "in"),
         str(folder / "out"),
@@ -235,9 +265,9 @@ def reference(combo: Path, query: str, sink: str, *, full: bool = False) -> stea
         sink,
         QUERIES[query][0],
         TRIGGER,
+        "checked" if checked else "as read",
     ]
     inputs = {table: folder / "in" / table for table in ("tx", "refunds")}
-    name = "reference, every record in full" if full else "reference"
 
     def found() -> Path | None:
         return checkpoint if (checkpoint / "commits").is_dir() else None
@@ -247,13 +277,23 @@ def reference(combo: Path, query: str, sink: str, *, full: bool = False) -> stea
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, default=2_000_000, help="events per measured round")
+    parser.add_argument("--events", type=int, default=1_000_000, help="events per measured round")
     parser.add_argument("--warm-up", type=int, default=1_000_000, help="events of the warm-up tranche")
+    parser.add_argument(
+        "--references",
+        default="checked,plain",
+        help=f"hand-written variants ({', '.join(VARIANTS)}): the first with every query and sink, "
+        "the others with the noop sink only (where what they leave out shows most)",
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--queries", default="filter,window,join")
     parser.add_argument("--sinks", default="noop,parquet")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
+    first, *others = args.references.split(",")
+    unknown = sorted({first, *others} - set(VARIANTS))
+    if unknown:
+        parser.error(f"unknown --references {', '.join(unknown)}: choose from {', '.join(VARIANTS)}")
     records: list[results.Record] = []
     starts: list[tuple[float, float]] = []
     with tempfile.TemporaryDirectory(prefix="overhead-bench-") as tmp:
@@ -265,12 +305,11 @@ def main() -> int:
             (query, sink) for query in args.queries.split(",") for sink in args.sinks.split(",")
         ):
             combo = work / f"{query}-{sink}"
-            sides = [ours(combo, query, sink), reference(combo, query, sink)]
-            if "WHERE" in QUERIES[query][0] and sink == "noop":
-                sides.append(reference(combo, query, sink, full=True))
+            variants = [first, *others] if sink == "noop" else [first]
+            sides = [ours(combo, query, sink), *(reference(combo, query, sink, variant) for variant in variants)]
             try:
                 launched = steady.launch(sides if number % 2 == 0 else sides[::-1], warm_up, TIMEOUT)
-                starts.append((launched["ours"], launched["reference"]))
+                starts.append((launched["ours"], launched[VARIANTS[first][0]]))
                 rates: dict[str, list[float]] = {side.name: [] for side in sides}
                 for round_, tranche in enumerate(tranches):
                     order = sides if round_ % 2 == 0 else sides[::-1]
@@ -286,9 +325,9 @@ def main() -> int:
             for name in rates:
                 if name == "ours":
                     continue
-                label = f"{query} -> {sink}: events/s" + (", reference reading every record in full" * ("full" in name))
+                label = f"{query} -> {sink}: events/s vs {name}"
                 records.append(results.record(label, list(zip(rates["ours"], rates[name], strict=True)), "events/s"))
-        name = f"launch to the first {args.warm_up:,} events processed (each query and sink)"
+        name = f"launch to the first {args.warm_up:,} events processed vs {VARIANTS[first][0]} (each query, sink)"
         records.append(results.record(name, starts, "s", higher_is_better=False))
     print(results.table(records))
     print(f"written to {results.write('overhead', records)}")
