@@ -31,6 +31,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import yaml
 from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
@@ -385,7 +386,7 @@ def run_session_demo(add_events: Callable[..., list[Transaction]]) -> None:
     began = time.monotonic()
     (PROJECT / "manifests" / "card-ids.yaml").unlink()
     deployed = STATE / "manifests" / "deployed" / "card-ids.yaml"
-    wait(lambda: "status: removed" in deployed.read_text(), "card-ids to be removed")
+    wait(lambda: yaml.safe_load(deployed.read_text())["deployment"]["status"] == "removed", "card-ids to be removed")
     timings.add_row(
         "card-ids: manifest deleted (stopped with a savepoint)", f"{time.monotonic() - began:.1f}", "-", "-"
     )

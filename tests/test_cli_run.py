@@ -9,6 +9,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+import yaml
 from click.testing import CliRunner
 
 from demo.committed_rows import committed_json_rows
@@ -53,7 +54,7 @@ def test_run_once_twice_processes_exactly_the_new_input(demo_project: ProjectDir
     assert sorted(r["transaction_id"] for r in rows) == sorted(expected + new)
     assert {r["__query_version"] for r in rows} == {1}
     deployed = demo_project.root / ".sql-runner" / "manifests" / "deployed" / "high-value.yaml"
-    assert "query-version: 1" in deployed.read_text()
+    assert yaml.safe_load(deployed.read_text())["meta"]["query-version"] == 1
     # the finished run says so, whatever progress event arrived after it stopped
     status = json.loads((demo_project.root / ".sql-runner" / "manifests" / "status" / "high-value.json").read_text())
     assert (status["state"], status["reason"]) == ("stopped", "finished"), status
