@@ -337,11 +337,14 @@ def published(name: str) -> dict:
 
 
 def push(name: str, text: str, then: Callable[[], object] | None = None) -> float:
-    """Write a session manifest (then ``then``) and wait for the first micro-batch of its new run; seconds."""
+    """Write a session manifest and wait for the first micro-batch of its new run; seconds. ``then`` runs once
+    the new run is up: a run restored from where the old one stopped has a micro-batch only when data
+    arrives after it (an idle query's progress is not a batch), so its events must come after the stop."""
     old_run = published(name).get("run-id")
     began = time.monotonic()
     (PROJECT / "manifests" / f"{name}.yaml").write_text(text, encoding="utf-8")
     if then is not None:
+        wait(lambda: published(name).get("run-id") not in (None, old_run), f"{name}'s new run to start")
         then()
     wait(
         lambda: published(name).get("run-id") not in (None, old_run) and bool(published(name).get("progress")),
@@ -371,7 +374,9 @@ def run_session_demo(add_events: Callable[..., list[Transaction]]) -> None:
         note(f"new: {name}", name, push(name, session_manifest(name, query)))
     add_events("batch-004", 30, 45)
     big = session_manifest("big-spends", SESSION_MANIFESTS["big-spends"][1].replace("> 900", "> 800"))
-    note("big-spends: filter > 900 -> > 800 (compatible: restored)", "big-spends", push("big-spends", big))
+    # the restored run reads what arrives after v1 stopped
+    restored = push("big-spends", big, lambda: add_events("batch-005", 30, 46))
+    note("big-spends: filter > 900 -> > 800 (compatible: restored)", "big-spends", restored)
     payees = SESSION_MANIFESTS["first-payment-per-payee"][1].replace('["payee"]', '["payee", "account_id"]')
     note(
         "first-payment-per-payee: dedup keys + account_id (incompatible: v2)",
@@ -380,7 +385,7 @@ def run_session_demo(add_events: Callable[..., list[Transaction]]) -> None:
         push(
             "first-payment-per-payee",
             session_manifest("first-payment-per-payee", payees),
-            lambda: add_events("batch-005", 30, 46),
+            lambda: add_events("batch-006", 30, 47),
         ),
     )
     began = time.monotonic()
