@@ -89,6 +89,22 @@ def test_stateless_job_through_every_deploy_branch(stateless: ProjectDir):
     assert "restore v1 from checkpoint run-" in result.stdout
     expect_rows()
 
+    # SIGTERM to the job's processes (what YARN and the local target's stop send): it stops its query
+    # and says so, and the next deploy resumes where it stopped
+    job = status(project, "high-value")["job"]
+    logs = sorted(project.root.glob("**/high-value-v1-*.log"), key=lambda log: log.stat().st_mtime)
+    os.killpg(int(job.split("@")[0]), signal.SIGTERM)
+    wait_for(lambda: status(project, "high-value")["state"] != "running", "the job to stop")
+    assert status(project, "high-value")["state"] == "stopped"
+    log = logs[-1].read_text()
+    assert "received signal 15: stopping the query" in log
+    after = log.split("received signal 15")[-1]
+    assert "Traceback" not in after and "high-value-v1 failed" not in after, after
+    result = cli(project, "deploy")
+    assert "restore v1 from checkpoint run-" in result.stdout
+    add_events("b3b", 33)
+    expect_rows()
+
     # a savepoint of the running job: short stop, snapshot, restart from it; it keeps running
     result = cli(project, "savepoint", "high-value")
     assert "savepoint savepoints/high-value/1/savepoint-" in result.stdout and "(graceful)" in result.stdout
@@ -151,6 +167,7 @@ def test_stateless_job_through_every_deploy_branch(stateless: ProjectDir):
     assert decisions == [
         "start",
         "nothing",
+        "restore",
         "restore",
         "restore",
         "restore",
