@@ -18,6 +18,7 @@ on stderr), 1 a failure of the job itself (restarts used up, or Spark refused th
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import signal
@@ -207,23 +208,13 @@ def main(argv: list[str] | None = None) -> int:
     spark = builder.getOrCreate()
     job = Job(spark, spec, values, control)
 
-    def stop_queries() -> None:
-        for query in list(job.queries):
-            try:
-                if query.isActive:
-                    query.stop()
-            except Exception as error:  # noqa: BLE001 - reported; the main thread sees the query end either way
-                if "stopped SparkContext" in str(error):  # a process-group signal (YARN, the local target)
-                    log(spec, "Spark got the signal too and is shutting down: the query stops with it")
-                else:
-                    log(spec, f"stopping {query.name} failed: {str(error).strip().splitlines()[0]}")
-
     def on_signal(signum: int, _frame: object) -> None:
         log(spec, f"received signal {signum}: stopping the query")
         job.ending.set()
         # Not from the handler: it runs on the main thread, which may be inside a Py4J call (waiting on
         # the queries), and a call from it would re-enter that call's connection.
-        threading.Thread(target=stop_queries, name="stop-on-signal", daemon=True).start()
+        queries, report = list(job.queries), functools.partial(log, spec)
+        threading.Thread(target=runtime.stop_all, args=(queries, report), name="stop-on-signal", daemon=True).start()
 
     signal.signal(signal.SIGTERM, on_signal)
     try:

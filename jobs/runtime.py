@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -134,10 +134,15 @@ def wait(spark: SparkSession, queries: list[StreamingQuery], *, once: bool) -> N
             raise error
 
 
-def stop_all(queries: list[StreamingQuery]) -> None:
+def stop_all(queries: list[StreamingQuery], report: Callable[[str], None] | None = None) -> None:
+    """Stop each active query; a query that cannot be stopped is reported (default: on stderr)."""
+    report = report or (lambda message: print(message, file=sys.stderr, flush=True))
     for query in queries:
         try:
             if query.isActive:
                 query.stop()
         except Exception as error:  # noqa: BLE001 - keep stopping the others
-            print(f"stopping {query.name} failed: {error}", file=sys.stderr)
+            if "stopped SparkContext" in str(error):  # e.g. a signal to the process group reached the JVM too
+                report(f"{query.name}: Spark is shutting down, the query stops with it")
+            else:
+                report(f"stopping {query.name} failed: {str(error).strip().splitlines()[0]}")
