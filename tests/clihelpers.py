@@ -39,14 +39,16 @@ def cli(
     return result
 
 
-def wait_for(condition, what: str, timeout: float = 120.0):
+def wait_for(condition, what: str, timeout: float = 120.0, *, explain=None):
+    """Poll ``condition`` until it is true; on a timeout, ``explain()`` (if given) says what was seen."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = condition()
         if value:
             return value
         time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+    seen = f"; seen: {explain()}" if explain else ""
+    raise AssertionError(f"timed out waiting for {what}{seen}")
 
 
 def status(project: ProjectDir, name: str, *options: str) -> dict:

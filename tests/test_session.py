@@ -422,7 +422,9 @@ def test_one_slow_query_does_not_hold_up_the_others_and_code_that_blocks_is_cut_
     """FAIR pools: a query whose micro-batches keep both cores busy for over 3 s (sixteen 0.4 s tasks) beside
     two light ones; the light ones keep their 2-second trigger within 2x. Code that blocks: a snippet
     that never returns while the query is built, and a UDF that never returns inside a micro-batch,
-    are cut off by the build and batch timeouts and parked; the session and the others carry on."""
+    are cut off by the build and batch timeouts and parked; the session and the others carry on.
+    The batch timeout (30 s) leaves the slow query room: on a busy 2-core host its batches took up to
+    12 s of running tasks (25 s for the first), and a cut-off would park it."""
     project = session_project
     project.ddl("paced", PACED_DDL)
     feeder = Feeder(project.root / "data" / "events", every=0.5)
@@ -433,13 +435,18 @@ def test_one_slow_query_does_not_hold_up_the_others_and_code_that_blocks_is_cut_
     project.manifest("q-slow", SLOW_CODE)
     project.manifest("q-hang-build", HANGING_BUILD)
     project.manifest("q-hang-batch", HANGING_BATCH)
-    cli(project, "session", "start", "--build-timeout", "4", "--batch-timeout", "12", "--max-failures", "1")
+    cli(project, "session", "start", "--build-timeout", "4", "--batch-timeout", "30", "--max-failures", "1")
     feeder.start()
     try:
         health_file = project.root / ".sql-runner" / "manifests" / "session" / "health.json"
         wait_for(lambda: "q-hang-build" in json.loads(health_file.read_text())["invalid"], "the hanging build cut off")
         wait_for(lambda: status_file(project, "q-hang-batch").get("parked"), "the hanging batch parked", 120)
-        wait_for(lambda: all(batch(project, n) >= 0 for n in [*light, "q-slow"]), "the others running", 120)
+        wait_for(
+            lambda: all(batch(project, n) >= 0 for n in [*light, "q-slow"]),
+            "the others running",
+            120,
+            explain=lambda: (health_file.read_text(), cli(project, "status").stdout),
+        )
         health = json.loads(cli(project, "session", "status", "--json").stdout)
         assert health["queries"] == {"running": 3, "failing": 0, "parked": 1, "stuck-builds": 1}, health
         assert "SESSION_QUERY_BUILD_TIMEOUT" in health["invalid"]["q-hang-build"]
