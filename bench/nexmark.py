@@ -1,7 +1,7 @@
 """Nexmark-style queries through the runner: throughput per core, every result checked exactly.
 
     .venv/bin/python bench/nexmark.py [--events 500000] [--rounds 3] [--queries q0,q1,q2,q5,q7,q8]
-                                      [--defaults q5,q8] [--defaults-events 50000]
+                                      [--defaults q5,q8] [--defaults-events 100000]
 
 The person / auction / bid event model (one person, three auctions and 46 bids in every
 50 events, 10,000 events per second of event time, seeded) is written as JSON files; the
@@ -290,7 +290,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--queries", default="q0,q1,q2,q5,q7,q8")
     parser.add_argument("--defaults", default="q5,q8", help="stateful queries to measure the settings on")
-    parser.add_argument("--defaults-events", type=int, default=50_000)
+    parser.add_argument("--defaults-events", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
     records: list[results.Record] = []
