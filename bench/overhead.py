@@ -60,6 +60,7 @@ SQL_RUNNER = str(Path(sys.executable).parent / "sql-runner")
 TEMPLATE = ROOT / "manifests" / "job-template.yaml"
 START = datetime(2026, 1, 1, tzinfo=UTC)
 FILES = 20
+SINKS = ("noop", "parquet")
 TRIGGER = "1 second"  # both sides: a micro-batch as soon as a tranche's files are there
 TIMEOUT = 900.0  # seconds a side may take over one tranche
 METADATA = """, __create_timestamp TIMESTAMP(3), __query_name STRING, __query_description STRING,
@@ -301,10 +302,14 @@ def main() -> int:
     unknown = sorted({first, *others} - set(VARIANTS))
     if unknown:
         parser.error(f"unknown --references {', '.join(unknown)}: choose from {', '.join(VARIANTS)}")
-    for option, value in (("--queries", args.queries), ("--others-with", args.others_with)):
-        unknown = sorted(set(value.split(",")) - set(QUERIES))
+    for option, value, known in (
+        ("--queries", args.queries, list(QUERIES)),
+        ("--others-with", args.others_with, list(QUERIES)),
+        ("--sinks", args.sinks, list(SINKS)),
+    ):
+        unknown = sorted(set(value.split(",")) - set(known))
         if unknown:
-            parser.error(f"unknown {option} {', '.join(unknown)}: choose from {', '.join(QUERIES)}")
+            parser.error(f"unknown {option} {', '.join(unknown)}: choose from {', '.join(known)}")
     records: list[results.Record] = []
     starts: list[tuple[float, float]] = []
     with tempfile.TemporaryDirectory(prefix="overhead-bench-") as tmp:

@@ -20,6 +20,15 @@ METADATA_DDL = """,
   __query_create_timestamp TIMESTAMP(3)"""
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _s3_conditional_writes_atomic():
+    """moto's conditional writes made atomic, as S3's are (tests/motoserver.py), for every test."""
+    from tests.motoserver import atomic_conditional_writes
+
+    with atomic_conditional_writes():
+        yield
+
+
 @pytest.fixture(scope="session")
 def spark():
     from runner.analysis.session import local_session

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+import threading
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from unittest import mock
 
 from moto.server import ThreadedMotoServer
 
@@ -29,3 +31,27 @@ def moto_server(region: str = "us-east-1") -> Iterator[dict[str, str]]:
         yield env
     finally:
         server.stop()
+
+
+@contextmanager
+def atomic_conditional_writes() -> Iterator[None]:
+    """A named fake for S3's atomic conditional writes, in moto's in-process mock and its server alike.
+
+    Real S3 decides ``If-None-Match: *`` and ``If-Match`` atomically; moto checks the key and then
+    stores (or deletes) it in two steps, so racing writers can both get past the check (a lease
+    taken twice). One lock around moto's PUT and DELETE handlers gives them S3's guarantee."""
+    from moto.s3.responses import S3Response
+
+    guard = threading.Lock()
+
+    def serialised(handler):
+        def handle(self):
+            with guard:
+                return handler(self)
+
+        return handle
+
+    with ExitStack() as patches:
+        for name in ("put_object", "delete_object"):
+            patches.enter_context(mock.patch.object(S3Response, name, serialised(getattr(S3Response, name))))
+        yield
