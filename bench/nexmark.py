@@ -17,10 +17,13 @@ by the watermark: the generator ends with one event per table a minute later, wh
 closes every window before it).
 
 ``--defaults``: each group of streaming settings (``SETTINGS``) against Spark's own
-defaults for it (the template with the group, and without it), on the stateful queries
-over ``--defaults-events`` events: each round runs the template as it is and with each
-group toggled, in rotating order, ``--rounds`` rounds. A setting is in the template only
-if it wins.
+defaults for it (the template with the group, and without it), on the stateful queries,
+in steady state like bench/overhead.py (bench/steady.py): per query, one long-running
+job with the template as it is and one with each group toggled (a micro-batch every
+second), started once on a warm-up tranche of ``--defaults-events`` events; each of
+``--rounds`` rounds hands them the same next tranche (event time running on), one after
+another in rotating order, and times their micro-batches. A setting is in the template
+only if it wins.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench import results  # noqa: E402
+from bench import results, steady  # noqa: E402
 from demo.committed_rows import committed_json_rows  # noqa: E402
 
 SQL_RUNNER = str(Path(sys.executable).parent / "sql-runner")
@@ -76,10 +79,54 @@ class Events:
         self.persons: list[dict] = []
         self.auctions: list[dict] = []
         self.bids: list[dict] = []
+        self.order: list[tuple[str, dict]] = []  # every event, as generated: (table, row)
+
+    def tables(self) -> dict[str, list[dict]]:
+        return {"person": self.persons, "auction": self.auctions, "bid": self.bids}
 
 
 def generate(data: Path, count: int, seed: int) -> Events:
-    """``count`` events in Nexmark's proportions, then one of each kind a minute later (closes every window)."""
+    """``count`` events in Nexmark's proportions, then one of each kind a minute later (closes every window),
+    written as ``FILES`` JSON files per table under ``data``."""
+    events = make_events(count, seed, closing=True)
+    for table, rows in events.tables().items():
+        write_rows(data / table, rows, "part")
+    return events
+
+
+def tranches(folder: Path, sizes: list[int], seed: int) -> list[steady.Tranche]:
+    """Consecutive tranches of ``sizes`` events (event time running on from one to the next), each as
+    ``FILES`` JSON files per table under ``folder/<n>/<table>``, for long-running jobs."""
+    events = make_events(sum(sizes), seed, closing=False)
+    made, first = [], 0
+    for number, size in enumerate(sizes):
+        chunk: dict[str, list[dict]] = {table: [] for table in events.tables()}
+        for table, row in events.order[first : first + size]:
+            chunk[table].append(row)
+        files = {
+            table: write_rows(folder / str(number) / table, rows, f"part-{number:02d}") for table, rows in chunk.items()
+        }
+        made.append(steady.Tranche(files, {table: len(rows) for table, rows in chunk.items()}))
+        first += size
+    return made
+
+
+def write_rows(folder: Path, rows: list[dict], prefix: str) -> list[Path]:
+    folder.mkdir(parents=True)
+    size = -(-len(rows) // FILES)
+    paths = []
+    for f in range(FILES):
+        lines = [
+            json.dumps({k: stamp(v) if isinstance(v, datetime) else v for k, v in row.items()}, separators=JSON)
+            for row in rows[f * size : (f + 1) * size]
+        ]
+        paths.append(folder / f"{prefix}-{f:03d}.json")
+        paths[-1].write_text("".join(line + "\n" for line in lines))
+    return paths
+
+
+def make_events(count: int, seed: int, *, closing: bool) -> Events:
+    """``count`` events in Nexmark's proportions (``closing``: then one of each kind a minute later)."""
     rng = random.Random(seed)
     events = Events()
     next_person, next_auction = FIRST_ID, FIRST_ID
@@ -100,6 +147,7 @@ def generate(data: Path, count: int, seed: int) -> Events:
         }
         next_person += 1
         events.persons.append(row)
+        events.order.append(("person", row))
         return row
 
     def auction(at: datetime) -> dict:
@@ -119,6 +167,7 @@ def generate(data: Path, count: int, seed: int) -> Events:
         }
         next_auction += 1
         events.auctions.append(row)
+        events.order.append(("auction", row))
         return row
 
     def bid(at: datetime) -> dict:
@@ -132,24 +181,16 @@ def generate(data: Path, count: int, seed: int) -> Events:
             "extra": "",
         }
         events.bids.append(row)
+        events.order.append(("bid", row))
         return row
 
     for i in range(count):
         at = START + timedelta(milliseconds=i * 1000 // EVENTS_PER_SECOND)
         kind = i % 50
         (person if kind == 0 else auction if kind <= 3 else bid)(at)
-    last = START + timedelta(milliseconds=count * 1000 // EVENTS_PER_SECOND, minutes=1)
-    person(last), auction(last), bid(last)
-    for table, rows in (("person", events.persons), ("auction", events.auctions), ("bid", events.bids)):
-        folder = data / table
-        folder.mkdir(parents=True)
-        size = -(-len(rows) // FILES)
-        for f in range(FILES):
-            lines = [
-                json.dumps({k: stamp(v) if isinstance(v, datetime) else v for k, v in row.items()}, separators=JSON)
-                for row in rows[f * size : (f + 1) * size]
-            ]
-            (folder / f"part-{f:03d}.json").write_text("\n".join(lines) + "\n")
+    if closing:
+        last = START + timedelta(milliseconds=count * 1000 // EVENTS_PER_SECOND, minutes=1)
+        person(last), auction(last), bid(last)
     return events
 
 
@@ -284,15 +325,79 @@ def run(work: Path, data: Path, query: str, *, group: str | None = None, with_it
     return results.batch_seconds(status.get("recent-progress") or [])
 
 
+QUERIES = ("q0", "q1", "q2", "q5", "q7", "q8")
+# The tables each stateful query reads: the files a side is handed of a tranche.
+READS = {"q5": ("bid",), "q7": ("bid",), "q8": ("person", "auction")}
+TRIGGER = "1 second"  # a micro-batch as soon as a tranche's files are there
+TIMEOUT = 900.0  # seconds a side may take over one tranche
+
+
+def settings_side(folder: Path, query: str, group: str | None) -> steady.Side:
+    """``query`` through the runner as a long-running job, with the template as it is (``group`` None) or
+    with ``group``'s settings toggled (added if the template lacks them, else taken out)."""
+    name = group or "template"
+    project = folder / name.replace(" ", "-").replace(",", "") / "project"
+    shutil.copytree(PROJECT, project)
+    with_it = not in_template(group) if group is not None else True
+    (project / "manifests" / "job-template.yaml").write_text(template(group, with_it=with_it))
+    manifest = project / "manifests" / f"{query}.yaml"
+    manifest.write_text(manifest.read_text() + f"trigger-interval: {TRIGGER}\n")
+    data, out = project.parent / "in", project.parent / "out"
+    inputs = {table: data / table for table in READS[query]}
+    return steady.runner_job(name, project, query, inputs, {"NEXMARK_DATA": str(data), "NEXMARK_OUT": str(out)})
+
+
+def compare_settings(work: Path, queries: list[str], events: int, rounds: int, seed: int) -> list[results.Record]:
+    """Each group of ``SETTINGS`` against Spark's defaults for it, on long-running jobs of each query: the
+    template as it is and with each group toggled, started once on a warm-up tranche of ``events`` events,
+    then handed the same next tranche each round, one after another (the order rotating)."""
+    warm_up, *measured = tranches(work / "tranches", [events] * (rounds + 1), seed)
+    records = []
+    for query in queries:
+
+        def read(tranche: steady.Tranche, tables: tuple[str, ...] = READS[query]) -> steady.Tranche:
+            return steady.Tranche({t: tranche.files[t] for t in tables}, {t: tranche.rows[t] for t in tables})
+
+        folder = work / f"settings-{query}"
+        sides = [settings_side(folder, query, group) for group in (None, *SETTINGS)]
+        rates: dict[str, list[float]] = {side.name: [] for side in sides}
+        try:
+            steady.launch(sides, read(warm_up), TIMEOUT, timed=False)
+            for round_, tranche in enumerate(measured):
+                shift = round_ % len(sides)
+                handed = read(tranche)
+                for side in sides[shift:] + sides[:shift]:
+                    seconds = steady.feed(side, handed, TIMEOUT)
+                    rates[side.name].append(sum(handed.rows.values()) / seconds / CORES)
+                print(f"{query} round {round_ + 1}: " + ", ".join(f"{k} {v[-1]:,.0f}" for k, v in rates.items()))
+        finally:
+            for side in sides:
+                side.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+        for group in SETTINGS:
+            with_, without = (
+                (rates["template"], rates[group]) if in_template(group) else (rates[group], rates["template"])
+            )
+            kept = "in the template" if in_template(group) else "not in the template"
+            name = f"nexmark {query}: {group} vs Spark's default ({kept})"
+            records.append(results.record(name, list(zip(with_, without, strict=True)), "events/s/core"))
+            print(f"{name}: x{statistics.median(o / r for o, r in zip(with_, without, strict=True)):.2f}", flush=True)
+    return records
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=500_000)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--queries", default="q0,q1,q2,q5,q7,q8")
+    parser.add_argument("--queries", default=",".join(QUERIES))
     parser.add_argument("--defaults", default="q5,q8", help="stateful queries to measure the settings on")
     parser.add_argument("--defaults-events", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
+    for option, value, known in (("--queries", args.queries, QUERIES), ("--defaults", args.defaults, tuple(READS))):
+        unknown = sorted(set(value.split(",")) - {"", *known})
+        if unknown:
+            parser.error(f"unknown {option} {', '.join(unknown)}: choose from {', '.join(known)}")
     records: list[results.Record] = []
     with tempfile.TemporaryDirectory(prefix="nexmark-bench-") as tmp:
         work = Path(tmp)
@@ -312,33 +417,9 @@ def main() -> int:
             rate = events_read(query, events) / seconds / CORES
             print(f"{query}: {sum(got.values()):,} rows, exactly as computed; {rate:,.0f} events/s/core", flush=True)
             records.append(results.measured(f"nexmark {query}: events/s per core (exact)", [rate], "events/s/core"))
-        if args.defaults:
-            data = work / "data-defaults"
-            events = generate(data, args.defaults_events, args.seed)
-        for query in [q for q in args.defaults.split(",") if q]:
-            # Per round: the template as it is, then with each group of settings toggled (order rotating).
-            sides: list[str | None] = [None, *SETTINGS]
-            rounds: dict[str, list[tuple[float, float]]] = {group: [] for group in SETTINGS}
-            for round_ in range(args.rounds):
-                shift = round_ % len(sides)
-                rate = {}
-                for side in sides[shift:] + sides[:shift]:
-                    toggled = side is not None
-                    with_it = not in_template(side) if toggled else True
-                    seconds = run(work, data, query, group=side, with_it=with_it)
-                    rate[side] = events_read(query, events) / seconds / CORES
-                for group in SETTINGS:
-                    kept = in_template(group)
-                    pair = (rate[None], rate[group]) if kept else (rate[group], rate[None])
-                    rounds[group].append(pair)  # (with the group, without it)
-                print(
-                    f"{query} round {round_ + 1}: " + ", ".join(f"{k or 'template'} {v:,.0f}" for k, v in rate.items())
-                )
-            for group in SETTINGS:
-                kept = "in the template" if in_template(group) else "not in the template"
-                name = f"nexmark {query}: {group} vs Spark's default ({kept})"
-                records.append(results.record(name, rounds[group], "events/s/core"))
-                print(f"{name}: x{statistics.median(o / r for o, r in rounds[group]):.2f}", flush=True)
+        defaults = [q for q in args.defaults.split(",") if q]
+        if defaults:
+            records += compare_settings(work, defaults, args.defaults_events, args.rounds, args.seed)
     print(results.table(records))
     print(f"written to {results.write('nexmark', records)}")
     return 0

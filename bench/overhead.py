@@ -38,7 +38,6 @@ sides started one after another); the other sinks' sides start at once.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import shutil
 import sys
@@ -56,7 +55,6 @@ from bench import results, steady  # noqa: E402
 from jobs import localfs  # noqa: E402
 from runner.deploy import submit  # noqa: E402
 
-SQL_RUNNER = str(Path(sys.executable).parent / "sql-runner")
 TEMPLATE = ROOT / "manifests" / "job-template.yaml"
 START = datetime(2026, 1, 1, tzinfo=UTC)
 FILES = 20
@@ -214,21 +212,8 @@ def ours(combo: Path, query: str, sink: str) -> steady.Side:
         f'name: q\ntarget-table: "`bench`.`out`"\nsql: "{sql}"\ntrigger-interval: {TRIGGER}\n'
         "sparkProperties:\n  spark.driver.memory: 2g\n"
     )
-    state = project / ".sql-runner"
-
-    def checkpoint() -> Path | None:
-        found = [commits.parent for commits in (state / "checkpoints").glob("**/commits")]
-        return found[0] if len(found) == 1 else None
-
-    def progress(_side: steady.Side) -> list[dict]:
-        try:
-            status = json.loads((state / "manifests" / "status" / "q.json").read_text())
-        except (OSError, json.JSONDecodeError):  # not yet written, or being replaced
-            return []
-        return list(status.get("recent-progress") or [])
-
     inputs = {table: data / table for table in ("tx", "refunds")}
-    return steady.Side("ours", [SQL_RUNNER, "run", "manifests/q.yaml"], project, inputs, checkpoint, progress)
+    return steady.runner_job("ours", project, "q", inputs)
 
 
 VARIANTS = {  # the hand-written job's variants: side name, JSON filter pushdown, records checked

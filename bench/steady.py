@@ -22,6 +22,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -99,6 +100,28 @@ class Side:
                 return
             except subprocess.TimeoutExpired:
                 continue
+
+
+def runner_job(
+    name: str, project: Path, manifest: str, inputs: dict[str, Path], env: dict[str, str] | None = None
+) -> Side:
+    """``sql-runner run`` of ``project``'s ``manifests/<manifest>.yaml``, running until stopped; its
+    checkpoint is found in the project's local state and its micro-batches are its status's progress."""
+    state = project / ".sql-runner"
+
+    def checkpoint() -> Path | None:
+        found = [commits.parent for commits in (state / "checkpoints").glob("**/commits")]
+        return found[0] if len(found) == 1 else None
+
+    def progress(_side: Side) -> list[dict]:
+        try:
+            status = json.loads((state / "manifests" / "status" / f"{manifest}.json").read_text())
+        except (OSError, json.JSONDecodeError):  # not yet written, or being replaced
+            return []
+        return list(status.get("recent-progress") or [])
+
+    command = [str(Path(sys.executable).parent / "sql-runner"), "run", f"manifests/{manifest}.yaml"]
+    return Side(name, command, project, inputs, checkpoint, progress, env=dict(env or {}))
 
 
 def batch_files(checkpoint: Path) -> dict[int, set[str]]:
