@@ -264,8 +264,22 @@ def produced(query: str, out: Path) -> Counter:
     return Counter((r["person_id"], r["name"], r["auction_id"], r["reserve"], when(r["window_start"])) for r in rows)
 
 
+# The tables each query reads: its throughput counts their events, and a long-running side is handed
+# their files of a tranche.
+READS = {
+    "q0": ("bid",),
+    "q1": ("bid",),
+    "q2": ("bid",),
+    "q5": ("bid",),
+    "q7": ("bid",),
+    "q8": ("person", "auction"),
+}
+STATEFUL = ("q5", "q7", "q8")
+
+
 def events_read(query: str, events: Events) -> int:
-    return len(events.persons) + len(events.auctions) if query == "q8" else len(events.bids)
+    tables = events.tables()
+    return sum(len(tables[table]) for table in READS[query])
 
 
 # ---- running a query ---------------------------------------------------------------------------
@@ -289,26 +303,27 @@ def in_template(group: str) -> bool:
     return all(str(properties.get(k)) == v for k, v in SETTINGS[group].items())
 
 
-def template(group: str | None = None, *, with_it: bool = True) -> str:
-    """The repository's template, with ``group``'s settings or without them (Spark's defaults)."""
+def toggled(group: str) -> str:
+    """The repository's template with ``group``'s settings toggled: added if it lacks them, else taken out
+    (Spark's defaults)."""
     document = yaml.safe_load(TEMPLATE.read_text())
     properties = {k: str(v) for k, v in (document.get("sparkProperties") or {}).items()}
-    if group is not None:
-        for key, value in SETTINGS[group].items():
-            if with_it:
-                properties[key] = value
-            else:
-                properties.pop(key, None)
+    adding = not in_template(group)
+    for key, value in SETTINGS[group].items():
+        if adding:
+            properties[key] = value
+        else:
+            properties.pop(key, None)
     return yaml.safe_dump({**document, "sparkProperties": properties}, sort_keys=False)
 
 
-def run(work: Path, data: Path, query: str, *, group: str | None = None, with_it: bool = True) -> float:
+def run(work: Path, data: Path, query: str) -> float:
     """Run ``query`` once on a fresh project; its batches' seconds. Output under ``work/out``."""
     project = work / "project"
     shutil.rmtree(project, ignore_errors=True)
     shutil.rmtree(work / "out", ignore_errors=True)
     shutil.copytree(PROJECT, project)
-    (project / "manifests" / "job-template.yaml").write_text(template(group, with_it=with_it))
+    shutil.copy(TEMPLATE, project / "manifests" / "job-template.yaml")
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "NEXMARK_DATA": str(data), "NEXMARK_OUT": str(work / "out")}
     result = subprocess.run(
         [SQL_RUNNER, "run", f"manifests/{query}.yaml", "--once"],
@@ -325,9 +340,6 @@ def run(work: Path, data: Path, query: str, *, group: str | None = None, with_it
     return results.batch_seconds(status.get("recent-progress") or [])
 
 
-QUERIES = ("q0", "q1", "q2", "q5", "q7", "q8")
-# The tables each stateful query reads: the files a side is handed of a tranche.
-READS = {"q5": ("bid",), "q7": ("bid",), "q8": ("person", "auction")}
 TRIGGER = "1 second"  # a micro-batch as soon as a tranche's files are there
 TIMEOUT = 900.0  # seconds a side may take over one tranche
 
@@ -338,8 +350,10 @@ def settings_side(folder: Path, query: str, group: str | None) -> steady.Side:
     name = group or "template"
     project = folder / name.replace(" ", "-").replace(",", "") / "project"
     shutil.copytree(PROJECT, project)
-    with_it = not in_template(group) if group is not None else True
-    (project / "manifests" / "job-template.yaml").write_text(template(group, with_it=with_it))
+    if group is None:
+        shutil.copy(TEMPLATE, project / "manifests" / "job-template.yaml")
+    else:
+        (project / "manifests" / "job-template.yaml").write_text(toggled(group))
     manifest = project / "manifests" / f"{query}.yaml"
     manifest.write_text(manifest.read_text() + f"trigger-interval: {TRIGGER}\n")
     data, out = project.parent / "in", project.parent / "out"
@@ -389,12 +403,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=500_000)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--queries", default=",".join(QUERIES))
+    parser.add_argument("--queries", default=",".join(READS))
     parser.add_argument("--defaults", default="q5,q8", help="stateful queries to measure the settings on")
     parser.add_argument("--defaults-events", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
-    for option, value, known in (("--queries", args.queries, QUERIES), ("--defaults", args.defaults, tuple(READS))):
+    for option, value, known in (("--queries", args.queries, tuple(READS)), ("--defaults", args.defaults, STATEFUL)):
         unknown = sorted(set(value.split(",")) - {"", *known})
         if unknown:
             parser.error(f"unknown {option} {', '.join(unknown)}: choose from {', '.join(known)}")
