@@ -4,6 +4,12 @@ A job is one streaming query. Each micro-batch goes through ``BatchWriter``: the
 is written, then the batch's malformed records, if its sources held any, are set aside
 (``jobs/deadletters.py``), before Spark commits the batch. Counts come from the taps'
 row counts in the batch's plan, one line per micro-batch.
+
+``foreachBatch`` hands its callback the micro-batch wrapped in a new plan over the rows
+of the batch's own plan, and writing that plan copies every row once more. A sink that
+writes a plan as Spark's own sinks do (the file sink, the noop sink) is given the batch
+as Spark hands it to them instead (``streamed``): writing it runs the batch's plan with
+nothing in between, so a job's write costs what Spark's own sink costs.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from pyspark.sql.streaming import StreamingQuery
 from jobs import localfs, sources
 from jobs.build import BuiltJob
 from jobs.deadletters import OUTPUT_TAP, DeadLetterTable, Taps
+from jobs.jvm import java_class
 from jobs.sinks import OutputSink, Trigger, output_sink
 from runner.core.jobspec import JobSpec
 from runner.core.placeholders import resolved_options
@@ -58,16 +65,16 @@ class BatchWriter:
         self.bound.set()
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        self.bound.wait()
+        assert self.query is not None
+        execution = self.query._jsq.streamingQuery().lastExecution()
         # Only a query's first batch can be a replay the sink already committed.
         replayed = self.first and self.sink.committed(batch_id)
         self.first = False
         if not replayed:
-            self.sink.write(batch, batch_id)
+            self.sink.write(streamed(self.spark, batch, execution) if self.sink.runs_plan else batch, batch_id)
         if not self.dead_letters and not self.counting:
             return
-        self.bound.wait()
-        assert self.query is not None
-        execution = self.query._jsq.streamingQuery().lastExecution()
         taps = Taps(execution.executedPlan())
         written = 0 if replayed else (taps.rows(OUTPUT_TAP) or 0)
         dead = sum(table.set_aside(taps, batch_id, replayed=replayed) for table in self.dead_letters)
@@ -85,6 +92,23 @@ class BatchWriter:
         print(f"[{label}] batch {batch_id}: {written} rows written" + (f", watermark {at}" if at else ""), flush=True)
         if dead:
             print(f"[{label}] batch {batch_id}: {dead} malformed records to the dead-letter location", flush=True)
+
+
+def streamed(spark: SparkSession, batch: DataFrame, execution: object) -> DataFrame:
+    """``batch`` as Spark hands a micro-batch to its own sinks: a DataFrame whose plan is the batch's
+    executed plan (``execution``, the query's IncrementalExecution), as Spark's MicroBatchExecution builds
+    it. Only when ``batch`` is that execution's rows as ``foreachBatch`` wraps them (a LogicalRDD over the
+    very RDD of ``execution``); otherwise ``batch`` itself. Such a DataFrame may only be written by a sink
+    that writes its executed plan (Spark's file sink, or running it for the noop sink): planning it again
+    would plan the streaming query outside its stream."""
+    logical = batch._jdf.logicalPlan()
+    if logical.getClass().getSimpleName() != "LogicalRDD" or logical.rdd().id() != execution.toRdd().id():
+        return batch
+    jvm = spark.sparkContext._jvm
+    encoder = java_class(jvm, "org.apache.spark.sql.catalyst.encoders.ExpressionEncoder").apply(
+        execution.analyzed().schema()
+    )
+    return DataFrame(java_class(jvm, "org.apache.spark.sql.classic.Dataset")(execution, encoder), spark)
 
 
 def start(

@@ -62,6 +62,9 @@ class OutputSink:
     write: Callable[[DataFrame, int], None]
     mode: str  # append, or update for a keyed target
     committed: Callable[[int], bool] = lambda _batch_id: False  # a replayed batch the sink already holds
+    # ``write`` only runs the batch's executed plan (Spark's file sink, the noop sink), so it can take the
+    # micro-batch as Spark hands it to its own sinks (``jobs/runtime.py:streamed``).
+    runs_plan: bool = False
 
 
 def output_sink(frame: DataFrame, target: TableDef, env: Mapping[str, str], *, checkpoint: str) -> OutputSink:
@@ -85,7 +88,7 @@ def output_sink(frame: DataFrame, target: TableDef, env: Mapping[str, str], *, c
             options=format_options,
             partition_by=target.partitioned_by,
         )
-        return OutputSink(frame, writer, mode, writer.committed)
+        return OutputSink(frame, writer, mode, writer.committed, runs_plan=True)
     if connector == "kafka":
         require_connector(spark, target)
         producer = kafka.sink_options(target, options)
@@ -97,7 +100,12 @@ def output_sink(frame: DataFrame, target: TableDef, env: Mapping[str, str], *, c
     if connector == "print":
         printer = _printer(options.get("print-identifier", target.parts[-1]), int(options.get("print.max-rows", "100")))
         return OutputSink(frame, printer, mode)
-    return OutputSink(frame, lambda batch, _id: batch.write.format("noop").mode("append").save(), mode)
+    return OutputSink(frame, _discard, mode, runs_plan=True)
+
+
+def _discard(batch: DataFrame, _batch_id: int) -> None:
+    """Spark's noop sink: every row of the batch computed, none kept."""
+    batch._jdf.queryExecution().toRdd().count()
 
 
 def kafka_records(frame: DataFrame, target: TableDef) -> DataFrame:
