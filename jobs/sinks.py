@@ -6,7 +6,7 @@ kafka:      JSON value of all columns; the PRIMARY KEY columns, as JSON, are the
             key, and a keyed sink is written in update mode (upsert semantics); at least
             once, like Spark's Kafka sink.
 print:      rows logged to stdout, prefixed with the print-identifier.
-blackhole:  rows discarded (Spark's noop sink).
+blackhole:  every row computed, then discarded (what Spark's noop sink does).
 """
 
 from __future__ import annotations

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from jobs.jvm import scala_list
+
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 METADATA_DDL = """,
@@ -118,3 +120,13 @@ def demo_project(project: ProjectDir) -> ProjectDir:
     project.ddl("tables", TRANSACTIONS_DDL)
     project.manifest("high-value", HIGH_VALUE_MANIFEST)
     return project
+
+
+def plan_nodes(plan) -> list[str]:
+    """The class names of a physical plan's nodes (py4j SparkPlan), root first."""
+    names, pending = [], [plan]
+    while pending:
+        node = pending.pop()
+        names.append(node.getClass().getSimpleName())
+        pending.extend(scala_list(node.children()))
+    return names

@@ -19,7 +19,7 @@ from jobs.build import build_job
 from runner.authoring.project import load_project
 from runner.core.jobspec import JobSpec
 from runner.core.manifest import Manifest, Meta
-from tests.conftest import METADATA_DDL, ProjectDir
+from tests.conftest import METADATA_DDL, ProjectDir, plan_nodes
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -261,6 +261,52 @@ def test_code_snippet_and_print_sink(spark, demo_project: ProjectDir, tmp_path: 
     for t in rows:
         band = "high" if t.amount > 500 else "low"
         assert any(line.startswith(f"bands> +I[{t.transaction_id}, {band}, ") for line in printed)
+
+
+def test_file_and_noop_sinks_get_the_batchs_own_plan_and_the_print_sink_the_wrapped_batch(
+    spark, demo_project: ProjectDir, tmp_path: Path, monkeypatch, capfd
+):
+    """What each sink's write is given, as a job runs: the file and noop sinks the micro-batch's own plan
+    (no copy of its rows through foreachBatch's wrapper), the print sink the wrapped batch it plans again."""
+    columns = "transaction_id STRING, account_id STRING, amount DOUBLE, ts TIMESTAMP(3)" + METADATA_DDL
+    demo_project.ddl(
+        "more",
+        f"""
+        CREATE TABLE `demo`.`discarded` ({columns}) WITH ('connector' = 'blackhole');
+        CREATE TABLE `demo`.`shown` ({columns}) WITH ('connector' = 'print', 'print-identifier' = 'shown');
+        """,
+    )
+    sql = "sql: SELECT transaction_id, account_id, amount, ts FROM `demo`.`card-transactions` WHERE amount > 500"
+    demo_project.manifest("discard", f'name: discard\ntarget-table: "`demo`.`discarded`"\n{sql}\n')
+    demo_project.manifest("show", f'name: show\ntarget-table: "`demo`.`shown`"\n{sql}\n')
+    rows = transactions(30, start=START, seed=7)
+    write_batch(demo_project.root / "data" / "in", "b1", rows)
+    high = sorted(t.transaction_id for t in rows if t.amount > 500)
+    assert high, "the fixture must contain high-value rows"
+
+    given: list[tuple[bool, list[str]]] = []
+    real = runtime.streamed
+
+    def spy(session, batch, execution):
+        frame = real(session, batch, execution)
+        given.append((frame is not batch, plan_nodes(frame._jdf.queryExecution().executedPlan())))
+        return frame
+
+    monkeypatch.setattr(runtime, "streamed", spy)
+    by_job = {}
+    for name in ("high-value", "discard", "show"):
+        before = len(given)
+        run_once(spark, demo_project, name, tmp_path / "state")
+        by_job[name] = given[before:]
+
+    for name in ("high-value", "discard"):  # a file table, the noop sink
+        assert len(by_job[name]) == 1, name
+        direct, nodes = by_job[name][0]
+        assert direct and "FileSourceScanExec" in nodes and "RDDScanExec" not in nodes, (name, nodes)
+    assert by_job["show"] == []  # the print sink collects its batch: it keeps foreachBatch's
+    assert sorted(r.transaction_id for r in output_rows(spark, demo_project.root / "data" / "out")) == high
+    printed = [line for line in capfd.readouterr().out.splitlines() if line.startswith("shown> +I[")]
+    assert sorted(line.split("[", 1)[1].split(",", 1)[0] for line in printed) == high
 
 
 def test_only_spark_refusing_the_checkpoint_state_counts_as_a_refused_restore():

@@ -9,17 +9,8 @@ from pathlib import Path
 
 from demo.committed_rows import committed_json_rows
 from jobs.filesink import file_sink_writer
-from jobs.jvm import scala_list
 from jobs.runtime import streamed
-
-
-def plan_nodes(plan) -> list[str]:
-    names, pending = [], [plan]
-    while pending:
-        node = pending.pop()
-        names.append(node.getClass().getSimpleName())
-        pending.extend(scala_list(node.children()))
-    return names
+from tests.conftest import plan_nodes
 
 
 def test_the_file_sink_writes_the_batchs_own_plan_and_anything_else_is_left_as_it_is(spark, tmp_path: Path):
