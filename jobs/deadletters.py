@@ -42,7 +42,7 @@ class Taps:
         pending = [plan]
         while pending:
             node = pending.pop()
-            if node.getClass().getSimpleName() == "FilterExec":
+            if node.nodeName() == "Filter":  # FilterExec
                 self.filters.append((node.condition().toString(), node))
             pending.extend(reversed(scala_list(node.children())))
 
