@@ -37,12 +37,12 @@ test: $(STAMP) $(CHECKOV_STAMP)
 	@$(BIN)/ruff format --check --quiet $(SOURCES)
 	@$(BIN)/python -m pytest -q
 
-# Benchmarks, side by side in one run each (never part of `make test`); bench/results/latest.json.
+# Benchmarks, side by side in one run each, each with its own rounds (never part of `make test`); bench/results/latest.json.
 bench: $(STAMP)
 	@began=$$(date +%s); \
 	for bench in plan metadata overhead nexmark; do \
 		start=$$(date +%s); \
-		$(BIN)/python bench/$$bench.py --rounds 3 || exit 1; \
+		$(BIN)/python bench/$$bench.py || exit 1; \
 		echo "bench/$$bench.py took $$(( $$(date +%s) - start )) s"; \
 	done; \
 	took=$$(( $$(date +%s) - began )) && echo "make bench took $$((took / 60)) min $$((took % 60)) s"

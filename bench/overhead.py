@@ -1,6 +1,6 @@
 """Runner overhead: the same query through the runner and as a hand-written PySpark job, side by side.
 
-    .venv/bin/python bench/overhead.py [--events 1000000] [--warm-up 1000000] [--rounds 3]
+    .venv/bin/python bench/overhead.py [--events 1000000] [--warm-up 1000000] [--settle 2] [--rounds 5]
                                        [--queries filter,window,join] [--sinks noop,parquet]
                                        [--references checked,plain] [--others-with filter]
 
@@ -25,10 +25,13 @@ and sink, the others with the noop sink of the ``--others-with`` queries only):
   two costs of checking apart.
 
 Each side is a long-running streaming job, started once per query and sink on a warm-up
-tranche (so its JVM has compiled the hot code); each round then hands every side the
-next tranche of ``--events`` events, one side after another (the order reverses every
-round), and waits for each to process it (bench/steady.py). Throughput is the events in
-the tranche over the query's batches' trigger time, from its progress (ours: the job's
+tranche, then handed ``--settle`` more tranches the way rounds are, not measured: a JVM
+keeps compiling hot code over its first micro-batches, and a first round after the
+warm-up took up to half again as long as the later ones. Each round then hands every
+side the next tranche of ``--events`` events, one side after another (the order reverses
+every round), and waits for each to process it (bench/steady.py). Rounds of one side
+differ by up to 15 % on a 2-core machine; five rounds are the default. Throughput is
+the events in the tranche over the query's batches' trigger time, from its progress (ours: the job's
 status; by hand: its query's progress, printed). Not Spark's "input rows": a filter Spark
 pushes into the JSON reader makes the skipped rows uncounted there, though they were read.
 Start-up is launch to the warm-up tranche processed, per query with the first of ``--sinks`` (its
@@ -278,11 +281,16 @@ def main() -> int:
         help="queries the other variants run with (the filter, where skipping the checks shows most: "
         "its filter pushed into the JSON reader)",
     )
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--settle", type=int, default=2, help="tranches handed to every side after the warm-up, not measured"
+    )
     parser.add_argument("--queries", default="filter,window,join")
     parser.add_argument("--sinks", default="noop,parquet")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
+    if args.rounds < 1 or args.settle < 0:
+        parser.error(f"--rounds must be 1 or more and --settle 0 or more (got {args.rounds} and {args.settle})")
     first, *others = args.references.split(",")
     unknown = sorted({first, *others} - set(VARIANTS))
     if unknown:
@@ -300,8 +308,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="overhead-bench-") as tmp:
         work = Path(tmp)
         began = time.monotonic()
-        warm_up, *tranches = generate(work / "tranches", [args.warm_up] + [args.events] * args.rounds, args.seed)
-        print(f"generated {args.warm_up + args.events * args.rounds:,} events in {time.monotonic() - began:.0f}s")
+        sizes = [args.warm_up] + [args.events] * (args.settle + args.rounds)
+        warm_up, *fed = generate(work / "tranches", sizes, args.seed)
+        settling, tranches = fed[: args.settle], fed[args.settle :]
+        print(f"generated {sum(sizes):,} events in {time.monotonic() - began:.0f}s")
         sinks = args.sinks.split(",")
         for query, sink in ((query, sink) for query in args.queries.split(",") for sink in sinks):
             combo = work / f"{query}-{sink}"
@@ -314,6 +324,9 @@ def main() -> int:
                 launched = steady.launch(sides if len(starts) % 2 == 0 else sides[::-1], warm_up, TIMEOUT, timed=timed)
                 if timed:
                     starts.append((launched["ours"], launched[VARIANTS[first][0]]))
+                for number, tranche in enumerate(settling):
+                    for side in sides if number % 2 == 0 else sides[::-1]:
+                        steady.feed(side, tranche, TIMEOUT)
                 rates: dict[str, list[float]] = {side.name: [] for side in sides}
                 for round_, tranche in enumerate(tranches):
                     order = sides if round_ % 2 == 0 else sides[::-1]
