@@ -37,7 +37,7 @@ test: $(STAMP) $(CHECKOV_STAMP)
 	@$(BIN)/ruff format --check --quiet $(SOURCES)
 	@$(BIN)/python -m pytest -q
 
-# Benchmarks, side by side in one run each, each with its own rounds (never part of `make test`); bench/results/latest.json.
+# Benchmarks, side by side, each with its own rounds (never part of `make test`); bench/results/latest.json.
 bench: $(STAMP)
 	@began=$$(date +%s); \
 	for bench in plan metadata overhead nexmark; do \

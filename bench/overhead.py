@@ -31,8 +31,8 @@ warm-up took up to half again as long as the later ones. Each round then hands e
 side the next tranche of ``--events`` events, one side after another (the order reverses
 every round), and waits for each to process it (bench/steady.py). Rounds of one side
 differ by up to 15 % on a 2-core machine; five rounds are the default. Throughput is
-the events in the tranche over the query's batches' trigger time, from its progress (ours: the job's
-status; by hand: its query's progress, printed). Not Spark's "input rows": a filter Spark
+the events in the tranche over the query's batches' trigger time, from its progress
+(ours: the job's status; by hand: its query's progress, printed). Not Spark's "input rows": a filter Spark
 pushes into the JSON reader makes the skipped rows uncounted there, though they were read.
 Start-up is launch to the warm-up tranche processed, per query with the first of ``--sinks`` (its
 sides started one after another); the other sinks' sides start at once.
@@ -309,8 +309,7 @@ def main() -> int:
         work = Path(tmp)
         began = time.monotonic()
         sizes = [args.warm_up] + [args.events] * (args.settle + args.rounds)
-        warm_up, *fed = generate(work / "tranches", sizes, args.seed)
-        settling, tranches = fed[: args.settle], fed[args.settle :]
+        warm_up, *tranches = generate(work / "tranches", sizes, args.seed)
         print(f"generated {sum(sizes):,} events in {time.monotonic() - began:.0f}s")
         sinks = args.sinks.split(",")
         for query, sink in ((query, sink) for query in args.queries.split(",") for sink in sinks):
@@ -324,16 +323,16 @@ def main() -> int:
                 launched = steady.launch(sides if len(starts) % 2 == 0 else sides[::-1], warm_up, TIMEOUT, timed=timed)
                 if timed:
                     starts.append((launched["ours"], launched[VARIANTS[first][0]]))
-                for number, tranche in enumerate(settling):
-                    for side in sides if number % 2 == 0 else sides[::-1]:
-                        steady.feed(side, tranche, TIMEOUT)
                 rates: dict[str, list[float]] = {side.name: [] for side in sides}
-                for round_, tranche in enumerate(tranches):
-                    order = sides if round_ % 2 == 0 else sides[::-1]
+                for number, tranche in enumerate(tranches):  # the first --settle ones are not measured
+                    order = sides if number % 2 == 0 else sides[::-1]
                     seconds = {side.name: steady.feed(side, tranche, TIMEOUT) for side in order}
+                    round_ = number - args.settle + 1
+                    if round_ < 1:
+                        continue
                     for side in sides:
                         rates[side.name].append(events_read(query, tranche) / seconds[side.name])
-                    print(f"{query}/{sink} round {round_ + 1}: batches' seconds {seconds}", flush=True)
+                    print(f"{query}/{sink} round {round_}: batches' seconds {seconds}", flush=True)
             finally:
                 for side in sides:
                     side.stop()

@@ -3,9 +3,7 @@
 A job is one streaming query. Each micro-batch goes through ``BatchWriter``: the output
 is written, then the batch's malformed records, if its sources held any, are set aside
 (``jobs/deadletters.py``), before Spark commits the batch. Counts come from the taps'
-row counts in the batch's plan, one line per micro-batch. Finding the taps in the plan
-takes a Py4J round trip per node and property; it runs on a thread of its own while the
-batch is written, so only reading their counts comes after the write.
+row counts in the batch's plan, one line per micro-batch.
 
 ``foreachBatch`` hands its callback the micro-batch wrapped in a new plan over the rows
 of the batch's own plan, and writing that plan copies every row once more. A sink that
@@ -19,7 +17,6 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -42,10 +39,6 @@ class Counts:
     written: int = 0
     dead_lettered: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-
-# Finds the taps in micro-batches' plans while their output is written (shared by a session's queries).
-_TAP_FINDER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="sql-runner-taps")
 
 
 def query_name(spec: JobSpec) -> str:
@@ -75,17 +68,14 @@ class BatchWriter:
         self.bound.wait()
         assert self.query is not None
         execution = self.query._jsq.streamingQuery().lastExecution()
-        finding = None
-        if self.dead_letters or self.counting:
-            finding = _TAP_FINDER.submit(Taps, execution.executedPlan())
         # Only a query's first batch can be a replay the sink already committed.
         replayed = self.first and self.sink.committed(batch_id)
         self.first = False
         if not replayed:
             self.sink.write(streamed(self.spark, batch, execution) if self.sink.runs_plan else batch, batch_id)
-        if finding is None:
+        if not self.dead_letters and not self.counting:
             return
-        taps = finding.result()
+        taps = Taps(execution.executedPlan())
         written = 0 if replayed else (taps.rows(OUTPUT_TAP) or 0)
         dead = sum(table.set_aside(taps, batch_id, replayed=replayed) for table in self.dead_letters)
         with self.counts.lock:
