@@ -213,9 +213,21 @@ class Tranche:
     rows: dict[str, int]
 
 
+def warm(files: Iterable[Path]) -> None:
+    """Read ``files`` in full, so the side handed them next reads them from the page cache."""
+    for path in files:
+        with path.open("rb") as stream:
+            while stream.read(1 << 20):
+                pass
+
+
 def feed(side: Side, tranche: Tranche, timeout: float) -> float:
-    """Hand ``tranche`` to ``side``; the seconds its micro-batches took to process it."""
+    """Hand ``tranche`` to ``side``; the seconds its micro-batches took to process it. Its files are read
+    first (``warm``): a file untouched for a while may have left the page cache, and the side that reads a
+    tranche first would pay the disk reads for every side."""
     since = last_batch(side)
+    for files in tranche.files.values():
+        warm(files)
     names: set[str] = set()
     for table, files in tranche.files.items():
         names.update(link(files, side.inputs[table]))
@@ -232,6 +244,7 @@ def launch(sides: list[Side], warm_up: Tranche, timeout: float, *, timed: bool =
     for side in sides:
         names: set[str] = set()
         for table, files in warm_up.files.items():
+            warm(files)
             side.inputs[table].mkdir(parents=True, exist_ok=True)
             names.update(link(files, side.inputs[table]))
         side.start()
