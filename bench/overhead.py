@@ -1,6 +1,6 @@
 """Runner overhead: the same query through the runner and as a hand-written PySpark job, side by side.
 
-    .venv/bin/python bench/overhead.py [--events 1000000] [--warm-up 1000000] [--settle 2] [--rounds 5]
+    .venv/bin/python bench/overhead.py [--events 1000000] [--warm-up 1000000] [--settle 2] [--rounds 6]
                                        [--queries filter,window,join] [--sinks noop,parquet]
                                        [--references checked,plain] [--others-with filter]
 
@@ -28,9 +28,12 @@ Each side is a long-running streaming job, started once per query and sink on a 
 tranche, then handed ``--settle`` more tranches the way rounds are, not measured: a JVM
 keeps compiling hot code over its first micro-batches, and a first round after the
 warm-up took up to half again as long as the later ones. Each round then hands every
-side the next tranche of ``--events`` events, one side after another (the order reverses
-every round), and waits for each to process it (bench/steady.py). Rounds of one side
-differ by up to 15 % on a 2-core machine; five rounds are the default. Throughput is
+side the next tranche of ``--events`` events, one side after another, and waits for each
+to process it (bench/steady.py). The order rotates by one side every round, so over six
+rounds (the default) each side goes first, and last, equally often: reversing it instead
+kept the middle one of three sides always in the middle, and with an odd number of rounds
+one side went first once more than the other. Rounds of one side differ by up to 15 % on
+a 2-core machine. Throughput is
 the events in the tranche over the query's batches' trigger time, from its progress
 (ours: the job's status; by hand: its query's progress, printed). Not Spark's "input rows": a filter Spark
 pushes into the JSON reader makes the skipped rows uncounted there, though they were read.
@@ -281,7 +284,7 @@ def main() -> int:
         help="queries the other variants run with (the filter, where skipping the checks shows most: "
         "its filter pushed into the JSON reader)",
     )
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument(
         "--settle", type=int, default=2, help="tranches handed to every side after the warm-up, not measured"
     )
@@ -325,7 +328,7 @@ def main() -> int:
                     starts.append((launched["ours"], launched[VARIANTS[first][0]]))
                 rates: dict[str, list[float]] = {side.name: [] for side in sides}
                 for number, tranche in enumerate(tranches):  # the first --settle ones are not measured
-                    order = sides if number % 2 == 0 else sides[::-1]
+                    order = sides[number % len(sides) :] + sides[: number % len(sides)]
                     seconds = {side.name: steady.feed(side, tranche, TIMEOUT) for side in order}
                     round_ = number - args.settle + 1
                     if round_ < 1:
