@@ -150,9 +150,14 @@ def latest(folder: Path) -> int:
 
 
 def link(files: Iterable[Path], into: Path) -> list[str]:
-    """Hard-link ``files`` into ``into`` (a whole file appears at once); their names."""
+    """Hard-link ``files`` into ``into`` (a whole file appears at once); their names. Each is read in full
+    first, so the side reads it from the page cache: this host pages out a file left untouched for about a
+    minute, and the side that read a tranche first would pay the disk reads for every side."""
     names = []
     for source in files:
+        with source.open("rb") as stream:
+            while stream.read(1 << 20):
+                pass
         os.link(source, into / source.name)
         names.append(source.name)
     return names
@@ -213,21 +218,9 @@ class Tranche:
     rows: dict[str, int]
 
 
-def warm(files: Iterable[Path]) -> None:
-    """Read ``files`` in full, so the side handed them next reads them from the page cache."""
-    for path in files:
-        with path.open("rb") as stream:
-            while stream.read(1 << 20):
-                pass
-
-
 def feed(side: Side, tranche: Tranche, timeout: float) -> float:
-    """Hand ``tranche`` to ``side``; the seconds its micro-batches took to process it. Its files are read
-    first (``warm``): a file untouched for a while may have left the page cache, and the side that reads a
-    tranche first would pay the disk reads for every side."""
+    """Hand ``tranche`` to ``side``; the seconds its micro-batches took to process it."""
     since = last_batch(side)
-    for files in tranche.files.values():
-        warm(files)
     names: set[str] = set()
     for table, files in tranche.files.items():
         names.update(link(files, side.inputs[table]))
@@ -244,7 +237,6 @@ def launch(sides: list[Side], warm_up: Tranche, timeout: float, *, timed: bool =
     for side in sides:
         names: set[str] = set()
         for table, files in warm_up.files.items():
-            warm(files)
             side.inputs[table].mkdir(parents=True, exist_ok=True)
             names.update(link(files, side.inputs[table]))
         side.start()

@@ -94,10 +94,9 @@ def table_options(spark: SparkSession, table: TableDef, values: Mapping[str, str
 # Taps: ``NOT isnan(spark_partition_id() + marker)`` holds for every row and is not folded
 # (the partition id is not deterministic, so the optimiser neither moves nor merges the
 # filter), and its marker names the tap in the physical plan. The partition id is a field
-# of the task, so nothing is computed per row but an add and a NaN check; and unlike
-# rand(), whose seed a stream draws anew for every micro-batch (a new constant in the
-# code Spark generates for the scan, so each batch compiled that code again), it leaves
-# the batch's generated code the same from one batch to the next.
+# of the task, so nothing is computed per row but an add and a NaN check. rand() would
+# do as a tap too, but a stream draws its seed anew for every micro-batch, a new constant
+# in the code Spark generates for the scan, so each batch compiled that code again.
 TAP_BASE = 7_340_000
 ROWS_READ, ROWS_GOOD = 1, 2
 
