@@ -35,24 +35,53 @@ OUTPUT_TAP = sources.tap_marker(-1, sources.ROWS_GOOD)  # the rows a micro-batch
 
 
 class Taps:
-    """The taps in one micro-batch's executed plan, by marker (the first one found of each)."""
+    """The taps in one micro-batch's executed plan, by marker (the first one found of each, in pre-order).
 
-    def __init__(self, plan: Any):  # py4j SparkPlan
-        self.filters: list[tuple[str, Any]] = []
-        pending = [plan]
-        while pending:
-            node = pending.pop()
-            if node.nodeName() == "Filter":  # FilterExec
-                self.filters.append((node.condition().toString(), node))
-            pending.extend(reversed(scala_list(node.children())))
+    Each look at a plan node is a Py4J call (a few tenths of a millisecond) on the thread that runs the
+    micro-batch: walking a whole plan took 20-45 ms a batch. A stream's micro-batches have the same plan, so
+    ``places`` (the caller keeps it from batch to batch) holds each tap's place, the number
+    ``TreeNode.apply`` takes; the node found there is checked to be that tap, and only when it is not
+    (a batch planned otherwise, say with a source that has nothing new) is the plan walked again."""
+
+    def __init__(self, plan: Any, places: dict[str, int] | None = None):  # py4j SparkPlan
+        self.plan = plan
+        self.places = {} if places is None else places
+        self.found: dict[str, Any] = {}
+        self.walked: list[tuple[int, str, Any]] | None = None  # (place, condition, node) of every Filter
 
     def node(self, marker: str) -> Any | None:
-        return next((node for condition, node in self.filters if marker in condition), None)
+        if marker not in self.found:
+            place = self.places.get(marker)
+            node = None if place is None else self._tap_at(place, marker)
+            if node is None:
+                place, node = next(((p, n) for p, condition, n in self._filters() if marker in condition), (None, None))
+                if place is not None and self._tap_at(place, marker) is not None:
+                    self.places[marker] = place  # a plan whose numbering differs from the walk's is walked each time
+            self.found[marker] = node
+        return self.found[marker]
 
     def rows(self, marker: str) -> int | None:
         """Rows that passed the tap in this micro-batch (None: not in the plan)."""
         node = self.node(marker)
-        return None if node is None else int(node.metrics().apply("numOutputRows").value())
+        return None if node is None else int(node.longMetric("numOutputRows").value())
+
+    def _tap_at(self, place: int, marker: str) -> Any | None:
+        node = self.plan.apply(place)  # null past the last node
+        if node is None or node.nodeName() != "Filter" or marker not in node.condition().toString():
+            return None
+        return node
+
+    def _filters(self) -> list[tuple[int, str, Any]]:
+        if self.walked is None:
+            self.walked = []
+            pending, place = [self.plan], 0
+            while pending:  # pre-order, numbered as TreeNode.apply numbers a plan without subqueries
+                node = pending.pop()
+                if node.nodeName() == "Filter":  # FilterExec
+                    self.walked.append((place, node.condition().toString(), node))
+                pending.extend(reversed(scala_list(node.children())))
+                place += 1
+        return self.walked
 
 
 def rows_below(spark: SparkSession, node: Any) -> DataFrame:

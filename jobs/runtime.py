@@ -59,6 +59,7 @@ class BatchWriter:
         self.query: StreamingQuery | None = None
         self.bound = threading.Event()
         self.first = True
+        self.tap_places: dict[str, int] = {}  # where the taps are in a batch's plan (jobs/deadletters.py)
 
     def bind(self, query: StreamingQuery) -> None:
         self.query = query
@@ -75,7 +76,7 @@ class BatchWriter:
             self.sink.write(streamed(self.spark, batch, execution) if self.sink.runs_plan else batch, batch_id)
         if not self.dead_letters and not self.counting:
             return
-        taps = Taps(execution.executedPlan())
+        taps = Taps(execution.executedPlan(), self.tap_places)
         written = 0 if replayed else (taps.rows(OUTPUT_TAP) or 0)
         dead = sum(table.set_aside(taps, batch_id, replayed=replayed) for table in self.dead_letters)
         with self.counts.lock:

@@ -21,7 +21,7 @@ import pytest
 
 from demo.committed_rows import committed_json_rows
 from demo.transactions import transactions, write_batch
-from jobs import deadletters, runtime
+from jobs import deadletters, runtime, sources
 from tests.clihelpers import START, cli, status, wait_for
 from tests.conftest import ProjectDir
 from tests.test_job import output_rows, run_once
@@ -109,6 +109,31 @@ def test_each_micro_batch_reads_its_source_once_and_malformed_records_come_from_
     sizes = [f.stat().st_size for f in files]
     # A second query per source would read every file twice: 2 * sum(sizes).
     assert task_bytes_read(logs) == sizes[0] + 2 * sizes[1] + sizes[2]
+
+
+def test_taps_are_counted_where_the_last_batch_had_them_and_found_again_when_the_plan_moves_them(spark):
+    """A micro-batch's taps are looked up where the previous batch's plan had them; a plan that holds
+    them elsewhere, or not at all, still gets its own counts."""
+    read, other = sources.tap_marker(0, sources.ROWS_READ), sources.tap_marker(1, sources.ROWS_READ)
+    places: dict[str, int] = {}
+
+    def taps(frame):
+        execution = frame._jdf.queryExecution()
+        execution.toRdd().count()  # run it, as a micro-batch is run before its taps are read
+        return deadletters.Taps(execution.executedPlan(), places)
+
+    first = taps(sources.tap(spark.range(10), read).where("id > 3"))
+    assert first.rows(read) == 10 and read in places
+    same = taps(sources.tap(spark.range(25), read).where("id > 3"))
+    assert same.rows(read) == 25
+    assert same.walked is None  # found at its place: no walk over the plan
+    moved = taps(sources.tap(sources.tap(spark.range(7), read).where("id > 3"), other))
+    assert (moved.rows(read), moved.rows(other)) == (7, 3)
+    assert moved.walked is not None
+    assert taps(spark.range(5).where("id > 3")).rows(read) is None
+    again = taps(sources.tap(sources.tap(spark.range(9), read).where("id > 3"), other))
+    assert (again.rows(read), again.rows(other)) == (9, 5)
+    assert again.walked is None
 
 
 class Crash(RuntimeError):
