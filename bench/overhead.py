@@ -335,7 +335,8 @@ def main() -> int:
                         continue
                     for side in sides:
                         rates[side.name].append(events_read(query, tranche) / seconds[side.name])
-                    print(f"{query}/{sink} round {round_}: batches' seconds {seconds}", flush=True)
+                    split = {side.name: side.batches for side in sides}
+                    print(f"{query}/{sink} round {round_}: batches' seconds {seconds}, input rows {split}", flush=True)
             finally:
                 for side in sides:
                     side.stop()
