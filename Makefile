@@ -32,10 +32,13 @@ $(CHECKOV_STAMP):
 run: $(STAMP)
 	@$(BIN)/python -m demo
 
+# Two test processes share the two cores (a test mostly waits on its Spark jobs); the tests
+# marked `alone` time what they check, so they run afterwards, one at a time.
 test: $(STAMP) $(CHECKOV_STAMP)
 	@$(BIN)/ruff check $(SOURCES)
 	@$(BIN)/ruff format --check --quiet $(SOURCES)
-	@$(BIN)/python -m pytest -q
+	@$(BIN)/python -m pytest -q -n 2 --dist worksteal -m "not alone"
+	@$(BIN)/python -m pytest -q -m alone
 
 # Benchmarks, side by side, each with its own rounds (never part of `make test`); bench/results/latest.json.
 bench: $(STAMP)

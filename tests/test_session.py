@@ -418,6 +418,7 @@ code: |
 """
 
 
+@pytest.mark.alone
 def test_one_slow_query_does_not_hold_up_the_others_and_code_that_blocks_is_cut_off(session_project: ProjectDir):
     """FAIR pools: a query whose micro-batches keep both cores busy for over 3 s (sixteen 0.4 s tasks) beside
     two light ones; the light ones keep their 2-second trigger within 2x. Code that blocks: a snippet
