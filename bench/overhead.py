@@ -37,6 +37,9 @@ a 2-core machine. Throughput is
 the events in the tranche over the query's batches' trigger time, from its progress
 (ours: the job's status; by hand: its query's progress, printed). Not Spark's "input rows": a filter Spark
 pushes into the JSON reader makes the skipped rows uncounted there, though they were read.
+Beside it, the events over the CPU seconds the side's processes used in the round (every
+thread: tasks, the JVM's compilers and garbage collector, the drivers): what the work costs,
+which the host's moving speed sways less than it sways the time a batch takes.
 Start-up is launch to the warm-up tranche processed, per query with the first of ``--sinks`` (its
 sides started one after another); the other sinks' sides start at once.
 """
@@ -327,6 +330,7 @@ def main() -> int:
                 if timed:
                     starts.append((launched["ours"], launched[VARIANTS[first][0]]))
                 rates: dict[str, list[float]] = {side.name: [] for side in sides}
+                per_cpu: dict[str, list[float]] = {side.name: [] for side in sides}
                 for number, tranche in enumerate(tranches):  # the first --settle ones are not measured
                     order = sides[number % len(sides) :] + sides[: number % len(sides)]
                     seconds = {side.name: steady.feed(side, tranche, TIMEOUT) for side in order}
@@ -335,8 +339,14 @@ def main() -> int:
                         continue
                     for side in sides:
                         rates[side.name].append(events_read(query, tranche) / seconds[side.name])
+                        per_cpu[side.name].append(events_read(query, tranche) / side.cpu)
                     split = {side.name: side.batches for side in sides}
-                    print(f"{query}/{sink} round {round_}: batches' seconds {seconds}, input rows {split}", flush=True)
+                    cpu = {side.name: round(side.cpu, 2) for side in sides}
+                    print(
+                        f"{query}/{sink} round {round_}: batches' seconds {seconds}, CPU seconds {cpu}, "
+                        f"input rows {split}",
+                        flush=True,
+                    )
             finally:
                 for side in sides:
                     side.stop()
@@ -348,6 +358,9 @@ def main() -> int:
                     continue
                 label = f"{query} -> {sink}: events/s vs {name}"
                 records.append(results.record(label, list(zip(rates["ours"], rates[name], strict=True)), "events/s"))
+                label = f"{query} -> {sink}: events per CPU second vs {name}"
+                pairs = list(zip(per_cpu["ours"], per_cpu[name], strict=True))
+                records.append(results.record(label, pairs, "events/CPU s"))
         name = f"launch to the first {args.warm_up:,} events processed vs {VARIANTS[first][0]} (each query, {sinks[0]})"
         records.append(results.record(name, starts, "s", higher_is_better=False))
     print(results.table(records))

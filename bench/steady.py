@@ -58,6 +58,7 @@ class Side:
     output: list[str] = field(default_factory=list)  # its stdout and stderr lines (the last few hundred)
     printed: list[dict] = field(default_factory=list)  # what it printed as ``PROGRESS <json>`` lines
     batches: list[int] = field(default_factory=list)  # the input rows of each micro-batch of its last round
+    cpu: float = 0.0  # CPU seconds its processes used over its last round (group_cpu)
     started: float = 0.0
 
     def start(self) -> None:
@@ -225,14 +226,36 @@ class Tranche:
     rows: dict[str, int]
 
 
+def group_cpu(leader: int) -> float:
+    """CPU seconds (user and system) used so far by the processes of ``leader``'s process group: a side's
+    JVM, its Python driver and, for a runner job, the ``sql-runner`` process that started them."""
+    ticks = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # it ended meanwhile
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()  # from the state on: pgrp, then utime and stime
+        if int(fields[2]) == leader:
+            ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def feed(side: Side, tranche: Tranche, timeout: float) -> float:
-    """Hand ``tranche`` to ``side``; the seconds its micro-batches took to process it."""
+    """Hand ``tranche`` to ``side``; the seconds its micro-batches took to process it. The CPU its
+    processes used meanwhile (until the round is over, so with a second or two of idle triggers) is
+    left in ``side.cpu``."""
+    assert side.process is not None
     since = last_batch(side)
+    before = group_cpu(side.process.pid)
     names: set[str] = set()
     for table, files in tranche.files.items():
         names.update(link(files, side.inputs[table]))
     progress, _ = wait_for(side, names, since, timeout)
     side.batches = [p.get("input-rows") or 0 for p in progress]
+    side.cpu = group_cpu(side.process.pid) - before
     return batch_seconds(progress)
 
 
