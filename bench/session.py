@@ -47,6 +47,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import steady  # noqa: E402
 from demo.committed_rows import committed_json_rows  # noqa: E402
 
 SQL_RUNNER = str(Path(sys.executable).parent / "sql-runner")
@@ -206,18 +207,12 @@ def local_status(project: Project) -> Callable[[str], dict]:
 def group_rss(pgid: int) -> int:
     """Resident memory of every process in the group, in bytes."""
     total = 0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    for entry, _ in steady.group(pgid):
         try:
-            stat = (entry / "stat").read_text()
-            if int(stat[stat.rindex(")") + 2 :].split()[2]) != pgid:
-                continue
-            for line in (entry / "status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1]) * 1024
-        except (OSError, ValueError, IndexError):
+            lines = (entry / "status").read_text().splitlines()
+        except OSError:  # it ended meanwhile
             continue
+        total += sum(int(line.split()[1]) * 1024 for line in lines if line.startswith("VmRSS:"))
     return total
 
 

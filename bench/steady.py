@@ -226,10 +226,11 @@ class Tranche:
     rows: dict[str, int]
 
 
-def group_cpu(leader: int) -> float:
-    """CPU seconds (user and system) used so far by the processes of ``leader``'s process group: a side's
-    JVM, its Python driver and, for a runner job, the ``sql-runner`` process that started them."""
-    ticks = 0
+def group(leader: int) -> list[tuple[Path, list[str]]]:
+    """The processes of ``leader``'s process group: each one's ``/proc`` folder and the fields of its
+    ``stat`` after the command name (from the state on: ``[2]`` is the group, ``[11]`` and ``[12]`` the
+    user and system CPU ticks)."""
+    found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -237,9 +238,16 @@ def group_cpu(leader: int) -> float:
             stat = (entry / "stat").read_text()
         except OSError:  # it ended meanwhile
             continue
-        fields = stat[stat.rindex(")") + 2 :].split()  # from the state on: pgrp, then utime and stime
+        fields = stat[stat.rindex(")") + 2 :].split()
         if int(fields[2]) == leader:
-            ticks += int(fields[11]) + int(fields[12])
+            found.append((entry, fields))
+    return found
+
+
+def group_cpu(leader: int) -> float:
+    """CPU seconds (user and system) used so far by the processes of ``leader``'s process group: a side's
+    JVM, its Python driver and, for a runner job, the ``sql-runner`` process that started them."""
+    ticks = sum(int(fields[11]) + int(fields[12]) for _, fields in group(leader))
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
