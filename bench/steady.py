@@ -25,7 +25,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -151,24 +151,26 @@ def latest(folder: Path) -> int:
     return max(ids, default=-1)
 
 
-def link(files: Iterable[Path], into: Path) -> list[str]:
-    """Hard-link ``files`` into ``into`` so that they appear together; their names. Each is read in full
-    first, so the side reads it from the page cache: this host pages out a file left untouched for about a
-    minute, and the side that read a tranche first would pay the disk reads for every side. Each is then
-    linked under a hidden name (a leading dot: Spark's file listing skips it) and only once all are there
-    renamed to its own, one ``rename(2)`` after another: reading and linking a tranche one file at a time
-    spans a trigger now and then, and a query's listing then split the tranche over two micro-batches
-    (seen here as 750,000 and 250,000 events), a round costing a batch's fixed overhead more than others."""
-    files = list(files)
-    for source in files:
+def link(files: dict[Path, list[Path]]) -> list[str]:
+    """Hard-link each folder's ``files`` into it (folder -> files, every table of a tranche) so that all
+    appear together; their names. Each is read in full first, so the side reads it from the page cache:
+    this host pages out a file left untouched for about a minute, and the side that read a tranche first
+    would pay the disk reads for every side. Each is then linked under a hidden name (a leading dot:
+    Spark's file listing skips it) and only once all are there renamed to its own, one ``rename(2)``
+    after another: reading and linking a tranche one file at a time spans a trigger now and then, and a
+    query's listing then split the tranche over two micro-batches (seen as 750,000 and 250,000 events;
+    and, with each table's files renamed on their own, a join's refunds a batch ahead of its
+    transactions), a round costing a batch's fixed overhead more than others."""
+    pairs = [(source, into) for into, sources in files.items() for source in sources]
+    for source, _ in pairs:
         with source.open("rb") as stream:
             while stream.read(1 << 20):
                 pass
-    for source in files:
+    for source, into in pairs:
         os.link(source, into / f".{source.name}")
-    for source in files:
+    for source, into in pairs:
         os.rename(into / f".{source.name}", into / source.name)
-    return [source.name for source in files]
+    return [source.name for source, _ in pairs]
 
 
 def wait_for(side: Side, names: set[str], since: int | None, timeout: float) -> tuple[list[dict], float]:
@@ -258,9 +260,7 @@ def feed(side: Side, tranche: Tranche, timeout: float) -> float:
     assert side.process is not None
     since = last_batch(side)
     before = group_cpu(side.process.pid)
-    names: set[str] = set()
-    for table, files in tranche.files.items():
-        names.update(link(files, side.inputs[table]))
+    names = set(link({side.inputs[table]: files for table, files in tranche.files.items()}))
     progress, _ = wait_for(side, names, since, timeout)
     side.batches = [p.get("input-rows") or 0 for p in progress]
     side.cpu = group_cpu(side.process.pid) - before
@@ -274,10 +274,9 @@ def launch(sides: list[Side], warm_up: Tranche, timeout: float, *, timed: bool =
     took: dict[str, float] = {}
     waiting: list[tuple[Side, set[str]]] = []
     for side in sides:
-        names: set[str] = set()
-        for table, files in warm_up.files.items():
+        for table in warm_up.files:
             side.inputs[table].mkdir(parents=True, exist_ok=True)
-            names.update(link(files, side.inputs[table]))
+        names = set(link({side.inputs[table]: files for table, files in warm_up.files.items()}))
         side.start()
         waiting.append((side, names))
         if timed:
