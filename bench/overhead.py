@@ -44,8 +44,9 @@ the events in the tranche over the query's batches' trigger time, from its progr
 (ours: the job's status; by hand: its query's progress, printed). Not Spark's "input rows": a filter Spark
 pushes into the JSON reader makes the skipped rows uncounted there, though they were read.
 Beside it, the events over the CPU seconds the side's processes used in the round (every
-thread: tasks, the JVM's compilers and garbage collector, the drivers): what the work costs,
-which the host's moving speed sways less than it sways the time a batch takes.
+thread: tasks, the JVM's compilers and garbage collector, the drivers): what the work costs.
+It moves with the batch time (within two hundredths of its ratio in a run here), so a slow
+round is one whose work took more CPU, not one that waited for a core; it is no steadier.
 Start-up is launch to the warm-up tranche processed, per query with the first of ``--sinks`` (its
 sides started one after another); the other sinks' sides start at once.
 """
