@@ -1,8 +1,8 @@
 """Runner overhead: the same query through the runner and as a hand-written PySpark job, side by side.
 
-    .venv/bin/python bench/overhead.py [--events 1000000] [--warm-up 1000000] [--settle 2] [--rounds 6]
-                                       [--queries filter,window,join] [--sinks noop,parquet]
-                                       [--references checked,plain] [--others-with filter]
+    .venv/bin/python bench/overhead.py [--events 1000000] [--warm-up 1000000] [--forks 3] [--settle 1]
+                                       [--rounds 2] [--queries filter,window,join] [--sinks noop,parquet]
+                                       [--references checked,plain,again] [--others-with filter]
 
 The same seeded JSON card transactions (and refunds, for the join) are read by every
 side: ``sql-runner run`` of a manifest (dead-lettering on, the default), and hand-written
@@ -23,23 +23,24 @@ and sink, the others with the noop sink of the ``--others-with`` queries only):
   malformed records, with Spark's defaults (a filter pushed into the JSON reader).
 - ``full`` ("by hand, no checks, no pushdown"): plain, with that pushdown off; it tells the
   two costs of checking apart.
-- ``again`` ("by hand, same checks, another JVM"): ``checked`` once more, in a JVM of its
-  own. Its row is the two against each other (A/A): what one run of this bench reads
-  between two identical jobs, the floor under any ratio it reports. Three such pairs in a
-  row here came out at x0.929, x0.908 and x1.039 (filter into noop, six rounds each): a
-  JVM keeps what its compilers made of the hot code for its life, so one pair of JVMs is
-  one draw, however many rounds it runs.
+- ``again`` ("by hand, same checks, another JVM"): ``checked`` once more, in JVMs of its
+  own. Its row is the two against each other (A/A), over the same forks: what this bench
+  reads between two identical jobs, the band around any ratio it reports.
 
-Each side is a long-running streaming job, started once per query and sink on a warm-up
-tranche, then handed ``--settle`` more tranches the way rounds are, not measured: a JVM
-keeps compiling hot code over its first micro-batches, and a first round after the
-warm-up took up to half again as long as the later ones. Each round then hands every
-side the next tranche of ``--events`` events, one side after another, and waits for each
-to process it (bench/steady.py). The order rotates by one side every round, so over six
-rounds (the default) each side goes first, and last, equally often: reversing it instead
-kept the middle one of three sides always in the middle, and with an odd number of rounds
-one side went first once more than the other. Rounds of one side differ by up to 15 % on
-a 2-core machine. Throughput is
+Each side is a long-running streaming job, started on a warm-up tranche, then handed
+``--settle`` more tranches the way rounds are, not measured: a JVM keeps compiling hot code
+over its first micro-batches, and a first round after the warm-up took up to half again as
+long as the later ones. Each round then hands every side the next tranche of ``--events``
+events, one side after another, and waits for each to process it (bench/steady.py).
+
+A query and sink's sides run ``--forks`` times, each time in new processes, ``--rounds``
+rounds each, as JMH forks a benchmark: a JVM keeps what its compilers made of the hot code
+for its life, and one pair of JVMs ran the same hand-written job x0.908 to x1.066 of itself
+(seven pairs here, filter into noop, six rounds each), a spread no number of rounds in the
+same two JVMs narrows. The rows' ratios are over every fork's rounds; each fork's own
+median is printed. The order of the sides rotates by one every measured round, over the
+forks, so with two sides each goes first, and last, equally often. Rounds of one side
+differ by up to 15 % on a 2-core machine. Throughput is
 the events in the tranche over the query's batches' trigger time, from its progress
 (ours: the job's status; by hand: its query's progress, printed). Not Spark's "input rows": a filter Spark
 pushes into the JSON reader makes the skipped rows uncounted there, though they were read.
@@ -47,8 +48,8 @@ Beside it, the events over the CPU seconds the side's processes used in the roun
 thread: tasks, the JVM's compilers and garbage collector, the drivers): what the work costs.
 It moves with the batch time (within two hundredths of its ratio in a run here), so a slow
 round is one whose work took more CPU, not one that waited for a core; it is no steadier.
-Start-up is launch to the warm-up tranche processed, per query with the first of ``--sinks`` (its
-sides started one after another); the other sinks' sides start at once.
+Start-up is launch to the warm-up tranche processed, per query with the first of ``--sinks`` in its
+first fork (its sides started one after another); the other forks' and sinks' sides start at once.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from __future__ import annotations
 import argparse
 import random
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -279,6 +281,33 @@ def reference(combo: Path, query: str, sink: str, variant: str) -> steady.Side:
     return steady.Side(name, args, folder, inputs, found, steady.printed_progress)
 
 
+def row_records(
+    query: str, sink: str, rates: dict[str, list[float]], per_cpu: dict[str, list[float]], rounds: int
+) -> list[results.Record]:
+    """The rows of one query and sink: ours against each hand-written variant (events/s and events per CPU
+    second), and ``again`` against ``checked`` (A/A), each over every fork's rounds. Each fork's own median
+    of the events/s ratio is printed beside them: how far one pair of JVMs alone would have put it."""
+    made = []
+    checked, again = VARIANTS["checked"][0], VARIANTS["again"][0]
+    for name in rates:
+        if name == "ours":
+            continue
+        if name == again and checked in rates:  # A/A: the same job in two JVMs
+            label = f"{query} -> {sink}: events/s, {checked} vs the same in another JVM (A/A)"
+            pairs = list(zip(rates[checked], rates[name], strict=True))
+        else:
+            label = f"{query} -> {sink}: events/s vs {name}"
+            pairs = list(zip(rates["ours"], rates[name], strict=True))
+        forks = [pairs[start : start + rounds] for start in range(0, len(pairs), rounds)]
+        medians = ", ".join(f"x{statistics.median(a / b for a, b in fork):.3f}" for fork in forks)
+        print(f"{label}: each fork's median {medians}", flush=True)
+        made.append(results.record(label, pairs, "events/s"))
+        if name != again:
+            label = f"{query} -> {sink}: events per CPU second vs {name}"
+            made.append(results.record(label, list(zip(per_cpu["ours"], per_cpu[name], strict=True)), "events/CPU s"))
+    return made
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=1_000_000, help="events per measured round")
@@ -295,16 +324,20 @@ def main() -> int:
         help="queries the other variants run with (the filter, where skipping the checks shows most: "
         "its filter pushed into the JSON reader)",
     )
-    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--forks", type=int, default=3, help="pairs of JVMs (new processes) per query and sink")
+    parser.add_argument("--rounds", type=int, default=2, help="measured rounds per fork")
     parser.add_argument(
-        "--settle", type=int, default=2, help="tranches handed to every side after the warm-up, not measured"
+        "--settle", type=int, default=1, help="tranches handed to every side after the warm-up, not measured"
     )
     parser.add_argument("--queries", default="filter,window,join")
     parser.add_argument("--sinks", default="noop,parquet")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
-    if args.rounds < 1 or args.settle < 0:
-        parser.error(f"--rounds must be 1 or more and --settle 0 or more (got {args.rounds} and {args.settle})")
+    if args.forks < 1 or args.rounds < 1 or args.settle < 0:
+        parser.error(
+            "--forks and --rounds must be 1 or more and --settle 0 or more "
+            f"(got {args.forks}, {args.rounds} and {args.settle})"
+        )
     first, *others = args.references.split(",")
     unknown = sorted({first, *others} - set(VARIANTS))
     if unknown:
@@ -327,55 +360,44 @@ def main() -> int:
         print(f"generated {sum(sizes):,} events in {time.monotonic() - began:.0f}s")
         sinks = args.sinks.split(",")
         for query, sink in ((query, sink) for query in args.queries.split(",") for sink in sinks):
-            combo = work / f"{query}-{sink}"
             variants = [first, *others] if sink == "noop" and query in args.others_with.split(",") else [first]
-            sides = [ours(combo, query, sink), *(reference(combo, query, sink, variant) for variant in variants)]
-            try:
-                # Start-up is timed with the first sink (the sides one after another, the first alternating);
-                # the other sinks' sides start at once.
-                timed = sink == sinks[0]
-                launched = steady.launch(sides if len(starts) % 2 == 0 else sides[::-1], warm_up, TIMEOUT, timed=timed)
-                if timed:
-                    starts.append((launched["ours"], launched[VARIANTS[first][0]]))
-                rates: dict[str, list[float]] = {side.name: [] for side in sides}
-                per_cpu: dict[str, list[float]] = {side.name: [] for side in sides}
-                for number, tranche in enumerate(tranches):  # the first --settle ones are not measured
-                    order = sides[number % len(sides) :] + sides[: number % len(sides)]
-                    seconds = {side.name: steady.feed(side, tranche, TIMEOUT) for side in order}
-                    round_ = number - args.settle + 1
-                    if round_ < 1:
-                        continue
+            names = ["ours", *(VARIANTS[variant][0] for variant in variants)]
+            rates: dict[str, list[float]] = {name: [] for name in names}
+            per_cpu: dict[str, list[float]] = {name: [] for name in names}
+            for fork in range(args.forks):
+                combo = work / f"{query}-{sink}" / f"fork-{fork}"
+                sides = [ours(combo, query, sink), *(reference(combo, query, sink, variant) for variant in variants)]
+                try:
+                    # Start-up is timed with the first sink's first fork (the sides one after another, the first
+                    # alternating); the other forks' and sinks' sides start at once.
+                    timed = sink == sinks[0] and fork == 0
+                    order = sides if len(starts) % 2 == 0 else sides[::-1]
+                    launched = steady.launch(order, warm_up, TIMEOUT, timed=timed)
+                    if timed:
+                        starts.append((launched["ours"], launched[VARIANTS[first][0]]))
+                        print(f"{query}/{sink} launch to the warm-up tranche processed, s: {launched}", flush=True)
+                    for number, tranche in enumerate(tranches):  # the first --settle ones are not measured
+                        round_ = fork * args.rounds + number - args.settle + 1
+                        turn = (round_ - 1) % len(sides)  # measured rounds rotate the order over every fork
+                        order = sides[turn:] + sides[:turn]
+                        seconds = {side.name: steady.feed(side, tranche, TIMEOUT) for side in order}
+                        if number < args.settle:
+                            continue
+                        for side in sides:
+                            rates[side.name].append(events_read(query, tranche) / seconds[side.name])
+                            per_cpu[side.name].append(events_read(query, tranche) / side.cpu)
+                        split = {side.name: side.batches for side in sides}
+                        cpu = {side.name: round(side.cpu, 2) for side in sides}
+                        print(
+                            f"{query}/{sink} fork {fork + 1} round {round_}: batches' seconds {seconds}, "
+                            f"CPU seconds {cpu}, input rows {split}",
+                            flush=True,
+                        )
+                finally:
                     for side in sides:
-                        rates[side.name].append(events_read(query, tranche) / seconds[side.name])
-                        per_cpu[side.name].append(events_read(query, tranche) / side.cpu)
-                    split = {side.name: side.batches for side in sides}
-                    cpu = {side.name: round(side.cpu, 2) for side in sides}
-                    print(
-                        f"{query}/{sink} round {round_}: batches' seconds {seconds}, CPU seconds {cpu}, "
-                        f"input rows {split}",
-                        flush=True,
-                    )
-            finally:
-                for side in sides:
-                    side.stop()
-            shutil.rmtree(combo, ignore_errors=True)
-            if launched:
-                print(f"{query}/{sink} launch to the warm-up tranche processed, s: {launched}", flush=True)
-            checked, again = VARIANTS["checked"][0], VARIANTS["again"][0]
-            for name in rates:
-                if name == "ours":
-                    continue
-                if name == again and checked in rates:  # A/A: the same job in two JVMs
-                    label = f"{query} -> {sink}: events/s, {checked} vs the same in another JVM (A/A)"
-                    records.append(
-                        results.record(label, list(zip(rates[checked], rates[name], strict=True)), "events/s")
-                    )
-                    continue
-                label = f"{query} -> {sink}: events/s vs {name}"
-                records.append(results.record(label, list(zip(rates["ours"], rates[name], strict=True)), "events/s"))
-                label = f"{query} -> {sink}: events per CPU second vs {name}"
-                pairs = list(zip(per_cpu["ours"], per_cpu[name], strict=True))
-                records.append(results.record(label, pairs, "events/CPU s"))
+                        side.stop()
+                shutil.rmtree(combo, ignore_errors=True)
+            records.extend(row_records(query, sink, rates, per_cpu, args.rounds))
         name = f"launch to the first {args.warm_up:,} events processed vs {VARIANTS[first][0]} (each query, {sinks[0]})"
         records.append(results.record(name, starts, "s", higher_is_better=False))
     print(results.table(records))
