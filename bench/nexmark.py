@@ -385,8 +385,7 @@ def compare_settings(work: Path, queries: list[str], events: int, rounds: int, s
                     rates[side.name].append(sum(handed.rows.values()) / seconds / CORES)
                 print(f"{query} round {round_ + 1}: " + ", ".join(f"{k} {v[-1]:,.0f}" for k, v in rates.items()))
         finally:
-            for side in sides:
-                side.stop()
+            steady.stop_all(sides)
         shutil.rmtree(folder, ignore_errors=True)
         for group in SETTINGS:
             with_, without = (

@@ -1,7 +1,7 @@
 """Runner overhead: the same query through the runner and as a hand-written PySpark job, side by side.
 
-    .venv/bin/python bench/overhead.py [--events 1000000] [--warm-up 1000000] [--forks 3] [--settle 1]
-                                       [--rounds 2] [--queries filter,window,join] [--sinks noop,parquet]
+    .venv/bin/python bench/overhead.py [--events 1000000] [--warm-up 1000000] [--forks 2] [--settle 1]
+                                       [--rounds 3] [--queries filter,window,join] [--sinks noop,parquet]
                                        [--references checked,plain,again] [--others-with filter]
 
 The same seeded JSON card transactions (and refunds, for the join) are read by every
@@ -38,7 +38,9 @@ rounds each, as JMH forks a benchmark: a JVM keeps what its compilers made of th
 for its life, and one pair of JVMs ran the same hand-written job x0.908 to x1.066 of itself
 (seven pairs here, filter into noop, six rounds each), a spread no number of rounds in the
 same two JVMs narrows. The rows' ratios are over every fork's rounds; each fork's own
-median is printed. The order of the sides rotates by one every measured round, over the
+median is printed. Two forks of three rounds keep ``make bench`` under 30 minutes here
+(three of two took 34 minutes: a fork's start, warm-up and stop cost about 45 seconds).
+The order of the sides rotates by one every measured round, over the
 forks, so with two sides each goes first, and last, equally often. Rounds of one side
 differ by up to 15 % on a 2-core machine. Throughput is
 the events in the tranche over the query's batches' trigger time, from its progress
@@ -324,8 +326,8 @@ def main() -> int:
         help="queries the other variants run with (the filter, where skipping the checks shows most: "
         "its filter pushed into the JSON reader)",
     )
-    parser.add_argument("--forks", type=int, default=3, help="pairs of JVMs (new processes) per query and sink")
-    parser.add_argument("--rounds", type=int, default=2, help="measured rounds per fork")
+    parser.add_argument("--forks", type=int, default=2, help="pairs of JVMs (new processes) per query and sink")
+    parser.add_argument("--rounds", type=int, default=3, help="measured rounds per fork")
     parser.add_argument(
         "--settle", type=int, default=1, help="tranches handed to every side after the warm-up, not measured"
     )
@@ -394,8 +396,7 @@ def main() -> int:
                             flush=True,
                         )
                 finally:
-                    for side in sides:
-                        side.stop()
+                    steady.stop_all(sides)
                 shutil.rmtree(combo, ignore_errors=True)
             records.extend(row_records(query, sink, rates, per_cpu, args.rounds))
         name = f"launch to the first {args.warm_up:,} events processed vs {VARIANTS[first][0]} (each query, {sinks[0]})"

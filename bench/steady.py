@@ -104,6 +104,16 @@ class Side:
                 continue
 
 
+def stop_all(sides: list[Side]) -> None:
+    """Stop every side at once: each takes seconds to stop (its query, then its JVM), and one after
+    another added up to a minute or more of a bench run."""
+    stopping = [threading.Thread(target=side.stop) for side in sides]
+    for thread in stopping:
+        thread.start()
+    for thread in stopping:
+        thread.join()
+
+
 def runner_job(
     name: str, project: Path, manifest: str, inputs: dict[str, Path], env: dict[str, str] | None = None
 ) -> Side:
