@@ -40,12 +40,12 @@ for its life, and one pair of JVMs ran the same hand-written job x0.908 to x1.06
 same two JVMs narrows. The rows' ratios are over every fork's rounds; each fork's own
 median is printed. Two forks of three rounds keep ``make bench`` under 30 minutes here
 (three of two took 34 minutes: a fork's start, warm-up and stop cost about 45 seconds; with
-``plain`` among the defaults, two forks of three rounds took 29 min 7 s: too close, so ``plain``
-runs on request).
-The order of the sides rotates by one every measured round, over the
-forks, so with two sides each goes first, and last, equally often. Rounds of one side
-differ by up to 15 % on a 2-core machine. Throughput is
-the events in the tranche over the query's batches' trigger time, from its progress
+``plain`` among the defaults, two forks of three rounds took 29 min 7 s: too close, so
+``plain`` runs on request). The order of the sides rotates by one every measured round,
+over the forks, so with two sides each goes first, and last, equally often. Rounds of one
+side differ by up to 15 % on a 2-core machine.
+
+Throughput is the events in the tranche over the query's batches' trigger time, from its progress
 (ours: the job's status; by hand: its query's progress, printed). Not Spark's "input rows": a filter Spark
 pushes into the JSON reader makes the skipped rows uncounted there, though they were read.
 Beside it, the events over the CPU seconds the side's processes used in the round (every
@@ -296,7 +296,8 @@ def row_records(
     for name in rates:
         if name == "ours":
             continue
-        if name == again and checked in rates:  # A/A: the same job in two JVMs
+        same_job = name == again and checked in rates  # A/A: the same job in two JVMs
+        if same_job:
             label = f"{query} -> {sink}: events/s, {checked} vs the same in another JVM (A/A)"
             pairs = list(zip(rates[checked], rates[name], strict=True))
         else:
@@ -306,7 +307,7 @@ def row_records(
         medians = ", ".join(f"x{statistics.median(a / b for a, b in fork):.3f}" for fork in forks)
         print(f"{label}: each fork's median {medians}", flush=True)
         made.append(results.record(label, pairs, "events/s"))
-        if name != again:
+        if not same_job:
             label = f"{query} -> {sink}: events per CPU second vs {name}"
             made.append(results.record(label, list(zip(per_cpu["ours"], per_cpu[name], strict=True)), "events/CPU s"))
     return made
