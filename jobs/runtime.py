@@ -10,6 +10,10 @@ of the batch's own plan, and writing that plan copies every row once more. A sin
 writes a plan as Spark's own sinks do (the file sink, the noop sink) is given the batch
 as Spark hands it to them instead (``streamed``): writing it runs the batch's plan with
 nothing in between, so a job's write costs what Spark's own sink costs.
+
+Before the query starts, its session gets the batch-timestamp rule (``jobs/batchtime.py``):
+the code Spark generates for a micro-batch is then the same from batch to batch, compiled
+once instead of every batch.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from datetime import UTC, datetime
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from jobs import localfs, sources
+from jobs import batchtime, localfs, sources
 from jobs.build import BuiltJob
 from jobs.deadletters import OUTPUT_TAP, DeadLetterTable, Taps
 from jobs.jvm import java_class
@@ -120,6 +124,7 @@ def start(
     for key, value in _source_properties(built, env).items():
         if key not in manifest.spark_properties:  # the manifest's own setting wins
             spark.conf.set(key, value)
+    batchtime.install(spark, lambda message: print(f"[{spec.label}] {message}", file=sys.stderr, flush=True))
     trigger = Trigger(interval=manifest.trigger_interval, available_now=spec.once)
     sink = output_sink(sources.tap(built.output, OUTPUT_TAP), built.target, env, checkpoint=spec.checkpoint)
     writer = BatchWriter(spark, sink, built, spec, counts, report=counts is not None and not spec.once)

@@ -7,19 +7,19 @@ import json
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from pyspark.errors import AnalysisException
 
 from demo.transactions import MALFORMED_LINES, transactions, write_batch
-from jobs import runtime
+from jobs import batchtime, runtime
 from jobs.build import build_job
 from runner.authoring.project import load_project
 from runner.core.jobspec import JobSpec
 from runner.core.manifest import Manifest, Meta
-from tests.conftest import METADATA_DDL, ProjectDir, plan_nodes
+from tests.conftest import HIGH_VALUE_MANIFEST, METADATA_DDL, ProjectDir, plan_nodes
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -417,3 +417,77 @@ def test_a_first_batch_over_a_backlog_of_local_files_lists_them_on_the_driver(
         assert listing == [], listing
     else:
         assert any("for 40 paths" in d for d in listing), listing
+
+
+def compiles(spark) -> int:
+    """Classes Spark's code generator has compiled in this JVM so far (its own metric)."""
+    metrics = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics
+    return int(metrics.METRIC_COMPILATION_TIME().getCount())
+
+
+def stamped_batches(spark, project: ProjectDir, state: Path, files: int) -> tuple[list[int], dict[int, set], Path]:
+    """Run the high-value query with a 1-second trigger, one input file per micro-batch (each written
+    once the previous batch committed); the code generator's count after each batch, and each batch's
+    ``__create_timestamp`` values (epoch ms) from the output."""
+    manifest = HIGH_VALUE_MANIFEST.replace("name: high-value", "name: stamped") + "trigger-interval: 1 second\n"
+    project.manifest("stamped", manifest)
+    events = project.root / "data" / "in"
+
+    def write_file(n: int) -> None:  # event time moves on an hour a file: no row is late
+        write_batch(events, f"f{n}", transactions(40, start=START + timedelta(hours=n), seed=11 + n, first_id=40 * n))
+
+    write_file(0)
+    prepared, queries = run_once(spark, project, "stamped", state, once=False)
+    counts = []
+    try:
+        for n in range(files):
+            deadline = time.monotonic() + 60
+            while not (prepared.checkpoint / "commits" / str(n)).exists():
+                assert time.monotonic() < deadline and queries[0].isActive, f"batch {n} did not commit"
+                time.sleep(0.1)
+            counts.append(compiles(spark))
+            if n + 1 < files:
+                write_file(n + 1)
+    finally:
+        runtime.stop_all(queries)
+    rows = (
+        spark.read.schema("transaction_id STRING, __create_timestamp TIMESTAMP")
+        .json(str(project.root / "data" / "out"))
+        .selectExpr("transaction_id", "unix_millis(__create_timestamp) AS at")
+        .collect()
+    )
+    batch_of = {f"tx-{i:06d}": i // 40 for i in range(40 * files)}  # transactions() numbers them so
+    stamps: dict[int, set] = {n: set() for n in range(files)}
+    for row in rows:
+        stamps[batch_of[row.transaction_id]].add(row.at)
+    return counts, stamps, prepared.checkpoint
+
+
+def test_each_micro_batch_stamps_its_own_time_and_its_code_is_compiled_once(spark, demo_project, tmp_path: Path):
+    counts, stamps, checkpoint = stamped_batches(spark, demo_project, tmp_path / "state", files=4)
+    for n, at in stamps.items():  # every row of a batch: that batch's timestamp, as Spark's current_timestamp()
+        offsets = (checkpoint / "offsets" / str(n)).read_text().splitlines()
+        assert at == {json.loads(offsets[1])["batchTimestampMs"]}, n
+    assert len({next(iter(at)) for at in stamps.values()}) == 4
+    # the batches after the first two found their code compiled already
+    assert counts[3] == counts[1], counts
+
+
+def test_without_the_rule_each_micro_batch_compiles_its_code_again(spark, demo_project, tmp_path: Path, monkeypatch):
+    """The check above can fail: the same job without the rule compiles code in every batch."""
+    monkeypatch.setattr(runtime.batchtime, "install", lambda _spark, _report: False)
+    counts, stamps, _ = stamped_batches(spark.newSession(), demo_project, tmp_path / "state", files=4)
+    assert counts[2] > counts[1] and counts[3] > counts[2], counts
+    assert all(len(at) == 1 for at in stamps.values())
+
+
+def test_a_rule_that_cannot_compile_is_said_once_and_changes_nothing(spark, monkeypatch):
+    monkeypatch.setattr(batchtime, "_COMPILED", {})
+    monkeypatch.setattr(batchtime, "RULE_SOURCE", "public class SqlRunnerStableBatchTimestamp extends NoSuchRule {}")
+    session, said = spark.newSession(), []
+    before = session._jsparkSession.experimental().extraOptimizations().size()
+    assert batchtime.install(session, said.append) is False
+    assert batchtime.install(session, said.append) is False
+    assert len(said) == 1 and said[0].startswith("micro-batch code is compiled anew each batch"), said
+    assert "failed to compile" in said[0]
+    assert session._jsparkSession.experimental().extraOptimizations().size() == before
