@@ -28,6 +28,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from jobs.control import failure_reason
 from jobs.jvm import java_class, scala_list
 
 RULE_CLASS = "SqlRunnerStableBatchTimestamp"
@@ -83,7 +84,7 @@ def install(spark: SparkSession, report: Callable[[str], None]) -> bool:
             _COMPILED[key] = _compile(jvm)
         except Exception as error:  # noqa: BLE001 - the job runs without it
             _COMPILED[key] = error
-            report(f"{WITHOUT} failed to compile ({_first_line(error)})")
+            report(f"{WITHOUT} failed to compile ({failure_reason(str(error))})")
     rule_class = _COMPILED[key]
     if isinstance(rule_class, Exception):
         return False
@@ -95,7 +96,7 @@ def install(spark: SparkSession, report: Callable[[str], None]) -> bool:
         getattr(experimental, "extraOptimizations_$eq")(rules.appended(rule_class.newInstance()))  # Scala's setter
     except Exception as error:  # noqa: BLE001 - the job runs without it
         _COMPILED[key] = error
-        report(f"{WITHOUT} was not added ({_first_line(error)})")
+        report(f"{WITHOUT} was not added ({failure_reason(str(error))})")
         return False
     return True
 
@@ -105,7 +106,3 @@ def _compile(jvm: Any) -> Any:
     compiler.setParentClassLoader(java_class(jvm, "org.apache.spark.util.Utils").getContextOrSparkClassLoader())
     compiler.cook(RULE_SOURCE)
     return compiler.getClassLoader().loadClass(RULE_CLASS)
-
-
-def _first_line(error: Exception) -> str:
-    return (str(error).strip().splitlines() or [type(error).__name__])[0]
