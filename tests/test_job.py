@@ -491,3 +491,30 @@ def test_a_rule_that_cannot_compile_is_said_once_and_changes_nothing(spark, monk
     assert len(said) == 1 and said[0].startswith("micro-batch code is compiled anew each batch"), said
     assert "failed to compile" in said[0] and "NoSuchRule" in said[0], said  # the compiler's reason, not Py4J's
     assert session._jsparkSession.experimental().extraOptimizations().size() == before
+
+
+def test_a_jobs_json_reader_is_given_no_filter_and_runs_no_filter_checks(spark, demo_project, tmp_path: Path):
+    write_batch(demo_project.root / "data" / "in", "b1", transactions(30, start=START, seed=7))
+    session = spark.newSession()
+    _, queries = run_once(session, demo_project, "high-value", tmp_path / "state")
+    scan = next(
+        line
+        for line in queries[0]._jsq.streamingQuery().lastExecution().executedPlan().toString().splitlines()
+        if "FileScan json" in line
+    )
+    # the query's `amount > 500` stays above the taps: nothing reaches the reader to check
+    assert "DataFilters: []" in scan and "PushedFilters: []" in scan, scan
+    assert session.conf.get("spark.sql.json.filterPushdown.enabled") == "false"
+    assert session.conf.get("spark.sql.csv.filterPushdown.enabled") == "false"
+    assert spark.conf.get("spark.sql.json.filterPushdown.enabled") == "true"  # only the job's session
+
+
+def test_a_manifest_that_turns_reader_pushdown_on_keeps_it(spark, demo_project, tmp_path: Path):
+    path = demo_project.root / "manifests" / "high-value.yaml"
+    path.write_text(path.read_text() + "sparkProperties:\n  spark.sql.json.filterPushdown.enabled: 'true'\n")
+    write_batch(demo_project.root / "data" / "in", "b1", transactions(30, start=START, seed=7))
+    session = spark.newSession()
+    session.conf.set("spark.sql.json.filterPushdown.enabled", "true")  # as the job's launch sets it
+    run_once(session, demo_project, "high-value", tmp_path / "state")
+    assert session.conf.get("spark.sql.json.filterPushdown.enabled") == "true"
+    assert session.conf.get("spark.sql.csv.filterPushdown.enabled") == "false"
