@@ -112,7 +112,7 @@ QUERIES = {
 }
 # The hand-written job: what a Spark user writes for the same query, sink and output columns.
 HANDWRITTEN = """
-import json, sys, time
+import json, sys, time, uuid
 from datetime import datetime, timezone
 from pyspark.sql import SparkSession, functions as F
 data, out, checkpoint, sink, sql, trigger, checked = sys.argv[1:8]
@@ -134,8 +134,8 @@ result = spark.sql(sql.replace("`bench`.", "")).select(
     "*",
     F.current_timestamp().alias("__create_timestamp"),
     F.lit("q").alias("__query_name"),
-    F.lit("hand-written").alias("__query_description"),
-    F.lit("id").alias("__query_id"),
+    F.lit("bench query").alias("__query_description"),  # the same values as the runner's job writes:
+    F.lit(str(uuid.uuid4())).alias("__query_id"),  # a query id is a UUID (in parquet, longer strings cost)
     F.lit(1).alias("__query_version"),
     F.lit(created).alias("__query_create_timestamp"),
 )
@@ -231,7 +231,8 @@ def ours(combo: Path, query: str, sink: str) -> steady.Side:
     )
     shutil.copy(TEMPLATE, project / "manifests" / "job-template.yaml")
     (project / "manifests" / "q.yaml").write_text(
-        f'name: q\ntarget-table: "`bench`.`out`"\nsql: "{sql}"\ntrigger-interval: {TRIGGER}\n'
+        f'name: q\ndescription: bench query\ntarget-table: "`bench`.`out`"\nsql: "{sql}"\n'
+        f"trigger-interval: {TRIGGER}\n"
         "sparkProperties:\n  spark.driver.memory: 2g\n"
     )
     inputs = {table: data / table for table in ("tx", "refunds")}
