@@ -1,8 +1,10 @@
 """Runner overhead: the same query through the runner and as a hand-written PySpark job, side by side.
 
-    .venv/bin/python bench/overhead.py [--events 1000000] [--warm-up 1000000] [--forks 2] [--settle 1]
-                                       [--rounds 3] [--queries filter,window,join] [--sinks noop,parquet]
-                                       [--references checked,again] [--others-with filter]
+    .venv/bin/python bench/overhead.py [--events 1000000] [--per-round filter=3,window=1,join=1]
+                                       [--warm-up 1000000] [--settle filter=2,window=1,join=1]
+                                       [--forks 2] [--rounds 3] [--queries filter,window,join]
+                                       [--sinks noop,parquet] [--references checked,again]
+                                       [--others-with filter]
 
 The same seeded JSON card transactions (and refunds, for the join) are read by every
 side: ``sql-runner run`` of a manifest (dead-lettering on, the default), and hand-written
@@ -28,10 +30,13 @@ and sink, the others with the noop sink of the ``--others-with`` queries only):
   reads between two identical jobs, the band around any ratio it reports.
 
 Each side is a long-running streaming job, started on a warm-up tranche, then handed
-``--settle`` more tranches the way rounds are, not measured: a JVM keeps compiling hot code
-over its first micro-batches, and a first round after the warm-up took up to half again as
-long as the later ones. Each round then hands every side the next tranche of ``--events``
-events, one side after another, and waits for each to process it (bench/steady.py).
+``--settle`` more rounds, not measured: a JVM keeps compiling hot code over its first
+micro-batches, and a first round after the warm-up took up to half again as long as the
+later ones. Each round then hands every side the next ``--per-round`` tranches of
+``--events`` events (as one micro-batch), one side after another, and waits for each to
+process it (bench/steady.py). The filter takes three tranches a round and settles over two
+rounds (``PER_ROUND``, ``SETTLE``: a batch of one tranche took under a second, and its
+rounds varied more and kept getting faster for many more of them).
 
 A query and sink's sides run ``--forks`` times, each time in new processes, ``--rounds``
 rounds each, as JMH forks a benchmark: a JVM keeps what its compilers made of the hot code
@@ -83,6 +88,14 @@ FILES = 20
 SINKS = ("noop", "parquet")
 TRIGGER = "1 second"  # both sides: a micro-batch as soon as a tranche's files are there
 TIMEOUT = 900.0  # seconds a side may take over one tranche
+# Tranches a round hands each query, and rounds handed after the warm-up, not measured, each by default.
+# The filter's batch of one tranche took under a second here and varied by 5 to 9 % (sd) between rounds
+# in steady state, against about 3 % for a batch of three: a batch's fixed costs (planning, the trigger,
+# its commit) weigh less. It also kept getting faster over its first rounds (a batch of one: from about
+# 1.0 to 0.8 s over 15 to 20 of them, the JVM still compiling; of three: two rounds), so its sides
+# settle over two. The window and join take 3 to 7 s a tranche already.
+PER_ROUND = {"filter": 3, "window": 1, "join": 1}
+SETTLE = {"filter": 2, "window": 1, "join": 1}
 METADATA = """, __create_timestamp TIMESTAMP(3), __query_name STRING, __query_description STRING,
   __query_id STRING, __query_version INT, __query_create_timestamp TIMESTAMP(3)"""
 SOURCES = """
@@ -163,6 +176,15 @@ def generate(tranches: Path, sizes: list[int], seed: int) -> list[steady.Tranche
     rng = random.Random(seed)
     accounts = [f"acct-{i:05d}" for i in range(5000)]
     payees = ("grocer", "airline", "bookshop", "cafe", "electronics", "pharmacy", "hotel", "taxi")
+    seconds: dict[int, str] = {}
+
+    def stamp(ms: int) -> str:  # START + ms as 2026-01-01T00:00:00.000Z: one strftime a second, not an event
+        whole, rest = divmod(ms, 1000)
+        prefix = seconds.get(whole)
+        if prefix is None:
+            prefix = seconds[whole] = (START + timedelta(seconds=whole)).strftime("%Y-%m-%dT%H:%M:%S.")
+        return f"{prefix}{rest:03d}Z"
+
     made, first = [], 0
     for number, size in enumerate(sizes):
         folder = {table: tranches / str(number) / table for table in ("tx", "refunds")}
@@ -172,14 +194,12 @@ def generate(tranches: Path, sizes: list[int], seed: int) -> list[steady.Tranche
         for f in range(FILES):
             tx_lines, refund_lines = [], []
             for i in range(first + f * per_file, first + (f + 1) * per_file):
-                ts = START + timedelta(milliseconds=i * 30)
-                stamp = ts.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
                 tx_lines.append(
                     f'{{"transaction_id":"t{i}","account_id":"{rng.choice(accounts)}","payee":"{rng.choice(payees)}",'
-                    f'"amount":{rng.randint(1, 100000) / 100},"ts":"{stamp}"}}\n'
+                    f'"amount":{rng.randint(1, 100000) / 100},"ts":"{stamp(i * 30)}"}}\n'
                 )
                 if i % 10 == 0:
-                    later = (ts + timedelta(seconds=rng.randint(1, 300))).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+                    later = stamp(i * 30 + rng.randint(1, 300) * 1000)
                     refund_lines.append(f'{{"refund_id":"r{i}","transaction_id":"t{i}","refunded_at":"{later}"}}\n')
             for table, lines in (("tx", tx_lines), ("refunds", refund_lines)):
                 folder[table].mkdir(parents=True, exist_ok=True)
@@ -190,6 +210,36 @@ def generate(tranches: Path, sizes: list[int], seed: int) -> list[steady.Tranche
         made.append(steady.Tranche(files, rows))
         first += per_file * FILES
     return made
+
+
+def joined(tranches: list[steady.Tranche]) -> steady.Tranche:
+    """Several tranches handed as one: every table's files of each, in order, and the rows they hold."""
+    tables = tranches[0].files
+    return steady.Tranche(
+        {table: [path for tranche in tranches for path in tranche.files[table]] for table in tables},
+        {table: sum(tranche.rows[table] for tranche in tranches) for table in tables},
+    )
+
+
+def counts(option: str, text: str, defaults: dict[str, int], least: int) -> dict[str, int]:
+    """Per query counts from ``--per-round``/``--settle``: ``n`` for every query, or ``query=n,...`` over
+    the defaults. Raises ValueError, naming the option, for anything else."""
+    text = text.strip()
+    if text.isdigit():
+        found = dict.fromkeys(defaults, int(text))
+    else:
+        found = dict(defaults)
+        for part in text.split(","):
+            query, sep, value = part.strip().partition("=")
+            if not sep or query not in defaults or not value.strip().isdigit():
+                raise ValueError(
+                    f"{option} takes a count or query=count pairs over {', '.join(defaults)} (got {part.strip()!r})"
+                )
+            found[query] = int(value)
+    low = {query: n for query, n in found.items() if n < least}
+    if low:
+        raise ValueError(f"{option} must be {least} or more (got {low})")
+    return found
 
 
 def events_read(query: str, tranche: steady.Tranche) -> int:
@@ -316,7 +366,12 @@ def row_records(
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, default=1_000_000, help="events per measured round")
+    parser.add_argument("--events", type=int, default=1_000_000, help="events per tranche")
+    parser.add_argument(
+        "--per-round",
+        default=",".join(f"{q}={n}" for q, n in PER_ROUND.items()),
+        help="tranches a measured round hands each query: a count for all, or query=count pairs",
+    )
     parser.add_argument("--warm-up", type=int, default=1_000_000, help="events of the warm-up tranche")
     parser.add_argument(
         "--references",
@@ -333,17 +388,21 @@ def main() -> int:
     parser.add_argument("--forks", type=int, default=2, help="pairs of JVMs (new processes) per query and sink")
     parser.add_argument("--rounds", type=int, default=3, help="measured rounds per fork")
     parser.add_argument(
-        "--settle", type=int, default=1, help="tranches handed to every side after the warm-up, not measured"
+        "--settle",
+        default=",".join(f"{q}={n}" for q, n in SETTLE.items()),
+        help="rounds handed to every side after the warm-up, not measured: a count for all, or query=count pairs",
     )
     parser.add_argument("--queries", default="filter,window,join")
     parser.add_argument("--sinks", default="noop,parquet")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
-    if args.forks < 1 or args.rounds < 1 or args.settle < 0:
-        parser.error(
-            "--forks and --rounds must be 1 or more and --settle 0 or more "
-            f"(got {args.forks}, {args.rounds} and {args.settle})"
-        )
+    if args.forks < 1 or args.rounds < 1:
+        parser.error(f"--forks and --rounds must be 1 or more (got {args.forks} and {args.rounds})")
+    try:
+        per_round = counts("--per-round", args.per_round, PER_ROUND, 1)
+        settle = counts("--settle", args.settle, SETTLE, 0)
+    except ValueError as error:
+        parser.error(str(error))
     first, *others = args.references.split(",")
     unknown = sorted({first, *others} - set(VARIANTS))
     if unknown:
@@ -361,11 +420,15 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="overhead-bench-") as tmp:
         work = Path(tmp)
         began = time.monotonic()
-        sizes = [args.warm_up] + [args.events] * (args.settle + args.rounds)
+        queries = args.queries.split(",")
+        needed = max((settle[query] + args.rounds) * per_round[query] for query in queries)
+        sizes = [args.warm_up] + [args.events] * needed
         warm_up, *tranches = generate(work / "tranches", sizes, args.seed)
         print(f"generated {sum(sizes):,} events in {time.monotonic() - began:.0f}s")
         sinks = args.sinks.split(",")
-        for query, sink in ((query, sink) for query in args.queries.split(",") for sink in sinks):
+        for query, sink in ((query, sink) for query in queries for sink in sinks):
+            per, settling = per_round[query], settle[query]
+            handed = [joined(tranches[n * per : (n + 1) * per]) for n in range(settling + args.rounds)]
             variants = [first, *others] if sink == "noop" and query in args.others_with.split(",") else [first]
             names = ["ours", *(VARIANTS[variant][0] for variant in variants)]
             rates: dict[str, list[float]] = {name: [] for name in names}
@@ -382,12 +445,12 @@ def main() -> int:
                     if timed:
                         starts.append((launched["ours"], launched[VARIANTS[first][0]]))
                         print(f"{query}/{sink} launch to the warm-up tranche processed, s: {launched}", flush=True)
-                    for number, tranche in enumerate(tranches):  # the first --settle ones are not measured
-                        round_ = fork * args.rounds + number - args.settle + 1
+                    for number, tranche in enumerate(handed):  # the first `settling` are not measured
+                        round_ = fork * args.rounds + number - settling + 1
                         turn = (round_ - 1) % len(sides)  # measured rounds rotate the order over every fork
                         order = sides[turn:] + sides[:turn]
                         seconds = {side.name: steady.feed(side, tranche, TIMEOUT) for side in order}
-                        if number < args.settle:
+                        if number < settling:
                             continue
                         for side in sides:
                             rates[side.name].append(events_read(query, tranche) / seconds[side.name])

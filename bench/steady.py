@@ -29,7 +29,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-IDLE_SECONDS = 1.5  # no micro-batch in flight for this long (the sides trigger every second): the round is over
+# No micro-batch in flight for this long: the round is over. The sides trigger every second, so a batch
+# a watermark brings on (no new data) has written its offsets within a second of the last commit, and
+# the quiet spell is only counted from the poll after the commit was seen.
+IDLE_SECONDS = 1.2
 POLL_SECONDS = 0.2
 PRINTED = "PROGRESS "  # a hand-written job's line for one completed micro-batch
 
