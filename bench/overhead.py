@@ -87,13 +87,13 @@ START = datetime(2026, 1, 1, tzinfo=UTC)
 FILES = 20
 SINKS = ("noop", "parquet")
 TRIGGER = "1 second"  # both sides: a micro-batch as soon as a tranche's files are there
-TIMEOUT = 900.0  # seconds a side may take over one tranche
+TIMEOUT = 900.0  # seconds a side may take over one round
 # Tranches a round hands each query, and rounds handed after the warm-up, not measured, each by default.
-# The filter's batch of one tranche took under a second here and varied by 5 to 9 % (sd) between rounds
-# in steady state, against about 3 % for a batch of three: a batch's fixed costs (planning, the trigger,
-# its commit) weigh less. It also kept getting faster over its first rounds (a batch of one: from about
-# 1.0 to 0.8 s over 15 to 20 of them, the JVM still compiling; of three: two rounds), so its sides
-# settle over two. The window and join take 3 to 7 s a tranche already.
+# The filter's batch of one tranche took under a second here and varied by about 5 % (sd) between rounds
+# once steady, against about 3 % for a batch of three. It also kept getting faster over its first rounds
+# (a batch of one: from about 1.0 to 0.8 s over 15 to 20 of them, its JVM's C2 compiler still at work
+# throughout; of three: two rounds), so its sides settle over two. The window and join take 3 to 7 s a
+# tranche already.
 PER_ROUND = {"filter": 3, "window": 1, "join": 1}
 SETTLE = {"filter": 2, "window": 1, "join": 1}
 METADATA = """, __create_timestamp TIMESTAMP(3), __query_name STRING, __query_description STRING,
