@@ -50,7 +50,7 @@ median is printed. Two forks of three rounds keep ``make bench`` under 30 minute
 over the forks, so with two sides each goes first, and last, equally often. Rounds of one
 side differ by up to 15 % on a 2-core machine.
 
-Throughput is the events in the tranche over the query's batches' trigger time, from its progress
+Throughput is the events handed in the round over the query's batches' trigger time, from its progress
 (ours: the job's status; by hand: its query's progress, printed). Not Spark's "input rows": a filter Spark
 pushes into the JSON reader makes the skipped rows uncounted there, though they were read.
 Beside it, the events over the CPU seconds the side's processes used in the round (every
