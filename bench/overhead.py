@@ -64,6 +64,7 @@ first fork (its sides started one after another); the other forks' and sinks' si
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import shutil
 import statistics
@@ -80,6 +81,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench import results, steady  # noqa: E402
 from jobs import localfs  # noqa: E402
+from runner.core import platform  # noqa: E402
 from runner.deploy import submit  # noqa: E402
 
 TEMPLATE = ROOT / "manifests" / "job-template.yaml"
@@ -259,6 +261,7 @@ def properties(checkpoint: str) -> list[str]:
     merged = {
         **submit.DEFAULT_PROPERTIES,
         **localfs.properties(checkpoint),
+        **platform.properties(os.environ),  # the jar set on the classpath, as every job the runner starts has it
         **template_properties(),
         "spark.driver.memory": "2g",
     }

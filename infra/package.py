@@ -9,30 +9,26 @@ and ``runner/core``: no Spark, no CLI) and the manifest validation's dependencie
 (pydantic, PyYAML) built for the Lambda runtime (Linux x86_64, CPython 3.11); boto3 comes
 with the runtime.
 
-EMR's jobs need Spark's Kafka connector (and its dependencies) and the MSK IAM auth
-library: the team's MSK accepts IAM authentication only. ``all`` fetches each pinned jar
-missing from ``dist/jars/``: the connector's from Maven Central, checked against the
-``.sha1`` Maven Central publishes beside it; aws-msk-iam-auth's self-contained ``-all`` jar
-from its GitHub release, checked to hold the IAM login classes. Where neither is
-reachable, put the jars in ``dist/jars/`` by hand; ``push`` refuses to upload without them.
+EMR's jobs need Spark's Kafka connector, spark-avro and the MSK IAM auth library (the team's MSK
+accepts IAM authentication only): ``all`` copies the declared ``spark`` jar set (``runner/core/jars.py``,
+fetched and checked by ``make jars``) into ``dist/jars/``, less the jars only S3A needs (EMR reads
+``s3://`` through EMRFS), each checked against its locked SHA-256, with a ``SHA256SUMS`` file the EMR
+bootstrap verifies them by.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
-import io
 import shutil
 import subprocess
 import sys
 import tempfile
-import urllib.error
-import urllib.request
 import zipfile
-from dataclasses import dataclass
 from pathlib import Path
 
-from jobs.kafka import CONNECTOR_JARS
+from infra.jars import FetchFailed, fetch, sha256
+from runner.core import jars
+from runner.core.jars import Jar
 
 ROOT = Path(__file__).resolve().parents[1]
 DIST = ROOT / "dist"
@@ -41,84 +37,35 @@ LAMBDA_REQUIREMENTS = ["pydantic==2.14.3", "pyyaml==6.0.3"]
 LAMBDA_PACKAGES = ("core", "authoring", "aws")  # runner/<package>: what the deploy Lambda imports
 BOOTSTRAP = Path(__file__).parent / "bootstrap" / "install-runner.sh"
 JARS = DIST / "jars"
-MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
-GITHUB = "https://github.com"
-MSK_IAM_VERSION = "2.3.5"
-MSK_IAM_CLASS = "software/amazon/msk/auth/iam/IAMClientCallbackHandler.class"
-
-
-@dataclass(frozen=True)
-class Jar:
-    file: str
-    path: str  # under the repository's base URL
-    checked_by: str  # "sha1": Maven Central's checksum file; "class": the jar holds MSK_IAM_CLASS
-
-    def url(self, base: str) -> str:
-        return f"{base.rstrip('/')}/{self.path}"
-
-
-def _maven(group: str, artifact: str, version: str) -> Jar:
-    file = f"{artifact}-{version}.jar"
-    return Jar(file, f"{group.replace('.', '/')}/{artifact}/{version}/{file}", "sha1")
-
-
-# The connector's jars as spark.jars.packages would resolve them (jobs/kafka.py), and aws-msk-iam-auth.
-REQUIRED_JARS = (
-    _maven("org.apache.spark", "spark-sql-kafka-0-10_2.13", "4.0.5"),
-    _maven("org.apache.spark", "spark-token-provider-kafka-0-10_2.13", "4.0.5"),
-    _maven("org.apache.kafka", "kafka-clients", "3.9.0"),
-    _maven("org.apache.commons", "commons-pool2", "2.12.0"),
-    Jar(
-        f"aws-msk-iam-auth-{MSK_IAM_VERSION}-all.jar",
-        f"aws/aws-msk-iam-auth/releases/download/v{MSK_IAM_VERSION}/aws-msk-iam-auth-{MSK_IAM_VERSION}-all.jar",
-        "class",
-    ),
-)
-assert {j.file for j in REQUIRED_JARS[:4]} == set(CONNECTOR_JARS), "the same connector jars as jobs/kafka.py"
+SUMS = "SHA256SUMS"
 
 
 class JarRefused(Exception):
-    """A downloaded jar failed its check; nothing was kept."""
+    """A jar in the cache is not the one locked; nothing was copied."""
 
 
-def fetch_jar(jar: Jar, into: Path, *, maven: str = MAVEN_CENTRAL, github: str = GITHUB) -> Path:
-    """Download ``jar`` into ``into`` and check it (raises JarRefused or an URLError; writes nothing then)."""
-    base = maven if jar.checked_by == "sha1" else github
-    with urllib.request.urlopen(jar.url(base), timeout=60) as response:
-        data = response.read()
-    if jar.checked_by == "sha1":
-        with urllib.request.urlopen(jar.url(base) + ".sha1", timeout=60) as response:
-            expected = response.read().decode().split()[0].strip().lower()
-        if hashlib.sha1(data).hexdigest() != expected:  # noqa: S324 - Maven Central's published checksum
-            raise JarRefused(f"{jar.file}: its SHA-1 does not match {jar.url(base)}.sha1")
-    else:
-        try:
-            with zipfile.ZipFile(io.BytesIO(data)) as archive:
-                holds = MSK_IAM_CLASS in archive.namelist()
-        except zipfile.BadZipFile:
-            holds = False
-        if not holds:
-            raise JarRefused(f"{jar.file}: not a jar holding {MSK_IAM_CLASS}")
+def emr_jars() -> list[Jar]:
+    """The spark set as EMR needs it: every jar but those only S3A needs (EMRFS reads s3:// there)."""
+    return [jar for jar in jars.locked(jars.SPARK) if set(jar.features) != {"s3"}]
+
+
+def copy_jars(into: Path = JARS, cache: Path | None = None) -> list[Path]:
+    """Copy EMR's jars from the cache (``make jars`` fetches it) into ``into``, checked, with SHA256SUMS."""
+    cache = cache or jars.cache_dir(jars.SPARK)
+    wanted = emr_jars()
+    for jar in wanted:
+        source = cache / jar.file
+        if not source.is_file():
+            raise JarRefused(f"{jar.file} is not in {cache}: run `{jars.FETCH_COMMAND}` first")
+        if sha256(source) != jar.sha256:
+            raise JarRefused(f"{source}: its SHA-256 is not the one in {jars.LOCK.name}; run `{jars.FETCH_COMMAND}`")
     into.mkdir(parents=True, exist_ok=True)
-    target = into / jar.file
-    partial = target.with_suffix(".part")
-    partial.write_bytes(data)
-    partial.replace(target)
-    return target
-
-
-def jars(into: Path = JARS, **bases: str) -> list[str]:
-    """Fetch the required jars missing from ``into``; what could not be fetched, with why."""
-    problems = []
-    for jar in REQUIRED_JARS:
-        if (into / jar.file).exists():
-            continue
-        try:
-            fetch_jar(jar, into, **bases)
-            print(f"fetched jars/{jar.file}")
-        except (urllib.error.URLError, OSError, JarRefused) as error:
-            problems.append(f"{jar.file} ({getattr(error, 'reason', error)})")
-    return problems
+    for stray in into.glob("*.jar"):
+        if stray.name not in {jar.file for jar in wanted}:
+            stray.unlink()
+    copied = [Path(shutil.copy2(cache / jar.file, into / jar.file)) for jar in wanted]
+    (into / SUMS).write_text("".join(f"{jar.sha256}  {jar.file}\n" for jar in wanted))
+    return copied
 
 
 def run(args: list[str]) -> None:
@@ -183,7 +130,7 @@ def missing() -> list[str]:
     return (
         [str(p.relative_to(ROOT)) for p in (LAMBDA_ZIP, DIST / BOOTSTRAP.name) if not p.exists()]
         + ([] if wheels else ["dist/spark_sql_runner-*.whl"])
-        + [f"dist/jars/{jar.file}" for jar in REQUIRED_JARS if not (JARS / jar.file).exists()]
+        + [f"dist/jars/{name}" for name in [SUMS, *(jar.file for jar in emr_jars())] if not (JARS / name).exists()]
     )
 
 
@@ -206,7 +153,7 @@ def push(team_name: str) -> None:
         (LAMBDA_ZIP, LAMBDA_ZIP_KEY),
         (DIST / BOOTSTRAP.name, BOOTSTRAP_KEY),
     ]
-    uploads += [(jar, f"jars/{jar.name}") for jar in sorted(JARS.glob("*.jar"))]
+    uploads += [(jar, f"jars/{jar.name}") for jar in sorted(JARS.glob("*.jar"))] + [(JARS / SUMS, f"jars/{SUMS}")]
     try:
         s3 = boto3.client("s3", region_name=team.region)
         for path, key in uploads:
@@ -232,13 +179,13 @@ def main(argv: list[str] | None = None) -> int:
     for path in built:
         print(f"built {path.relative_to(ROOT)} ({path.stat().st_size // 1024} KiB)")
     if args.what == "all":
-        unfetched = jars()
-        if unfetched:
-            print(
-                f"could not fetch {', '.join(unfetched)}: put them in dist/jars/ by hand before "
-                "`make push-artifacts` (EMR's jobs need them to reach MSK)"
-            )
+        try:
+            fetch(jars.SPARK)
+            copied = copy_jars()
+        except (FetchFailed, JarRefused) as error:
+            print(f"dist/jars/ not built: {error} (EMR's jobs need these jars to reach MSK)")
             return 1
+        print(f"copied {len(copied)} jars into dist/jars/ with {SUMS}")
     return 0
 
 

@@ -1,8 +1,8 @@
 """Kafka tables mapped onto Spark's Kafka connector (pure option mapping, no Spark).
 
 ``properties.*`` become ``kafka.*``; the startup mode becomes ``startingOffsets`` /
-``startingTimestamp``. The connector jar is not part of pyspark: it is supplied by
-``spark.jars.packages`` (EMR, or any machine that reaches Maven Central) or ``spark.jars``.
+``startingTimestamp``. The connector is not part of pyspark: it is in the declared jar set
+(``runner/core/jars.py``), on every local application's classpath and in EMR's ``spark.jars``.
 """
 
 from __future__ import annotations
@@ -13,20 +13,11 @@ from runner.core.errors import UserError
 from runner.core.starts import kafka_topics
 from runner.core.tables import TableDef
 
-CONNECTOR_CLASS = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
 # Client settings the platform gives every Kafka table (the team's EMR cluster: MSK's SASL/IAM
 # settings), as Spark properties ``spark.sqlrunner.kafka.properties.<client setting>``; a
 # table's own option wins.
 PLATFORM_DEFAULTS_PREFIX = "spark.sqlrunner.kafka."
 EARLIEST = -2  # Spark's startingOffsets value for a partition's first offset
-SPARK_KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.5"
-# The jars spark.jars.packages would fetch, for machines that cannot reach Maven Central.
-CONNECTOR_JARS = (
-    "spark-sql-kafka-0-10_2.13-4.0.5.jar",
-    "spark-token-provider-kafka-0-10_2.13-4.0.5.jar",
-    "kafka-clients-3.9.0.jar",
-    "commons-pool2-2.12.0.jar",
-)
 
 
 def with_platform_defaults(options: dict[str, str], defaults: dict[str, str]) -> dict[str, str]:

@@ -436,7 +436,7 @@ def test_jobs_reach_msk_out_of_the_box_and_read_only_the_teams_parameters_and_se
     variables = one(stack, "aws_lambda_function", "deploy")["environment"]["variables"]
     assert variables["PARAMETERS_PREFIX"] == f"/{prefix}/"
     script = (ROOT / "infra" / "bootstrap" / "install-runner.sh").read_text()
-    assert "aws-msk-iam-auth-*-all.jar" in script and "exit 1" in script
+    assert "SHA256SUMS" in script and "exit 1" in script
 
 
 def test_the_readme_kafka_table_resolves_on_the_cluster_from_the_teams_parameter(monkeypatch):
@@ -468,42 +468,25 @@ def test_the_readme_kafka_table_resolves_on_the_cluster_from_the_teams_parameter
     assert reader["kafka.sasl.client.callback.handler.class"].endswith("IAMClientCallbackHandler")
 
 
-def test_make_package_fetches_the_jars_checked_and_refuses_a_bad_one(tmp_path):
-    """Against a local HTTP server standing in for Maven Central and GitHub."""
-    import hashlib
-    import http.server
-    import threading
-    from functools import partial
+def test_make_package_copies_emrs_jars_checked_and_the_bootstrap_refuses_a_changed_one(tmp_path):
+    """``dist/jars/`` from the fetched jar set, verified the way the EMR bootstrap verifies it."""
+    from infra.package import BOOTSTRAP, SUMS, JarRefused, copy_jars
+    from runner.core import jars
 
-    from infra.package import MSK_IAM_CLASS, REQUIRED_JARS, JarRefused, fetch_jar, jars
+    into = tmp_path / "dist-jars"
+    names = {path.name for path in copy_jars(into)}
+    assert {"spark-sql-kafka-0-10_2.13-4.0.4.jar", "kafka-clients-3.9.1.jar", "aws-msk-iam-auth-2.3.5.jar"} <= names
+    assert "spark-avro_2.13-4.0.2.jar" in names and "sts-2.25.53.jar" in names, "IAM auth needs the SDK's STS"
+    assert "hadoop-aws-3.4.1.jar" not in names, "EMR reads s3:// through EMRFS: S3A's jars stay home"
+    check = ["sha256sum", "--check", "--quiet", "--strict", SUMS]
+    assert " ".join(check) in BOOTSTRAP.read_text(), "the bootstrap runs this very check"
+    assert subprocess.run(check, cwd=into, check=False).returncode == 0
+    (into / "kafka-clients-3.9.1.jar").write_bytes(b"changed on the way")
+    assert subprocess.run(check, cwd=into, capture_output=True, check=False).returncode != 0
 
-    served = tmp_path / "served"
-    for jar in REQUIRED_JARS:
-        path = served / jar.path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with zipfile.ZipFile(path, "w") as archive:
-            archive.writestr(MSK_IAM_CLASS if jar.checked_by == "class" else "META-INF/MANIFEST.MF", "x")
-        if jar.checked_by == "sha1":
-            (served / (jar.path + ".sha1")).write_text(hashlib.sha1(path.read_bytes()).hexdigest() + "\n")
-    server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
-    )
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{server.server_address[1]}"
-    try:
-        into = tmp_path / "dist-jars"
-        assert jars(into, maven=base, github=base) == []
-        assert sorted(p.name for p in into.iterdir()) == sorted(j.file for j in REQUIRED_JARS)
-        connector, msk = REQUIRED_JARS[0], REQUIRED_JARS[-1]
-        (served / (connector.path + ".sha1")).write_text("0" * 40)
-        with pytest.raises(JarRefused, match="SHA-1"):
-            fetch_jar(connector, tmp_path / "other", maven=base)
-        with zipfile.ZipFile(served / msk.path, "w") as archive:
-            archive.writestr("README", "not the library")
-        with pytest.raises(JarRefused, match="IAMClientCallbackHandler"):
-            fetch_jar(msk, tmp_path / "other", github=base)
-        assert not (tmp_path / "other").exists(), "nothing kept of a refused jar"
-        unreachable = jars(tmp_path / "none", maven="http://127.0.0.1:9", github="http://127.0.0.1:9")
-        assert len(unreachable) == len(REQUIRED_JARS)
-    finally:
-        server.shutdown()
+    cache = tmp_path / "cache"
+    shutil.copytree(jars.cache_dir(jars.SPARK), cache)
+    (cache / "aws-msk-iam-auth-2.3.5.jar").write_bytes(b"not the library")
+    with pytest.raises(JarRefused, match="SHA-256"):
+        copy_jars(tmp_path / "refused", cache)
+    assert not (tmp_path / "refused").exists(), "nothing copied from a cache holding a changed jar"

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# EMR bootstrap action: install sql-runner, the Kafka connector jars and the MSK IAM auth library
-# on every node.
+# EMR bootstrap action: install sql-runner and its jar set (Spark's Kafka connector, spark-avro, the
+# MSK IAM auth library and what they need) on every node.
 #   install-runner.sh s3://<artifacts>/runner/ s3://<artifacts>/jars/
 # The runner wheel is the newest sql_runner-*.whl under the first prefix; every jar under the
-# second goes to /usr/lib/sql-runner/jars/ (spark.jars points there). The team's MSK accepts
-# IAM authentication only: without the connector and aws-msk-iam-auth no job could reach it,
-# so a node without them fails its bootstrap instead of running jobs that cannot connect.
+# second goes to /usr/lib/sql-runner/jars/ (spark.jars points there), checked against the
+# SHA256SUMS that `make package` wrote beside them. The team's MSK accepts IAM authentication
+# only: without these jars no job could reach it, so a node that lacks one (or holds a changed
+# one) fails its bootstrap instead of running jobs that cannot connect.
 set -euo pipefail
 runner_prefix="${1:?usage: install-runner.sh s3://bucket/runner/ s3://bucket/jars/}"
 jars_prefix="${2:?usage: install-runner.sh s3://bucket/runner/ s3://bucket/jars/}"
@@ -26,11 +27,8 @@ fi
 /usr/local/bin/sql-runner --help >/dev/null
 
 sudo mkdir -p /usr/lib/sql-runner/jars
-sudo aws s3 cp --recursive --exclude '*' --include '*.jar' "$jars_prefix" /usr/lib/sql-runner/jars/
-missing=""
-for required in 'spark-sql-kafka-0-10_2.13-*.jar' 'spark-token-provider-kafka-0-10_2.13-*.jar' \
-                'kafka-clients-*.jar' 'commons-pool2-*.jar' 'aws-msk-iam-auth-*-all.jar'; do
-  compgen -G "/usr/lib/sql-runner/jars/$required" >/dev/null || missing="$missing $required"
-done
-[ -z "$missing" ] || { echo "missing under $jars_prefix:$missing (make package fetches them)" >&2; exit 1; }
+sudo aws s3 cp --recursive --exclude '*' --include '*.jar' --include 'SHA256SUMS' "$jars_prefix" /usr/lib/sql-runner/jars/
+[ -f /usr/lib/sql-runner/jars/SHA256SUMS ] || { echo "no SHA256SUMS under $jars_prefix (make package writes it)" >&2; exit 1; }
+(cd /usr/lib/sql-runner/jars && sha256sum --check --quiet --strict SHA256SUMS) \
+  || { echo "jars under $jars_prefix are missing or changed (make package, then make push-artifacts)" >&2; exit 1; }
 echo "sql-runner installed from $(basename "$wheel"); jars: $(ls /usr/lib/sql-runner/jars | wc -l)"

@@ -9,6 +9,7 @@ from pyspark.sql import SparkSession
 
 from jobs import localfs
 from jobs.logs import java_options, quiet_python_logs
+from runner.core import platform
 
 # This JVM analyses queries and previews a few rows, then exits: compiling with C1 only and the
 # serial collector start it 1-1.5 s sooner (3.6-3.9 s against 4.7-5.5 s on a 2-core machine) and
@@ -22,7 +23,8 @@ def local_session(app: str = "sql-runner") -> SparkSession:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder
-    for key, value in localfs.properties("").items():  # previews checkpoint to a local temporary folder
+    # previews checkpoint to a local temporary folder; the jar set and S3A as every application here has them
+    for key, value in {**platform.properties(os.environ), **localfs.properties("")}.items():
         builder = builder.config(key, value)
     session = (
         builder.master("local[2]")

@@ -33,6 +33,10 @@ _INVALID_INTERVAL = ErrorCode(
     "trigger-interval '{value}' is not an interval",
     "a number and a unit, e.g. '10 seconds', '500 milliseconds', '1 minute'",
 )
+_JARS_HINT = (
+    "run `{fetch}` (it fetches the declared jar set with mvn; every Spark application the runner starts on this "
+    "machine uses it); on a cluster of your own, put {jars} on spark.jars"
+)
 _INVALID_YAML = ErrorCode("", "not valid YAML: {reason}", "{hint}")
 
 
@@ -189,10 +193,27 @@ _ENTRIES = (
     ),
     ErrorCode(
         "KAFKA_CONNECTOR_MISSING",
-        "table {table} uses the kafka connector but Spark's Kafka connector is not on the classpath",
-        "add to sparkProperties (manifest or job-template.yaml) either spark.jars.packages: {package} (needs "
-        "Maven Central, as on EMR) or spark.jars: a comma-separated list of local paths to {jars}",
+        "table {table} uses the kafka connector, but {what} is not on the classpath{absent}",
+        _JARS_HINT,
     ),
+    ErrorCode(
+        "AVRO_CONNECTOR_MISSING",
+        "table {table} has Avro values ('format' = 'avro'), but {what} is not on the classpath{absent}",
+        _JARS_HINT,
+    ),
+    ErrorCode(
+        "KAFKA_CLIENT_CLASS_MISSING",
+        "table {table}: its Kafka client settings name {detail}, which is not on the classpath",
+        "for MSK's IAM authentication run `{fetch}` (the jar set holds {jars}); otherwise check the class names in "
+        "properties.sasl.jaas.config and properties.sasl.client.callback.handler.class",
+    ),
+    ErrorCode(
+        "KAFKA_PROTOCOL_MISMATCH",
+        "table {table}: broker {broker} does not speak {protocol}: {reason}",
+        "set properties.security.protocol to what that listener serves (MSK: port 9098 is SASL_SSL with IAM, 9094 "
+        "SSL, 9092 PLAINTEXT), or point properties.bootstrap.servers at the listener the settings are for",
+    ),
+    ErrorCode("S3_CONNECTOR_MISSING", "{where} is on s3://, but {what} is not on the classpath{absent}", _JARS_HINT),
     # ---- what a job is handed ----------------------------------------------------------------------
     ErrorCode(
         "JOB_SPEC_WITHOUT_META",

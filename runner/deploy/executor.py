@@ -241,10 +241,11 @@ class Executor:
                 spec,
                 self.store.manifests.uri(self._store_spec(spec)),
                 master=target.master(),
+                env=self.settings.env,
                 app_name=identity.app_name,
                 options=target.submit_options(identity, manifest.restart_strategy),
                 spark_submit=self.settings.spark_submit,
-                local_python=target.kind != "yarn",
+                this_machine=target.kind != "yarn",
             )
             launch = Launch(identity, spec, args, submit.environment(self.settings.env))
         job = target.submit(launch)

@@ -11,6 +11,7 @@ from pathlib import Path
 import jobs
 from jobs import localfs
 from jobs.logs import java_options
+from runner.core import platform
 from runner.core.jobspec import JobSpec
 from runner.core.placeholders import split_properties
 
@@ -44,21 +45,23 @@ def command(
     spec_uri: str,
     *,
     master: str,
+    env: Mapping[str, str],
     app_name: str | None = None,
     options: list[str] | None = None,
     spark_submit: str | None = None,
-    local_python: bool = True,
+    this_machine: bool = True,
 ) -> list[str]:
     """The full argument list of a job: spark-submit, its options, the entry point and where its spec is."""
     return application_command(
         entry_point(),
         ["--spec-uri", spec_uri],
         master=master,
+        env=env,
         app_name=app_name or f"sql-runner:{spec.manifest.name}:v{spec.manifest.version}",
         properties=launch_properties(spec),
         options=options,
         spark_submit=spark_submit,
-        local_python=local_python,
+        this_machine=this_machine,
     )
 
 
@@ -67,13 +70,17 @@ def application_command(
     entry_args: list[str],
     *,
     master: str,
+    env: Mapping[str, str],
     app_name: str,
     properties: Mapping[str, str],
     options: list[str] | None = None,
     spark_submit: str | None = None,
-    local_python: bool = True,
+    this_machine: bool = True,
 ) -> list[str]:
-    """``spark-submit`` of a Python ``entry`` file: master, target options, name, properties, then the entry."""
+    """``spark-submit`` of a Python ``entry`` file: master, target options, name, properties, then the entry.
+
+    ``this_machine``: the driver and executors run here or beside it (local, standalone), not on EMR, so
+    they get this interpreter, the jar set and S3 through S3A (``runner/core/platform.py``)."""
     args = [
         spark_submit or str(spark_submit_path()),
         "--master",
@@ -84,9 +91,9 @@ def application_command(
         "--driver-java-options",
         java_options(),
     ]
-    for key, value in properties.items():
+    for key, value in (platform.merged(properties, env) if this_machine else properties).items():
         args += ["--conf", f"{key}={value}"]
-    if local_python:  # this interpreter, for a driver and executors on this machine
+    if this_machine:
         args += [
             "--conf",
             f"spark.pyspark.python={sys.executable}",

@@ -100,11 +100,12 @@ def start(
         APP,
         ["--config-json", config.to_json()],
         master=application.master(),
+        env=env,
         app_name=f"sql-runner:{team}:session",
         properties=merged,
         options=options,
         spark_submit=spark_submit,
-        local_python=application.kind != "yarn",
+        this_machine=application.kind != "yarn",
     )
     log(f"starting the session of team {team} on {application.kind} ({application.master()})")
     job = application.submit(Launch(identity, None, args, submit.environment(env)))
