@@ -10,9 +10,19 @@ CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 SOURCES := runner jobs infra demo tests bench
 
-.PHONY: run test bench lint venv clean synth deploy-infra destroy-infra package package-lambda push-artifacts
+.PHONY: run test bench lint venv jars kafka clean synth deploy-infra destroy-infra package package-lambda push-artifacts
 
 venv: $(STAMP)
+
+# The JVM jar sets (runner/core/jars.py: Kafka connector, spark-avro, hadoop-aws, MSK IAM auth; Kafka's own
+# broker for tests and the demo), fetched once with mvn and checked against their locked SHA-256. A set
+# already in the cache costs no mvn.
+jars: $(STAMP)
+	@$(BIN)/python -m infra.jars fetch
+
+# A Kafka broker on 127.0.0.1:9092 (KRaft, data in a temporary folder) until Ctrl-C, to try the Kafka tables.
+kafka: jars
+	@$(BIN)/python -m demo.kafka_broker $(if $(TOPICS),$(foreach t,$(TOPICS),--topic $(t)))
 
 $(STAMP): pyproject.toml
 	@echo "==> preparing $(VENV) (first time: downloads pyspark, about 450 MB)"
@@ -29,21 +39,21 @@ $(CHECKOV_STAMP):
 	@$(CHECKOV_VENV)/bin/python -m pip install --quiet --disable-pip-version-check checkov==3.3.30
 	@touch $(CHECKOV_STAMP)
 
-run: $(STAMP)
+run: jars
 	@$(BIN)/python -m demo
 
 # Two test processes share the two cores (a test mostly waits on its Spark jobs); the tests
 # marked `alone` time what they check, so they run afterwards, one at a time.
-test: $(STAMP) $(CHECKOV_STAMP)
+test: jars $(CHECKOV_STAMP)
 	@$(BIN)/ruff check $(SOURCES)
 	@$(BIN)/ruff format --check --quiet $(SOURCES)
 	@$(BIN)/python -m pytest -q -n 2 --dist worksteal -m "not alone"
 	@$(BIN)/python -m pytest -q -m alone
 
 # Benchmarks, side by side, each with its own rounds (never part of `make test`); bench/results/latest.json.
-bench: $(STAMP)
+bench: jars
 	@began=$$(date +%s); \
-	for bench in plan metadata overhead nexmark; do \
+	for bench in plan metadata overhead nexmark kafka; do \
 		start=$$(date +%s); \
 		$(BIN)/python bench/$$bench.py || exit 1; \
 		echo "bench/$$bench.py took $$(( $$(date +%s) - start )) s"; \
@@ -64,7 +74,7 @@ destroy-infra: $(STAMP)
 	@test -n "$(TEAM)" || { echo "usage: make destroy-infra TEAM=<name from infra/teams.yaml>"; exit 2; }
 	@$(BIN)/python -m infra.terraform destroy --team "$(TEAM)"
 
-package: $(STAMP)
+package: jars
 	@$(BIN)/python -m infra.package all
 
 package-lambda: $(STAMP)

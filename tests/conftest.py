@@ -22,6 +22,42 @@ METADATA_DDL = """,
   __query_create_timestamp TIMESTAMP(3)"""
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):  # the controlling process, before any worker starts
+        from tests.services import make_run_folder
+
+        make_run_folder()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):
+        from tests.services import stop_shared
+
+        stop_shared()
+
+
+@pytest.fixture(scope="session")
+def kafka():
+    """A client of the test run's Kafka broker (one per run, shared by the test processes; topics per test)."""
+    from tests.services import shared_broker
+
+    return shared_broker()
+
+
+@pytest.fixture
+def topic(kafka, request):
+    """A function making topics unique to the test: ``topic("in", partitions=3)``."""
+    import re
+    import uuid
+
+    prefix = re.sub(r"[^a-zA-Z0-9]+", "-", request.node.name)[:60]
+
+    def make(name: str, partitions: int = 1) -> str:
+        return kafka.create_topic(f"{prefix}-{name}-{uuid.uuid4().hex[:6]}", partitions)
+
+    return make
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _s3_conditional_writes_atomic():
     """moto's conditional writes made atomic, as S3's are (tests/motoserver.py), for every test."""
@@ -65,13 +101,22 @@ class ProjectDir:
 
 def kill_recorded_jobs(state: Path) -> None:
     """Kill every detached job a test started (their records are in the state store)."""
+    from runner.core.bucket import LocalBucket
+
+    kill_jobs_recorded_in(LocalBucket(state / "manifests"))
+
+
+def kill_jobs_recorded_in(manifests) -> None:
+    """Kill every detached job recorded in a manifests bucket (``jobs/<name>.json``), local or on S3."""
     import json
     import signal
 
-    for record in (state / "manifests" / "jobs").glob("*.json"):
-        pid = json.loads(record.read_text())["pid"]
+    for key in manifests.keys("jobs/"):
+        blob = manifests.read(key)
+        if blob is None:
+            continue
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGKILL)
+            os.killpg(json.loads(blob.text)["pid"], signal.SIGKILL)
 
 
 @pytest.fixture

@@ -1,0 +1,71 @@
+"""Servers shared by a whole test run: one Kafka broker, whichever of the test processes needs it first.
+
+``make test`` runs the tests in two processes (pytest-xdist). The controlling process makes a run folder
+(``SQL_RUNNER_TEST_RUN``) before the workers start; a worker that needs the broker takes a lock in it and
+starts the broker there, or finds the one another worker started. The controlling process stops it when
+the run ends (``stop_shared``), so a run that never uses Kafka never starts one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import signal
+import tempfile
+from pathlib import Path
+
+from demo.kafka_broker import KafkaBroker, KafkaClient
+
+RUN_ENV = "SQL_RUNNER_TEST_RUN"
+
+
+def make_run_folder() -> None:
+    os.environ[RUN_ENV] = tempfile.mkdtemp(prefix="sql-runner-test-run-")
+
+
+def _run_folder() -> Path:
+    folder = os.environ.get(RUN_ENV)
+    if not folder:  # a process pytest did not configure (e.g. a test module run as a script)
+        make_run_folder()
+        folder = os.environ[RUN_ENV]
+    return Path(folder)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def shared_broker() -> KafkaClient:
+    """A client of the run's broker, started now if no test process has started it yet."""
+    folder = _run_folder()
+    with open(folder / "kafka.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        record = folder / "kafka.json"
+        if record.exists():
+            known = json.loads(record.read_text())
+            if _alive(known["pid"]):
+                return KafkaClient(known["bootstrap"])
+        broker = KafkaBroker(folder / "kafka").start(log=lambda message: print(message, flush=True))
+        assert broker.process is not None
+        record.write_text(json.dumps({"pid": broker.process.pid, "bootstrap": broker.bootstrap}))
+        return broker.client()
+
+
+def stop_shared() -> None:
+    """Stop what the run started and remove its folder (the controlling process, at the end)."""
+    folder = os.environ.pop(RUN_ENV, None)
+    if not folder:
+        return
+    record = Path(folder) / "kafka.json"
+    if record.exists():
+        pid = json.loads(record.read_text())["pid"]
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+    shutil.rmtree(folder, ignore_errors=True)
