@@ -2,15 +2,18 @@
 
 filesystem: Spark's file sink (append; exactly once through its _spark_metadata log), with
             batch ids that carry on the table's log (see jobs/filesink.py).
-kafka:      JSON value of all columns; the PRIMARY KEY columns, as JSON, are the message
-            key, and a keyed sink is written in update mode (upsert semantics); at least
-            once, like Spark's Kafka sink.
+kafka:      the value holds every column (JSON, or Avro: 'format' = 'avro'); the PRIMARY
+            KEY columns, as JSON, are the message key, and a keyed sink is written in
+            update mode (upsert semantics); at least once, like Spark's Kafka sink: a
+            batch replayed after a crash is written again (a keyed topic converges to the
+            same latest value per key).
 print:      rows logged to stdout, prefixed with the print-identifier.
 blackhole:  every row computed, then discarded (what Spark's noop sink does).
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -19,9 +22,10 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter
 
-from jobs import kafka
+from jobs import kafka, kafka_check
 from jobs.filesink import file_sink_writer
-from jobs.sources import require_connector, table_options
+from jobs.sources import require_connector, require_s3, table_options
+from runner.core.avro import value_schema
 from runner.core.errors import UserError
 from runner.core.tables import TableDef
 
@@ -75,6 +79,7 @@ def output_sink(frame: DataFrame, target: TableDef, env: Mapping[str, str], *, c
     connector = target.connector
     mode = output_mode(target)
     if connector == "filesystem":
+        require_s3(spark, options["path"], f"table {target.name}")
         format_options = (
             {"sep": options["csv.field-delimiter"]}
             if (options["format"] == "csv" and "csv.field-delimiter" in options)
@@ -91,6 +96,7 @@ def output_sink(frame: DataFrame, target: TableDef, env: Mapping[str, str], *, c
         return OutputSink(frame, writer, mode, writer.committed, runs_plan=True)
     if connector == "kafka":
         require_connector(spark, target)
+        kafka_check.check(spark, target, options)
         producer = kafka.sink_options(target, options)
         return OutputSink(
             kafka_records(frame, target),
@@ -109,10 +115,17 @@ def _discard(batch: DataFrame, _batch_id: int) -> None:
 
 
 def kafka_records(frame: DataFrame, target: TableDef) -> DataFrame:
-    """``key`` (JSON of the primary key, or NULL) and ``value`` (JSON of the whole row)."""
+    """``key`` (JSON of the primary key, or NULL) and ``value``: the whole row as JSON, or as Avro with the
+    schema derived from the target's columns (``runner/core/avro.py``)."""
     columns = [F.col(f"`{name}`") for name in frame.columns]
     key = F.to_json(F.struct(*[F.col(f"`{k}`") for k in target.primary_key])) if target.primary_key else F.lit(None)
-    return frame.select(key.cast("string").alias("key"), F.to_json(F.struct(*columns)).alias("value"))
+    if target.value_format == "avro":
+        from pyspark.sql.avro.functions import to_avro
+
+        value = to_avro(F.struct(*columns), json.dumps(value_schema(target)))
+    else:
+        value = F.to_json(F.struct(*columns))
+    return frame.select(key.cast("string").alias("key"), value.alias("value"))
 
 
 def _printer(identifier: str, max_rows: int):  # foreachBatch callback

@@ -34,9 +34,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from jobs import kafka, kafka_admin, sqltext
+from jobs import kafka, kafka_admin, kafka_check, sqltext
 from jobs.datagen import datagen_frame
 from jobs.schema import spark_schema, type_sql
+from runner.core import jars, platform
+from runner.core.avro import value_schema
 from runner.core.errors import UserError
 from runner.core.placeholders import resolve, resolved_options
 from runner.core.starts import FILE_URI_PREFIX, FILE_URI_SPELLING, KafkaOffsets, SkipFiles, Start, kafka_topics
@@ -48,22 +50,55 @@ ERROR = "__sql_runner_error"
 
 
 def require_connector(spark: SparkSession, table: TableDef) -> None:
-    """Fail clearly when a Kafka table is used and Spark's Kafka connector is not on the classpath."""
-    if table.connector != "kafka":
-        return
+    """Fail clearly when a table needs jars that are not on the classpath: Spark's Kafka connector for a
+    Kafka table, spark-avro for Avro values."""
+    if table.connector == "kafka":
+        require_feature(spark, "kafka", "KAFKA_CONNECTOR_MISSING", file=table.file, line=table.line, table=table.name)
+    if table.value_format == "avro":
+        require_feature(spark, "avro", "AVRO_CONNECTOR_MISSING", file=table.file, line=table.line, table=table.name)
+
+
+def has_class(spark: SparkSession, name: str) -> bool:
     jvm = spark.sparkContext._jvm
     loader = jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader()
     try:
-        jvm.java.lang.Class.forName(kafka.CONNECTOR_CLASS, False, loader)
+        jvm.java.lang.Class.forName(name, False, loader)
     except Exception:  # noqa: BLE001 - py4j wraps ClassNotFoundException
-        raise UserError.of(
-            "KAFKA_CONNECTOR_MISSING",
-            file=table.file,
-            line=table.line,
-            table=table.name,
-            package=kafka.SPARK_KAFKA_PACKAGE,
-            jars=", ".join(kafka.CONNECTOR_JARS),
-        ) from None
+        return False
+    return True
+
+
+def require_feature(
+    spark: SparkSession, feature: str, code: str, *, file: str | None = None, line: int | None = None, **params: str
+) -> None:
+    """Raise ``code`` when the jars of ``feature`` (``runner/core/jars.py``) are not on the classpath, naming
+    the jars the local cache lacks."""
+    wanted = jars.FEATURES[feature]
+    if has_class(spark, wanted.marker_class):
+        return
+    absent = jars.missing(jars.SPARK, feature) if jars.cache_dir(jars.SPARK).is_dir() else []
+    raise UserError.of(
+        code,
+        file=file,
+        line=line,
+        what=wanted.what,
+        absent=f" (the jar cache {jars.cache_dir(jars.SPARK)} lacks {', '.join(absent)})" if absent else "",
+        fetch=jars.FETCH_COMMAND,
+        jars=jars.summary(feature),
+        **params,
+    ) from None
+
+
+def require_s3(spark: SparkSession, uri: str, where: str) -> None:
+    """Fail clearly when ``uri`` is on S3 through S3A (everywhere but EMR, ``runner/core/platform.py``) and
+    hadoop-aws is not on the classpath. ``where``: what is there, for the message."""
+    scheme = uri.split("://", 1)[0] if "://" in uri else ""
+    if scheme not in ("s3", "s3a", "s3n"):
+        return
+    configured = spark.sparkContext._jsc.hadoopConfiguration().get(f"fs.{scheme}.impl")
+    if scheme != "s3a" and configured != platform.S3A_FILE_SYSTEM:
+        return  # EMRFS, or whatever the cluster maps s3:// to
+    require_feature(spark, "s3", "S3_CONNECTOR_MISSING", where=where)
 
 
 SOURCE_CONNECTORS = ("filesystem", "datagen", "kafka")
@@ -123,6 +158,7 @@ class Checks:
     readable: str
     reason: Callable[[Sequence[str]], str]
     helpers: tuple[str, ...] = ()
+    origin: tuple[str, ...] = ()  # where a record came from (a Kafka record's topic, partition, offset)
 
 
 @dataclass(frozen=True)
@@ -165,6 +201,7 @@ def open_source(spark: SparkSession, table: TableDef, env: Mapping[str, str], st
         return _filesystem(spark, table, options, schema, start)
     if connector == "datagen":
         return Source(table, datagen_frame(spark, table, options), NO_ERRORS)
+    kafka_check.check(spark, table, options)
     reader_options = kafka.source_options(table, options)
     if isinstance(start, KafkaOffsets):
         current = kafka_admin.current_partitions(
@@ -201,6 +238,7 @@ def _filesystem(
 ) -> Source:
     path = options["path"]
     fmt = options["format"]
+    require_s3(spark, path, f"table {table.name}")
     if "://" not in path or path.startswith("file://"):
         # The file source refuses a missing folder; a job waiting for its first file is normal.
         Path(path.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
@@ -234,18 +272,36 @@ def _filesystem(
 CORRUPT = "__sql_runner_corrupt"
 
 
+# A Kafka record's place, kept beside a malformed record in the dead letters (as topic, partition, offset).
+KAFKA_ORIGIN = {"topic": "__sql_runner_topic", "partition": "__sql_runner_partition", "offset": "__sql_runner_offset"}
+TOMBSTONE = "message has no value (tombstone)"
+
+
+def _origin(frame: DataFrame) -> list:
+    """The record's place, under the names the checks carry it by (a frame of bare values has none)."""
+    return [F.col(column).alias(alias) for column, alias in KAFKA_ORIGIN.items() if column in frame.columns]
+
+
+def _origin_names(frame: DataFrame) -> list[str]:
+    return [alias for column, alias in KAFKA_ORIGIN.items() if column in frame.columns]
+
+
 def kafka_checks(table: TableDef) -> Checks:
-    """Kafka records (binary ``value``) decoded as JSON against the declared schema."""
+    """Kafka records (binary ``value``) decoded against the declared schema: JSON, or Avro with the schema
+    derived from the declared columns (``runner/core/avro.py``)."""
+    if table.value_format == "avro":
+        return _avro_checks(table)
     schema = spark_schema(table)
     parse_schema = T.StructType([*schema.fields, T.StructField(RAW, T.StringType())])
 
     def decode(frame: DataFrame) -> DataFrame:
         text = F.col("value").cast("string")
         record = F.from_json(text, parse_schema, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": RAW})
-        return frame.select(record.alias("record"), text.alias(RAW)).select(
+        return frame.select(record.alias("record"), text.alias(RAW), *_origin(frame)).select(
             *[F.col("record").getField(f.name).alias(f.name) for f in schema.fields],
             F.col("record").getField(RAW).alias(CORRUPT),
             F.col(RAW),
+            *_origin_names(frame),
         )
 
     raw, corrupt = sqltext.identifier(RAW), sqltext.identifier(CORRUPT)
@@ -253,9 +309,47 @@ def kafka_checks(table: TableDef) -> Checks:
         decode,
         f"{raw} IS NOT NULL AND {corrupt} IS NULL",
         lambda present: (
-            f"CASE WHEN {raw} IS NULL THEN 'message has no value (tombstone)' ELSE {_json_reason(table, present)} END"
+            f"CASE WHEN {raw} IS NULL THEN {sqltext.string(TOMBSTONE)} ELSE {_json_reason(table, present)} END"
         ),
         helpers=(CORRUPT,),
+        origin=tuple(KAFKA_ORIGIN.values()),
+    )
+
+
+def _avro_checks(table: TableDef) -> Checks:
+    """Avro values: a record that does not decode is malformed; its raw value is kept as base64.
+
+    Spark's ``from_avro`` in PERMISSIVE mode gives a record it cannot decode as a row of nulls. A record
+    whose fields are all null is only valid where every field is nullable, and then it is encoded as one
+    zero byte per field (each union's "null" branch), so a row of nulls from any other value is malformed.
+    """
+    from pyspark.sql.avro.functions import from_avro
+
+    schema = spark_schema(table)
+    avro_schema = json.dumps(value_schema(table))
+    all_null = functools.reduce(lambda a, b: a & b, [F.col("record").getField(f.name).isNull() for f in schema.fields])
+    if all(f.nullable for f in schema.fields):
+        all_null = all_null & (F.col("value") != F.lit(bytearray(len(schema.fields))))
+
+    def decode(frame: DataFrame) -> DataFrame:
+        record = from_avro(F.col("value"), avro_schema, {"mode": "PERMISSIVE"})
+        return frame.select(
+            record.alias("record"), F.col("value"), F.base64("value").alias(RAW), *_origin(frame)
+        ).select(
+            *[F.col("record").getField(f.name).cast(f.dataType).alias(f.name) for f in schema.fields],
+            F.when(all_null, F.lit(True)).alias(CORRUPT),
+            F.col(RAW),
+            *_origin_names(frame),
+        )
+
+    raw, corrupt = sqltext.identifier(RAW), sqltext.identifier(CORRUPT)
+    malformed = "malformed Avro: the value does not decode with the schema derived from the declared columns"
+    return Checks(
+        decode,
+        f"{raw} IS NOT NULL AND {corrupt} IS NULL",
+        lambda _: f"CASE WHEN {raw} IS NULL THEN {sqltext.string(TOMBSTONE)} ELSE {sqltext.string(malformed)} END",
+        helpers=(CORRUPT,),
+        origin=tuple(KAFKA_ORIGIN.values()),
     )
 
 
@@ -316,7 +410,7 @@ def _good(checks: Checks, table: TableDef, rows: DataFrame) -> DataFrame:
     condition = " AND ".join(
         [f"({checks.readable})", *(f"{sqltext.identifier(name)} IS NOT NULL" for name in _required(table))]
     )
-    return checks.columns(rows).where(condition).drop(RAW, *checks.helpers)
+    return checks.columns(rows).where(condition).drop(RAW, *checks.helpers, *checks.origin)
 
 
 def valid_rows(frame: DataFrame, table: TableDef) -> DataFrame:
@@ -337,13 +431,16 @@ def finish(frame: DataFrame, table: TableDef) -> DataFrame:
 
 
 def invalid_rows(frame: DataFrame, table: TableDef) -> DataFrame:
-    """Rejected records with the raw text, the reason and when they were seen."""
+    """Rejected records with the raw text (base64 for Avro values), the reason, when they were seen and, for a
+    Kafka record, its topic, partition and offset."""
     raw, error = sqltext.identifier(RAW), sqltext.identifier(ERROR)
+    origin = [f"{sqltext.identifier(ours)} AS `{name}`" for name, ours in KAFKA_ORIGIN.items() if ours in frame.columns]
     return frame.where(f"{error} IS NOT NULL").selectExpr(
         f"{sqltext.string(table.name)} AS source_table",
         f"{raw} AS raw",
         f"{error} AS reason",
         "current_timestamp() AS error_time",
+        *origin,
     )
 
 

@@ -1,5 +1,6 @@
-"""Kafka tables onto Spark's Kafka connector: the exact options produced, JSON decoding,
-message keys, and the error when the connector jar is missing. No broker runs here."""
+"""Kafka tables onto Spark's Kafka connector: the exact options produced, JSON and Avro decoding,
+message keys, and the check of a client's protocol against a listener. No broker runs here (the
+tests against a real one are in test_kafka_e2e.py and test_kafka_jobs.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pyspark.sql import functions as F
 
 from jobs import kafka
 from jobs.sinks import kafka_records
-from jobs.sources import RAW, Source, decode_json_values, kafka_checks, read_table
+from jobs.sources import RAW, Source, decode_json_values, kafka_checks
 from runner.authoring.ddl import parse_ddl
 from runner.core.errors import UserError
 from runner.core.placeholders import resolved_options
@@ -128,10 +129,67 @@ def test_sink_records_are_keyed_by_the_primary_key(spark):
     assert (rows[0]["key"], rows[0]["value"]) == ('{"id":"x"}', '{"id":"x","n":1}')
 
 
-def test_missing_connector_jar_is_a_clear_error(spark):
-    t = table()
-    with pytest.raises(UserError) as caught:
-        read_table(spark, t, {"BOOTSTRAP": "127.0.0.1:9"})
-    problem = caught.value.problems[0]
-    assert problem.code == "KAFKA_CONNECTOR_MISSING"
-    assert "spark.jars.packages" in (problem.hint or "") and kafka.SPARK_KAFKA_PACKAGE in (problem.hint or "")
+def test_avro_values_decode_against_the_derived_schema_and_a_row_of_nulls_is_malformed_only_when_it_is(spark):
+    """Spark's from_avro gives an undecodable value as a row of nulls; where every field is nullable, a record
+    of nulls is valid (one zero byte per field) and only other values are malformed."""
+    import io
+
+    import fastavro
+
+    from runner.core.avro import value_schema
+
+    (t,) = parse_ddl(
+        "CREATE TABLE k (a STRING, b INT) WITH ('connector' = 'kafka', 'topic' = 't', 'format' = 'avro', "
+        "'properties.bootstrap.servers' = 'b:9092')"
+    )
+    schema = fastavro.parse_schema(value_schema(t))
+
+    def encode(row: dict) -> bytes:
+        buffer = io.BytesIO()
+        fastavro.schemaless_writer(buffer, schema, row)
+        return buffer.getvalue()
+
+    values = [encode({"a": "x", "b": 1}), encode({"a": None, "b": None}), b"\x02\xff\xff\xff\xff\xff", None]
+    assert values[1] == b"\x00\x00", "a record of nulls is one zero byte (the null branch) per field"
+    frame = spark.createDataFrame([(v,) for v in values], "value BINARY")
+    decoded = [(r["a"], r["b"], r["__sql_runner_error"]) for r in decode_json_values(frame, t).collect()]
+    malformed = "malformed Avro: the value does not decode with the schema derived from the declared columns"
+    assert decoded == [
+        ("x", 1, None),
+        (None, None, None),
+        (None, None, malformed),
+        (None, None, "message has no value (tombstone)"),
+    ]
+
+
+def test_bootstrap_servers_and_the_protocol_probe_tell_a_tls_listener_from_a_plaintext_one():
+    import socket
+    import threading
+
+    from jobs.kafka_check import REACHED, UNREACHABLE, brokers, probe
+
+    assert brokers({"properties.bootstrap.servers": "b-1:9098, [::1]:9092,bad"}) == [("b-1", 9098), ("::1", 9092)]
+
+    def serve(answer: bytes) -> int:
+        """A listener that answers every connection's first bytes with ``answer``, then closes it."""
+        server = socket.create_server(("127.0.0.1", 0))
+
+        def run() -> None:
+            while True:
+                connection, _ = server.accept()
+                with connection:
+                    connection.recv(1024)
+                    connection.sendall(answer)
+
+        threading.Thread(target=run, daemon=True).start()
+        return server.getsockname()[1]
+
+    tls_alert = serve(b"\x15\x03\x03\x00\x02\x02\x46")  # what a TLS listener says to a plaintext request
+    kafka_like = serve(b"\x00\x00\x00\x10\x00\x00\x00\x07" + b"\x00" * 16)  # size, correlation id 7, ...
+    assert probe("127.0.0.1", tls_alert, "PLAINTEXT") == "it answered with a TLS alert: it is a TLS listener"
+    assert probe("127.0.0.1", kafka_like, "PLAINTEXT") == REACHED
+    assert probe("127.0.0.1", kafka_like, "SASL_SSL").startswith("it did not complete a TLS handshake")
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        closed = unused.getsockname()[1]
+    assert probe("127.0.0.1", closed, "SASL_SSL") == UNREACHABLE, "an unreachable broker is not a settings problem"

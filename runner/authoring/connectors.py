@@ -32,6 +32,7 @@ class ConnectorSpec:
 
 
 FILE_FORMATS = ("json", "csv", "parquet")
+KAFKA_FORMATS = ("json", "avro")
 DATAGEN_FIELD_OPTIONS = ("kind", "min", "max", "length", "start", "end", "cardinality", "null-rate", "values")
 
 CONNECTORS: dict[str, ConnectorSpec] = {
@@ -91,8 +92,8 @@ CONNECTORS: dict[str, ConnectorSpec] = {
             ),
             allowed_prefixes=("properties.",),
             choices={
-                "format": ("json",),
-                "value.format": ("json",),
+                "format": KAFKA_FORMATS,
+                "value.format": KAFKA_FORMATS,
                 "scan.startup.mode": (
                     "earliest-offset",
                     "latest-offset",
@@ -167,7 +168,15 @@ def check_options(
 def _check_kafka(options: dict[str, str], problem: Callable[..., None]) -> None:
     if "format" not in options and "value.format" not in options:
         problem(
-            "DDL_MISSING_CONNECTOR_OPTION", reason="connector 'kafka' needs option 'format'", hint="'format' = 'json'"
+            "DDL_MISSING_CONNECTOR_OPTION",
+            reason="connector 'kafka' needs option 'format'",
+            hint=f"one of: {', '.join(KAFKA_FORMATS)}",
+        )
+    if "format" in options and "value.format" in options and options["format"] != options["value.format"]:
+        problem(
+            "DDL_INVALID_CONNECTOR_OPTION",
+            reason=f"'format' = {options['format']!r} and 'value.format' = {options['value.format']!r} disagree",
+            hint="set one of them",
         )
     if "topic" in options and "topic-pattern" in options:
         problem(

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from runner.authoring import connectors
 from runner.authoring.ddl_types import parse_type
+from runner.core import avro
 from runner.core import datatypes as T
 from runner.core.errors import Problem, ProblemCollector, UserError
 from runner.core.sqltokens import Kind, Token, TokenStream, split_statements, tokenize
@@ -273,4 +274,14 @@ def check_table(table: TableDef) -> list[Problem]:
             table.options, [c.name for c in table.columns], file=table.file, line=table.line, table=table.name
         )
     )
+    if table.options.get("connector") == "kafka" and table.value_format == "avro":
+        for column, why in avro.unsupported(table):
+            problems.append(
+                Problem.of(
+                    "DDL_INVALID_TYPE",
+                    reason=f"table {table.name}: column '{column}' cannot be an Avro field: {why}",
+                    hint="declare it with a type Avro holds (see 'format' = 'avro' in the README), or use 'json'",
+                    **where,
+                )
+            )
     return problems

@@ -20,6 +20,7 @@ STATUS_COLUMNS = (
     "batch ms",
     "watermark",
     "latest savepoint",
+    "output",
     "why",
 )
 

@@ -75,6 +75,13 @@ class TableDef:
         return self.options["connector"]
 
     @property
+    def value_format(self) -> str | None:
+        """How a Kafka table's record values are encoded (``value.format``, else ``format``); None otherwise."""
+        if self.connector != "kafka":
+            return None
+        return self.options.get("value.format") or self.options.get("format")
+
+    @property
     def physical_schema(self) -> T.Struct:
         """Columns stored in the source or sink (computed columns excluded)."""
         return T.Struct(tuple(T.Field(c.name, c.type, c.nullable) for c in self.columns if not c.computed and c.type))
@@ -87,6 +94,19 @@ class TableDef:
         return self.connector == "filesystem" and (
             self.options.get("format") in ("json", "csv") or any(not c.nullable for c in self.columns)
         )
+
+    @property
+    def delivery(self) -> str:
+        """What a reader of this table as a sink sees after a crash and restart: ``exactly-once`` (a file
+        table: a replayed batch replaces what it wrote), ``at-least-once`` (a Kafka topic: a replayed batch is
+        written again), ``at-least-once, keyed`` (a keyed topic: the latest value per key ends the same)."""
+        if self.connector == "filesystem":
+            return "exactly-once"
+        if self.connector == "kafka":
+            return "at-least-once, keyed" if self.primary_key else "at-least-once"
+        if self.connector == "print":
+            return "at-least-once"
+        return "-"
 
     def column(self, name: str) -> Column | None:
         return next((c for c in self.columns if c.name.lower() == name.lower()), None)

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from runner.core import layout
+from runner.core.catalog import Catalog
 from runner.state import records, savepoints
 from runner.state.store import Store
 from runner.targets.modes import Targets
@@ -36,6 +37,7 @@ def job_status(store: Store, targets: Targets, team: str, name: str) -> dict[str
         refused = published.get("state-refused")
         why = f"Spark refused the restored state: {refused}" if refused else published.get("error")
     latest = savepoints.savepoints(store, name, record.version)
+    target = Catalog(record.tables).lookup_name(record.manifest.target_table)
     rate = progress.get("input-rows-per-second")
     return {
         "name": name,
@@ -48,6 +50,7 @@ def job_status(store: Store, targets: Targets, team: str, name: str) -> dict[str
         "batch ms": progress.get("batch-duration-ms"),
         "watermark": progress.get("watermark"),
         "latest savepoint": latest[-1].key.rstrip("/").rsplit("/", 1)[-1] if latest else None,
+        "output": target.delivery if target is not None else None,
         "job": job.job_id if job else None,
         "detail": job.detail if job else None,
         "why": why,
