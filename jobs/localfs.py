@@ -29,6 +29,10 @@ from collections.abc import Iterable
 RAW_LOCAL_FILES = {
     "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
     "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
+    # S3A buffers an upload in a local file it places through Hadoop's checksummed LocalFileSystem, which the
+    # raw one is not (a ClassCastException on every write to s3://): it buffers in memory instead, in pooled
+    # off-heap blocks of fs.s3a.multipart.size.
+    "spark.hadoop.fs.s3a.fast.upload.buffer": "bytebuffer",
 }
 LISTING_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
 LIST_ON_DRIVER = str(2**31 - 1)

@@ -131,6 +131,8 @@ def start(
 ) -> list[StreamingQuery]:
     """Start the job's query; returns it (a list, as callers stop and wait on queries)."""
     manifest = spec.manifest
+    sources.require_s3(spark, spec.checkpoint, "the checkpoint")
+    sources.require_s3(spark, spec.dead_letter, "the dead-letter location")
     for key, value in {**_source_properties(built, env), **NO_READER_PUSHDOWN}.items():
         if key not in manifest.spark_properties:  # the manifest's own setting wins
             spark.conf.set(key, value)

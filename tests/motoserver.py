@@ -12,23 +12,46 @@ from unittest import mock
 from moto.server import ThreadedMotoServer
 
 
+class MotoServer:
+    """moto's server on a free port of 127.0.0.1. Its buckets live in this process, so the server can be
+    stopped for a while (an S3 outage, as its clients see it) and started again on the same port with them."""
+
+    def __init__(self, region: str = "us-east-1"):
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # it logs every request
+        self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        self.server.start()
+        host, self.port = self.server.get_host_and_port()
+        self.env = {
+            "AWS_ENDPOINT_URL": f"http://{host}:{self.port}",
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": region,
+        }
+        # moto's backends live in this process, across servers and in-process mocks: start from none
+        urllib.request.urlopen(urllib.request.Request(f"{self.env['AWS_ENDPOINT_URL']}/moto-api/reset", method="POST"))
+
+    def stop(self) -> None:
+        self.server.stop()
+
+    def start_again(self) -> None:
+        """Serve again on the same port, with the buckets as they were."""
+        self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
+        self.server.start()
+
+
 @contextmanager
 def moto_server(region: str = "us-east-1") -> Iterator[dict[str, str]]:
     """Start moto's server on a free port; yields the environment that points boto3 at it (fake credentials)."""
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # it logs every request
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    env = {
-        "AWS_ENDPOINT_URL": f"http://{host}:{port}",
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": region,
-    }
-    # moto's backends live in this process, across servers and in-process mocks: start from none
-    urllib.request.urlopen(urllib.request.Request(f"{env['AWS_ENDPOINT_URL']}/moto-api/reset", method="POST"))
+    with moto(region) as server:
+        yield server.env
+
+
+@contextmanager
+def moto(region: str = "us-east-1") -> Iterator[MotoServer]:
+    """moto's server for the duration of the block."""
+    server = MotoServer(region)
     try:
-        yield env
+        yield server
     finally:
         server.stop()
 
