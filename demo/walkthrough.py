@@ -11,7 +11,9 @@ manifests/), it walks through a deployment's life with detached jobs on local Sp
    continues after the files version 1 read;
 4. a whitespace-and-case-only edit: no action;
 5. deletes payee-bands' manifest: stopped with a savepoint, marked removed;
-6. session mode: starts the team's session, pushes three session manifests, changes
+6. Kafka: starts a local Kafka broker (Apache Kafka's own, KRaft), writes the events into a
+   topic and deploys a count per payee into a keyed topic, read back as a consumer sees it;
+7. session mode: starts the team's session, pushes three session manifests, changes
    one compatibly and one incompatibly, removes one, and shows how long each took to
    take effect (no deploy command: the session watches the manifests folder).
 
@@ -37,6 +39,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from demo.committed_rows import committed_json_rows
+from demo.kafka_broker import KafkaBroker, free_port
 from demo.transactions import MALFORMED_LINES, Transaction, transactions, write_batch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,6 +53,7 @@ WATERMARK_DELAY = timedelta(seconds=5)  # the DDL's WATERMARK FOR ts AS ts - INT
 WIDTH = max(shutil.get_terminal_size((150, 40)).columns, 130)
 console = Console(highlight=False, width=WIDTH)
 SQL_RUNNER = str(Path(sys.executable).parent / "sql-runner")
+BROKER: KafkaBroker | None = None  # step 6's, stopped with the jobs at the end
 
 HIGH_VALUE = PROJECT / "manifests" / "high-value-transactions.yaml"
 SPEND = PROJECT / "manifests" / "spend-per-account.yaml"
@@ -324,8 +328,91 @@ def run_demo() -> None:
     deploy("--all")
     show_status()
 
-    # 6. session mode ---------------------------------------------------------------------------
+    # 6. Kafka ----------------------------------------------------------------------------------
+    run_kafka_demo(first + second + third)
+
+    # 7. session mode ---------------------------------------------------------------------------
     run_session_demo(add_events)
+
+
+KAFKA_DDL = (
+    """
+CREATE TABLE `kafka`.`card-transactions` (
+  transaction_id STRING, account_id STRING NOT NULL, payee STRING, amount DOUBLE, ts TIMESTAMP(3)
+) WITH ('connector' = 'kafka', 'topic' = 'card-transactions', 'format' = 'json',
+        'properties.bootstrap.servers' = '${KAFKA_BOOTSTRAP_SERVERS}', 'scan.startup.mode' = 'earliest-offset');
+
+CREATE TABLE `kafka`.`spend-per-payee` (
+  payee STRING, tx_count BIGINT, total_amount DOUBLE"""
+    + METADATA
+    + """,
+  PRIMARY KEY (payee) NOT ENFORCED
+) WITH ('connector' = 'kafka', 'topic' = 'spend-per-payee', 'format' = 'json',
+        'properties.bootstrap.servers' = '${KAFKA_BOOTSTRAP_SERVERS}');
+"""
+)
+KAFKA_MANIFEST = """name: spend-per-payee
+description: "Spend per payee, kept up to date in a keyed topic"
+target-table: "`kafka`.`spend-per-payee`"
+sql: |
+  SELECT payee, COUNT(*) AS tx_count, ROUND(SUM(amount), 2) AS total_amount
+  FROM `kafka`.`card-transactions`
+  GROUP BY payee
+"""
+
+
+def run_kafka_demo(events: list[Transaction]) -> None:
+    """Kafka in and out, on a real broker started here (Apache Kafka's own, KRaft, on 127.0.0.1)."""
+    global BROKER
+    say("step 6: Kafka: the same events in a topic, a keyed count per payee into another topic")
+    BROKER = KafkaBroker(DEMO / "kafka", port=free_port())
+    BROKER.start(log=lambda message: console.print(f"   {message}", markup=False))
+    kafka = BROKER.client()
+    os.environ["KAFKA_BOOTSTRAP_SERVERS"] = BROKER.bootstrap
+    kafka.create_topic("card-transactions", 3)
+    kafka.create_topic("spend-per-payee", 2)
+    kafka.produce("card-transactions", [*(t.to_json() for t in events), *MALFORMED_LINES])
+    console.print(
+        f"   wrote {len(events)} transactions + {len(MALFORMED_LINES)} malformed records to topic card-transactions "
+        "(3 partitions)",
+        markup=False,
+    )
+    (PROJECT / "manifests" / "tables" / "kafka.sql").write_text(KAFKA_DDL, encoding="utf-8")
+    (PROJECT / "manifests" / "spend-per-payee.yaml").write_text(KAFKA_MANIFEST, encoding="utf-8")
+    deploy("manifests/spend-per-payee.yaml")
+    expected: dict[str, list] = {}
+    for t in events:
+        entry = expected.setdefault(t.payee, [0, 0.0])
+        entry[0] += 1
+        entry[1] += t.amount
+
+    def latest() -> dict[str, dict]:
+        return {r.key: json.loads(r.value) for r in kafka.records("spend-per-payee")}
+
+    def exact() -> bool:
+        got = {row["payee"]: (row["tx_count"], row["total_amount"]) for row in latest().values()}
+        return got == {payee: (n, round(total, 2)) for payee, (n, total) in expected.items()}
+
+    wait(exact, "the count per payee in topic spend-per-payee")
+    records = kafka.records("spend-per-payee")
+    console.print(
+        table_of(
+            f"topic spend-per-payee: the latest record per key ({len(records)} records written, update mode)",
+            [{"key": key.decode(), **row} for key, row in latest().items()],
+            ["key", "tx_count", "total_amount", "__query_version"],
+            limit=8,
+        )
+    )
+    dead = committed_json_rows(STATE / "checkpoints" / "dead-letter" / "spend-per-payee" / "kafka-card-transactions")
+    for row in sorted(dead, key=lambda r: (r["partition"], r["offset"])):
+        console.print(
+            f"   dead letter: partition {row['partition']} offset {row['offset']}: {row['reason']}", markup=False
+        )
+    console.print(
+        "   output: " + status_of("spend-per-payee")["output"] + " (a replayed batch writes the same latest value "
+        "per key); input exactly once, from the checkpoint's offsets",
+        markup=False,
+    )
 
 
 def published(name: str) -> dict:
@@ -359,7 +446,7 @@ def session_manifest(name: str, query: str) -> str:
 
 
 def run_session_demo(add_events: Callable[..., list[Transaction]]) -> None:
-    say("step 6: session mode: one Spark application hosts the queries and applies manifest edits itself")
+    say("step 7: session mode: one Spark application hosts the queries and applies manifest edits itself")
     (PROJECT / "manifests" / "tables" / "session.sql").write_text(SESSION_DDL, encoding="utf-8")
     console.print("   $ sql-runner session start", style="dim")
     console.print(f"   {cli('session', 'start').stdout.strip()}", markup=False)
@@ -408,7 +495,16 @@ def run_session_demo(add_events: Callable[..., list[Transaction]]) -> None:
 
 
 def stop_everything() -> None:
-    """Leave no job running: stop each one at a batch boundary, with a savepoint."""
+    """Leave no job running: stop each one at a batch boundary, with a savepoint; then the Kafka broker."""
+    try:
+        stop_jobs()
+    finally:
+        if BROKER is not None:
+            console.print("   stopping the Kafka broker", markup=False)
+            BROKER.stop()
+
+
+def stop_jobs() -> None:
     if not (STATE / "manifests" / "jobs").is_dir():
         return
     say("stopping the demo's jobs (each with a savepoint; `sql-runner deploy` would restore them)")
