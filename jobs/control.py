@@ -29,6 +29,7 @@ from typing import Any
 
 from pyspark.sql.streaming import StreamingQuery
 
+from jobs import boundary
 from jobs.query import first_line
 from runner.core import history, layout
 from runner.core.bucket import Bucket, bucket_from
@@ -231,23 +232,22 @@ class JobControl:
 
 
 def stop_between_batches(queries: list[StreamingQuery], timeout: float = 120.0) -> bool:
-    """Stop each query between micro-batches: when none is in flight, or as soon as one completes.
+    """Stop each query between micro-batches, so that no batch is left half written.
 
-    A query that is behind starts its next batch the moment one completes, so there may
-    never be a moment with none in flight; then it is stopped right after a batch
-    completed, abandoning the one just begun. That is safe: an uncommitted batch is
-    replayed, with the same id, by whoever restores the checkpoint. The queries are watched
-    together, so each stops at its own first boundary rather than after the previous one
-    stopped. True if every query stopped so within ``timeout`` (after it, a query is
-    stopped regardless).
+    Every query's boundary (``jobs/boundary.py``) closes first, all together: from then on no
+    batch begins writing. A query whose last batch to begin is committed is stopped at once; one
+    still writing it (or committing it) is stopped as soon as that batch completes. A batch that
+    meanwhile comes to the closed boundary ends its query unwritten (it runs on restore). True if
+    every query stopped so within ``timeout`` (after it, a query is stopped regardless: its batch
+    in flight, if any, is replayed by whoever restores the checkpoint).
     """
     deadline = time.monotonic() + timeout
-    waiting = [(query, _last_batch(query)) for query in queries]
+    waiting = [(query, boundary.of(query).close()) for query in queries]
     while waiting and time.monotonic() < deadline:
         still = []
-        for query, completed in waiting:
-            if query.isActive and query.status.get("isTriggerActive") and _last_batch(query) == completed:
-                still.append((query, completed))
+        for query, began in waiting:
+            if query.isActive and began is not None and not _committed(query, began):
+                still.append((query, began))
             elif query.isActive:
                 query.stop()
         waiting = still
@@ -259,9 +259,12 @@ def stop_between_batches(queries: list[StreamingQuery], timeout: float = 120.0) 
     return not waiting
 
 
-def _last_batch(query: StreamingQuery) -> int | None:
+def _committed(query: StreamingQuery, batch_id: int) -> bool:
+    """Whether the query reported batch ``batch_id`` (or a later one) as run, which it does once committed."""
     progress = query.lastProgress
-    return progress.get("batchId") if progress else None
+    if progress is None:
+        return False
+    return progress.batchId > batch_id or (progress.batchId == batch_id and ran(progress))
 
 
 def ran(progress: Any) -> bool:

@@ -25,10 +25,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from jobs import batchtime, localfs, sources
+from jobs import batchtime, boundary, localfs, sources
 from jobs.build import BuiltJob
 from jobs.deadletters import OUTPUT_TAP, DeadLetterTable, Taps
 from jobs.jvm import java_class
@@ -72,16 +73,23 @@ class BatchWriter:
         self.dead_letters = [DeadLetterTable(spark, tapped, spec) for tapped in built.query.dead_letters]
         self.query: StreamingQuery | None = None
         self.bound = threading.Event()
+        self.boundary = boundary.Boundary()  # passed before a batch writes anything
         self.first = True
         self.tap_places: dict[str, int] = {}  # where the taps are in a batch's plan (jobs/deadletters.py)
 
     def bind(self, query: StreamingQuery) -> None:
         self.query = query
+        boundary.attach(query, self.boundary)
         self.bound.set()
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         self.bound.wait()
         assert self.query is not None
+        try:
+            self.boundary.enter(batch_id)
+        except boundary.StoppedAtBoundary:
+            print(f"[{self.spec.label}] batch {batch_id}: not begun, stopping (it runs on restore)", flush=True)
+            raise
         execution = self.query._jsq.streamingQuery().lastExecution()
         # Only a query's first batch can be a replay the sink already committed.
         replayed = self.first and self.sink.committed(batch_id)
@@ -159,20 +167,23 @@ def _source_properties(built: BuiltJob, env: Mapping[str, str]) -> dict[str, str
 
 
 def wait(spark: SparkSession, queries: list[StreamingQuery], *, once: bool) -> None:
-    """Block until the queries finish (``once``) or one of them stops; re-raise its failure."""
-    if once:
-        for query in queries:
-            query.awaitTermination()
-        return
+    """Block until the queries finish (``once``) or one of them stops; re-raise its failure. A query
+    stopped at its boundary (``jobs/boundary.py``) stopped gracefully: that is no failure."""
     try:
-        spark.streams.awaitAnyTermination()
+        if once:
+            for query in queries:
+                query.awaitTermination()
+        else:
+            spark.streams.awaitAnyTermination()
+    except StreamingQueryException:
+        pass  # which query failed, if any did, is judged below
     finally:
         for query in queries:
             if query.isActive:
                 query.stop()
     for query in queries:
         error = query.exception()
-        if error is not None:
+        if error is not None and not boundary.stopped_at_boundary(query):
             raise error
 
 

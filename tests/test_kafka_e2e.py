@@ -14,6 +14,7 @@ from pyspark.errors import AnalysisException
 
 from demo.kafka_broker import Message
 from demo.transactions import transactions
+from jobs import boundary, runtime
 from tests.conftest import METADATA_DDL, ProjectDir
 from tests.test_job import run_once
 
@@ -89,6 +90,51 @@ def test_filter_into_kafka_is_exact_with_metadata_and_no_keys_and_a_rerun_adds_o
     ids = [r["transaction_id"] for r in values(kafka.records(out))]
     assert len(ids) == len(set(ids)), "the second run on the same checkpoint reads only the new records"
     assert sorted(ids) == sorted(t.transaction_id for t in first + second if t.amount > 500)
+
+
+def test_a_batch_that_begins_after_a_stop_began_writes_nothing_and_runs_once_on_restore(
+    spark, project: ProjectDir, kafka, topic, tmp_path: Path
+):
+    """Spark's Kafka sink has no transactions: a batch interrupted while it writes is written again
+    when it is replayed. A graceful stop closes the query's boundary first, so that a batch which
+    begins meanwhile ends the query before writing anything, and the restored query writes it once."""
+    source, out = topic("in", partitions=2), topic("out", partitions=2)
+    kafka_project(
+        project,
+        kafka,
+        f"'topic' = '{source}'",
+        "transaction_id STRING",
+        f"'topic' = '{out}', 'format' = 'json'",
+        "SELECT transaction_id FROM `kafka`.`transactions`",
+    )
+    path = project.root / "manifests" / "kafka-query.yaml"
+    path.write_text(path.read_text() + "trigger-interval: 500 milliseconds\n")
+    first, second = transactions(40, start=START, seed=3), transactions(40, start=START, seed=4, first_id=1000)
+    kafka.produce(source, [t.to_json() for t in first])
+    state = tmp_path / "state"
+    _, queries = run_once(spark, project, "kafka-query", state, once=False)
+    query = queries[0]
+
+    def written_ids() -> list[str]:
+        return sorted(json.loads(r.value)["transaction_id"] for r in kafka.records(out))
+
+    deadline = time.monotonic() + 120
+    while written_ids() != sorted(t.transaction_id for t in first) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    began = boundary.of(query).close()
+    assert began is not None, "the first records were written by a batch that began before the stop"
+
+    kafka.produce(source, [t.to_json() for t in second])
+    deadline = time.monotonic() + 120
+    while query.isActive and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not query.isActive, "the batch over the new records came to the closed boundary and ended the query"
+    assert boundary.of(query).refused == began + 1
+    runtime.wait(spark, queries, once=False)  # a query stopped at its boundary is no failure: nothing raised
+    assert written_ids() == sorted(t.transaction_id for t in first), "the refused batch wrote nothing"
+
+    run_once(spark, project, "kafka-query", state)  # the same checkpoint: the refused batch runs now
+    assert written_ids() == sorted(t.transaction_id for t in first + second), "every record written exactly once"
 
 
 def test_windowed_counts_into_a_keyed_topic_end_at_the_batch_answer_per_key(

@@ -294,10 +294,21 @@ def test_session_queries_over_kafka_are_added_changed_and_removed_while_the_othe
         done.set()
         feeder.join()
     expected_big = sorted(t.transaction_id for t in produced if t.amount > 500)
+
+    def big_ids() -> list[str]:
+        return sorted(json.loads(r.value)["transaction_id"] for r in kafka.records(outs["big"]))
+
+    def big_off() -> str:
+        got = Counter(big_ids())
+        missing = sorted(set(expected_big) - set(got))
+        twice = sorted(k for k, n in got.items() if n > 1)
+        return f"{len(expected_big)} expected; missing {missing[:20]} ({len(missing)}); twice {twice[:20]} ({len(twice)})"
+
     wait_for(
-        lambda: sorted(json.loads(r.value)["transaction_id"] for r in kafka.records(outs["big"])) == expected_big,
+        lambda: big_ids() == expected_big,
         "big to hold every large transaction exactly once, across its restore",
         120,
+        explain=big_off,
     )
     expected_counts = Counter(t.account_id for t in produced)
     wait_for(
