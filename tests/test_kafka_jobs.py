@@ -302,7 +302,7 @@ def test_session_queries_over_kafka_are_added_changed_and_removed_while_the_othe
         got = Counter(big_ids())
         missing = sorted(set(expected_big) - set(got))
         twice = sorted(k for k, n in got.items() if n > 1)
-        return f"{len(expected_big)} expected; missing {missing[:20]} ({len(missing)}); twice {twice[:20]} ({len(twice)})"
+        return f"{len(expected_big)} expected; missing {missing[:20]} ({len(missing)}); twice {twice[:20]}"
 
     wait_for(
         lambda: big_ids() == expected_big,
