@@ -43,32 +43,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench import results, steady  # noqa: E402
+from bench import overhead, results, steady  # noqa: E402
+from bench.overhead import METADATA, properties  # noqa: E402
 from demo.kafka_broker import KafkaBroker, KafkaClient  # noqa: E402
-from jobs import localfs  # noqa: E402
-from runner.core import jars, platform  # noqa: E402
+from runner.core import jars  # noqa: E402
 from runner.deploy import submit  # noqa: E402
 
 TRIGGER = "1 second"
 ACCOUNTS = 200
 PAYEES = ("grocer", "airline", "bookshop", "cafe", "electronics", "pharmacy", "hotel", "taxi")
-METADATA = """,
-  __create_timestamp TIMESTAMP(3), __query_name STRING, __query_description STRING,
-  __query_id STRING, __query_version INT, __query_create_timestamp TIMESTAMP(3)"""
-QUERIES = {
-    "filter": (
-        "SELECT transaction_id, account_id, amount, ts FROM `bench`.`tx` WHERE amount > 500",
-        "transaction_id STRING, account_id STRING, amount DOUBLE, ts TIMESTAMP(3)",
-        (),
-    ),
-    "window": (
-        "SELECT account_id, window(ts, '1 minute').start AS window_start, count(*) AS n "
-        "FROM `bench`.`tx` GROUP BY account_id, window(ts, '1 minute')",
-        "account_id STRING, window_start TIMESTAMP(3), n BIGINT",
-        ("account_id", "window_start"),
-    ),
-}
-HANDWRITTEN = """
+KEYS = {"filter": (), "window": ("account_id", "window_start")}  # the PRIMARY KEY of each query's target
+# overhead.py's filter and window (SQL, target columns), each with its target's key
+QUERIES = {name: (*overhead.QUERIES[name], keys) for name, keys in KEYS.items()}
+HANDWRITTEN = (
+    """
 import json, sys, time, uuid
 from datetime import datetime, timezone
 from pyspark.sql import SparkSession, functions as F
@@ -98,19 +86,9 @@ records = result.select(key.alias("key"), F.to_json(F.struct(*[F.col(c) for c in
 query = (records.writeStream.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("topic", target)
          .option("checkpointLocation", checkpoint).trigger(processingTime=trigger)
          .outputMode("update" if key_columns else "append").start())
-printed = -1
-ran = lambda p: "addBatch" in p.durationMs
-while query.isActive:
-    last = query.lastProgress
-    if last is not None and last.batchId > printed:
-        new = [last] if last.batchId == printed + 1 else query.recentProgress
-        for p in (json.loads(p.json) for p in new if p.batchId > printed and ran(p)):
-            printed = p["batchId"]
-            row = {"batch": p["batchId"], "input-rows": p["numInputRows"],
-                   "batch-duration-ms": p["durationMs"].get("triggerExecution")}
-            print("PROGRESS " + json.dumps(row), flush=True)
-    time.sleep(0.5)
 """
+    + overhead.PRINT_PROGRESS
+)
 
 
 def tranche(count: int, seed: int, first: int) -> list[bytes]:
@@ -156,25 +134,6 @@ def hand_over(kafka: KafkaClient, topic: str, records: list[bytes]) -> None:
                 producer.poll(0.05)
     producer.flush(120)
     producer.commit_transaction(120)
-
-
-def template_properties() -> dict[str, str]:
-    import yaml
-
-    text = (ROOT / "manifests" / "job-template.yaml").read_text()
-    return {str(k): str(v) for k, v in (yaml.safe_load(text).get("sparkProperties") or {}).items()}
-
-
-def properties(checkpoint: str) -> list[str]:
-    """What both sides' spark-submit share: local[2], the runner's defaults, the jar set and the template."""
-    merged = {
-        **submit.DEFAULT_PROPERTIES,
-        **localfs.properties(checkpoint),
-        **platform.properties(os.environ),
-        **template_properties(),
-        "spark.driver.memory": "2g",
-    }
-    return [arg for key, value in merged.items() for arg in ("--conf", f"{key}={value}")]
 
 
 def ours(folder: Path, kafka: KafkaClient, query: str, source: str, target: str) -> steady.Side:

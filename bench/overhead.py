@@ -125,8 +125,23 @@ QUERIES = {
         "transaction_id STRING, amount DOUBLE, refund_id STRING",
     ),
 }
-# The hand-written job: what a Spark user writes for the same query, sink and output columns.
-HANDWRITTEN = """
+# The end of every hand-written job: its progress, as the runner's job publishes it (polled twice a second).
+PRINT_PROGRESS = """\
+printed = -1
+ran = lambda p: "addBatch" in p.durationMs  # not an idle query's progress (which names the batch to come)
+while query.isActive:  # its progress, as the runner's job publishes it: polled, twice a second
+    last = query.lastProgress
+    if last is not None and last.batchId > printed:
+        new = [last] if last.batchId == printed + 1 else query.recentProgress
+        for p in (json.loads(p.json) for p in new if p.batchId > printed and ran(p)):
+            printed = p["batchId"]
+            row = {"batch": p["batchId"], "input-rows": p["numInputRows"],
+                   "batch-duration-ms": p["durationMs"].get("triggerExecution")}
+            print("PROGRESS " + json.dumps(row), flush=True)
+    time.sleep(0.5)
+"""
+HANDWRITTEN = (
+    """
 import json, sys, time, uuid
 from datetime import datetime, timezone
 from pyspark.sql import SparkSession, functions as F
@@ -157,19 +172,9 @@ result = spark.sql(sql.replace("`bench`.", "")).select(
 writer = result.writeStream.option("checkpointLocation", checkpoint).trigger(processingTime=trigger)
 writer = writer.outputMode("update" if "GROUP BY" in sql and sink == "noop" else "append")
 query = (writer.format("noop") if sink == "noop" else writer.format("parquet").option("path", out)).start()
-printed = -1
-ran = lambda p: "addBatch" in p.durationMs  # not an idle query's progress (which names the batch to come)
-while query.isActive:  # its progress, as the runner's job publishes it: polled, twice a second
-    last = query.lastProgress
-    if last is not None and last.batchId > printed:
-        new = [last] if last.batchId == printed + 1 else query.recentProgress
-        for p in (json.loads(p.json) for p in new if p.batchId > printed and ran(p)):
-            printed = p["batchId"]
-            row = {"batch": p["batchId"], "input-rows": p["numInputRows"],
-                   "batch-duration-ms": p["durationMs"].get("triggerExecution")}
-            print("PROGRESS " + json.dumps(row), flush=True)
-    time.sleep(0.5)
 """
+    + PRINT_PROGRESS
+)
 
 
 def generate(tranches: Path, sizes: list[int], seed: int) -> list[steady.Tranche]:

@@ -71,6 +71,33 @@ def latest_counts(records) -> dict[str, int]:
     return {row["account_id"]: row["n"] for row in latest.values()}
 
 
+class Feeder:
+    """Writes ``count`` transactions into a topic every ``every`` seconds, from its start until its stop."""
+
+    def __init__(self, kafka: KafkaClient, topic: str, *, count: int, every: float):
+        self.kafka, self.topic, self.count, self.every = kafka, topic, count, every
+        self.produced: list = []
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._feed, daemon=True)
+
+    def _feed(self) -> None:
+        number = 0
+        while not self.done.wait(self.every):
+            rows = transactions(self.count, start=START, seed=number, first_id=number * 100)
+            self.kafka.produce(self.topic, [t.to_json() for t in rows])
+            self.produced.extend(rows)
+            number += 1
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> list:
+        """Stops writing; returns every transaction written."""
+        self.done.set()
+        self.thread.join()
+        return self.produced
+
+
 def test_a_job_without_the_connector_jar_or_with_msks_client_settings_on_a_plaintext_broker_stops_clearly(
     project: ProjectDir, kafka: KafkaClient, topic, tmp_path: Path
 ):
@@ -188,18 +215,7 @@ def test_kill_minus_nine_at_random_moments_reads_every_record_once_and_the_keyed
     )
     project.template('sparkProperties: {spark.sql.shuffle.partitions: "2"}\n')
     project.manifest("counting", manifest("counting", "counts", COUNTS))
-    produced = []
-    done = threading.Event()
-
-    def feed() -> None:
-        batch_number = 0
-        while not done.wait(0.25):
-            rows = transactions(25, start=START, seed=batch_number, first_id=batch_number * 100)
-            kafka.produce(source, [t.to_json() for t in rows])
-            produced.extend(rows)
-            batch_number += 1
-
-    feeder = threading.Thread(target=feed, daemon=True)
+    feeder = Feeder(kafka, source, count=25, every=0.25)
     record = project.root / ".sql-runner" / "manifests" / "jobs" / "counting.json"
 
     def pid() -> int:
@@ -226,8 +242,7 @@ def test_kill_minus_nine_at_random_moments_reads_every_record_once_and_the_keyed
             wait_for(lambda: process_start_ticks(pid()) is None, "the job gone")
             assert "restore v1 from checkpoint run-" in cli(project, "deploy").stdout
     finally:
-        done.set()
-        feeder.join()
+        produced = feeder.stop()
     expected = dict(Counter(t.account_id for t in produced))
 
     def off() -> str:
@@ -261,19 +276,8 @@ def test_session_queries_over_kafka_are_added_changed_and_removed_while_the_othe
     )
     project.manifest("big", manifest("big", "big", BIG))
     project.manifest("counts", manifest("counts", "counts", COUNTS))
-    produced = []
-    done = threading.Event()
-
-    def feed() -> None:
-        batch_number = 0
-        while not done.wait(0.5):
-            rows = transactions(10, start=START, seed=batch_number, first_id=batch_number * 100)
-            kafka.produce(source, [t.to_json() for t in rows])
-            produced.extend(rows)
-            batch_number += 1
-
+    feeder = Feeder(kafka, source, count=10, every=0.5)
     cli(project, "session", "start")
-    feeder = threading.Thread(target=feed, daemon=True)
     feeder.start()
     try:
         wait_for(lambda: batch(project, "big") >= 1 and batch(project, "counts") >= 1, "both queries consuming", 120)
@@ -291,8 +295,7 @@ def test_session_queries_over_kafka_are_added_changed_and_removed_while_the_othe
         wait_for(lambda: status(project, "all")["state"].startswith("removed"), "all removed", 120)
         assert batch(project, "counts") > mark, "counts kept consuming through the add, the change and the removal"
     finally:
-        done.set()
-        feeder.join()
+        produced = feeder.stop()
     expected_big = sorted(t.transaction_id for t in produced if t.amount > 500)
 
     def big_ids() -> list[str]:

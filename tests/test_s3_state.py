@@ -66,18 +66,23 @@ def put_events(name: str, seed: int, count: int = 30) -> list:
     return rows
 
 
-def test_a_job_with_its_state_and_tables_on_s3_lives_through_every_kind_of_deploy_exactly(
-    project: ProjectDir, s3: MotoServer
-):
+def events_tables(project: ProjectDir, events: str, out: str) -> None:
+    """``s3.events`` (transactions, JSON) at ``events`` and ``s3.out`` at ``out``."""
     project.ddl(
         "tables",
         f"""
         CREATE TABLE `s3`.`events` (transaction_id STRING, account_id STRING NOT NULL, payee STRING, amount DOUBLE,
-          ts TIMESTAMP(3)) WITH ('connector' = 'filesystem', 'path' = 's3://{DATA}/in/', 'format' = 'json');
+          ts TIMESTAMP(3)) WITH ('connector' = 'filesystem', 'path' = '{events}', 'format' = 'json');
         CREATE TABLE `s3`.`out` (transaction_id STRING, account_id STRING, amount DOUBLE{METADATA_DDL})
-          WITH ('connector' = 'filesystem', 'path' = 's3://{DATA}/out/', 'format' = 'json');
+          WITH ('connector' = 'filesystem', 'path' = '{out}', 'format' = 'json');
         """,
     )
+
+
+def test_a_job_with_its_state_and_tables_on_s3_lives_through_every_kind_of_deploy_exactly(
+    project: ProjectDir, s3: MotoServer
+):
+    events_tables(project, f"s3://{DATA}/in/", f"s3://{DATA}/out/")
     path = project.manifest("dedup", dedup())
     data, savepoints = S3Bucket(DATA), S3Bucket(BUCKETS["savepoints"])
     written = put_events("f1", 1)
@@ -124,15 +129,7 @@ def test_a_job_with_its_state_and_tables_on_s3_lives_through_every_kind_of_deplo
 def test_s3_stopping_for_seconds_during_checkpoints_is_survived_by_the_restart_strategy(
     project: ProjectDir, s3: MotoServer
 ):
-    project.ddl(
-        "tables",
-        f"""
-        CREATE TABLE `s3`.`events` (transaction_id STRING, account_id STRING NOT NULL, payee STRING, amount DOUBLE,
-          ts TIMESTAMP(3)) WITH ('connector' = 'filesystem', 'path' = 'data/in', 'format' = 'json');
-        CREATE TABLE `s3`.`out` (transaction_id STRING, account_id STRING, amount DOUBLE{METADATA_DDL})
-          WITH ('connector' = 'filesystem', 'path' = 'data/out', 'format' = 'json');
-        """,
-    )
+    events_tables(project, "data/in", "data/out")
     # S3A's own retries would ride out a short outage unseen; with one attempt each, the query fails.
     project.manifest(
         "dedup",
