@@ -44,10 +44,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import overhead, results, steady  # noqa: E402
-from bench.overhead import METADATA, properties  # noqa: E402
+from bench.overhead import METADATA, hand_written_submit  # noqa: E402
 from demo.kafka_broker import KafkaBroker, KafkaClient  # noqa: E402
 from runner.core import jars  # noqa: E402
-from runner.deploy import submit  # noqa: E402
 
 TRIGGER = "1 second"
 ACCOUNTS = 200
@@ -164,12 +163,7 @@ def by_hand(folder: Path, kafka: KafkaClient, query: str, source: str, target: s
     script.write_text(HANDWRITTEN)
     sql, _, keys = QUERIES[query]
     args = [
-        str(submit.spark_submit_path()),
-        "--master",
-        "local[2]",
-        *properties(str(here / "checkpoint")),
-        "--conf",
-        f"spark.pyspark.python={sys.executable}",
+        *hand_written_submit(str(here / "checkpoint")),
         str(script),
         kafka.bootstrap,
         source,

@@ -273,6 +273,18 @@ def properties(checkpoint: str) -> list[str]:
     return [arg for key, value in merged.items() for arg in ("--conf", f"{key}={value}")]
 
 
+def hand_written_submit(checkpoint: str) -> list[str]:
+    """spark-submit of a hand-written job, up to its script: local[2], the shared settings, this Python."""
+    return [
+        str(submit.spark_submit_path()),
+        "--master",
+        "local[2]",
+        *properties(checkpoint),
+        "--conf",
+        f"spark.pyspark.python={sys.executable}",
+    ]
+
+
 def ours(combo: Path, query: str, sink: str) -> steady.Side:
     """``sql-runner run`` of the query's manifest (dead-lettering on), running until stopped."""
     project, data = combo / "ours", combo / "ours" / "in"
@@ -319,12 +331,7 @@ def reference(combo: Path, query: str, sink: str, variant: str) -> steady.Side:
     script.write_text(HANDWRITTEN)
     checkpoint = folder / "checkpoint"
     args = [
-        str(submit.spark_submit_path()),
-        "--master",
-        "local[2]",
-        *properties(str(checkpoint)),
-        "--conf",
-        f"spark.pyspark.python={sys.executable}",
+        *hand_written_submit(str(checkpoint)),
         "--conf",
         f"spark.sql.json.filterPushdown.enabled={str(pushdown).lower()}",
         str(script),

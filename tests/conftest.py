@@ -23,16 +23,17 @@ METADATA_DDL = """,
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    if not hasattr(config, "workerinput") and "SPARK_SUBMIT_OPTS" not in os.environ:
+    if hasattr(config, "workerinput"):
+        return  # a test process: it inherits what the controlling one set up before starting it
+    if "SPARK_SUBMIT_OPTS" not in os.environ:
         # Every JVM spark-submit starts (jobs, sessions, the test processes' own Spark) starts in half
-        # the CPU (tests/jvmcds.py); the test processes inherit it from this one.
+        # the CPU (tests/jvmcds.py).
         from tests.jvmcds import spark_options
 
         os.environ["SPARK_SUBMIT_OPTS"] = spark_options()
-    if not hasattr(config, "workerinput"):  # the controlling process, before any worker starts
-        from tests.services import make_run_folder
+    from tests.services import make_run_folder
 
-        make_run_folder()
+    make_run_folder()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
