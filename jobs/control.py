@@ -7,7 +7,7 @@
   Progress is polled (``POLL_SECONDS``), with the query's own JSON of it: a Python
   ``StreamingQueryListener`` would have Spark call into Python for every event and build
   each progress object field by field over Py4J, which cost a 100 k-event micro-batch
-  about a seventh of its time on a 2-core machine (bench/README.md).
+  about a seventh of its time on a 2-core machine (bench/results/NOTEBOOK.md).
 - When Spark refuses to start from the restored state (``refused_restore``), it says so
   in its status and in ``history/<name>/``, and stops: restoring the same state again
   would fail the same way, so the next ``plan`` proposes a new version instead.
@@ -18,12 +18,12 @@
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -31,9 +31,12 @@ from pyspark.sql.streaming import StreamingQuery
 
 from jobs import boundary
 from jobs.query import first_line
-from runner.core import history, layout
 from runner.core.bucket import Bucket, bucket_from
-from runner.core.jobspec import JobSpec
+from runner.core.protocol.control import StopAck, StopRequest, read_stop_request, write_stop_ack
+from runner.core.protocol.history import HistoryEntry, Outcome, write_history
+from runner.core.protocol.jobspec import JobSpec
+from runner.core.protocol.status import BatchProgress, JobState, JobStatus, write_status
+from runner.core.reasons import Reason
 
 POLL_SECONDS = 0.5
 RECENT_BATCHES = 20  # micro-batches of the run kept in its status, oldest first
@@ -87,6 +90,18 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
+@dataclass
+class Labels:
+    """What every status of the run carries besides its state (the session it runs in, its restarts)."""
+
+    launch_id: str | None = None
+    mode: str | None = None
+    session_run: str | None = None
+    restarts: int = 0
+    failures: int | None = None
+    failure_times: list[float] = field(default_factory=list)
+
+
 class JobControl:
     def __init__(self, spec: JobSpec, log: Any):
         self.spec = spec
@@ -97,49 +112,72 @@ class JobControl:
         self.stop_requested = threading.Event()
         self._done = threading.Event()
         self._lock = threading.Lock()
-        self._recent: deque[dict[str, Any]] = deque(maxlen=RECENT_BATCHES)
-        self._final: tuple[str, dict[str, Any]] | None = None  # stopped or failed, once said
-        self.labels: dict[str, Any] = {}  # written into every status record (e.g. the session it runs in)
+        self._recent: deque[BatchProgress] = deque(maxlen=RECENT_BATCHES)
+        self._final: tuple[JobState, dict[str, Any]] | None = None  # stopped or failed, once said
+        self.labels = Labels()
         self._watcher: threading.Thread | None = None
         self._progress_lock = threading.Lock()
         self.published_batch: int | None = None  # the last micro-batch whose progress was published
 
-    def publish(self, state: str, progress: Sequence[dict[str, Any]] = (), **extra: Any) -> None:
+    def publish(
+        self,
+        state: JobState,
+        progress: Sequence[BatchProgress] = (),
+        *,
+        error: str | None = None,
+        state_refused: str | None = None,
+        gave_up: bool = False,
+        parked: bool = False,
+        retry_in: float | None = None,
+        reason: str | None = None,
+    ) -> None:
         """Write the job's status, with ``progress``: micro-batches completed since the last call
-        (``progress_record``s, oldest first); failures to publish never stop the job.
+        (oldest first); failures to publish never stop the job.
 
         Progress events arrive asynchronously, so one may come after the job said it stopped
         or failed: it updates the progress shown, never the final state.
         """
         if self.bucket is None:
             return
+        said: dict[str, Any] = {
+            "error": error,
+            "state_refused": state_refused,
+            "gave_up": gave_up,
+            "parked": parked,
+            "retry_in": retry_in,
+            "reason": reason,
+        }
         with self._lock:
-            if state in ("stopped", "failed"):
-                self._final = (state, extra)
+            if state.final:
+                self._final = (state, said)
             elif self._final is not None:
-                state, extra = self._final
-            record = {
-                "name": self.spec.manifest.name,
-                "version": self.version,
-                "run-id": self.spec.run_id,
-                "state": state,
-                "started-at": self.started,
-                "updated-at": _now(),
-                **self.labels,
-                **extra,
-            }
+                state, said = self._final
             self._recent.extend(progress)
-            if self._recent:  # a stopped or failed job still shows where it got to
-                record["progress"] = self._recent[-1]
-                record["recent-progress"] = list(self._recent)
+            status = JobStatus(
+                name=self.spec.manifest.name,
+                version=self.version,
+                run_id=self.spec.run_id,
+                state=state,
+                started_at=self.started,
+                updated_at=_now(),
+                **asdict(self.labels),
+                **said,
+                # a stopped or failed job still shows where it got to
+                progress=self._recent[-1] if self._recent else None,
+                recent_progress=list(self._recent),
+            )
             try:
-                self.bucket.write(layout.status(self.spec.manifest.name), json.dumps(record).encode())
-            except Exception as error:  # noqa: BLE001 - status is best effort; the data path matters more
-                self.log(f"could not publish status: {error}")
+                write_status(self.bucket, status)
+            except Exception as failure:  # noqa: BLE001 - status is best effort; the data path matters more
+                self.log(f"could not publish status: {failure}")
 
     def publish_progress(self, queries: Sequence[StreamingQuery]) -> bool:
         """Publish the output query's micro-batches completed since the last call; True if there were any.
-        Called from the watcher's loop and, before the job says it stopped, from its main thread."""
+
+        Polled rather than pushed by a listener: with many queries (a session), Python listeners on
+        Spark's shared listener queue fall behind and Spark drops events. Usually one batch completed
+        since the last call (the query's last progress); its first batches, or several between two
+        calls, come from its recent progress."""
         if self.bucket is None or not queries:
             return False
         with self._progress_lock:
@@ -150,30 +188,29 @@ class JobControl:
             if not new:
                 return False
             self.published_batch = new[-1].batchId
-            self.publish("running", [progress_record(p) for p in new])
+            self.publish(JobState.RUNNING, [progress_record(p) for p in new])
             return True
 
     def refused(self, reason: str) -> None:
         """Spark refused the restored state: say so in the status and the job's history."""
-        self.publish("failed", error=reason, **{"state-refused": reason})
+        self.publish(JobState.FAILED, error=reason, state_refused=reason)
         if self.bucket is None:
             return
-        name = self.spec.manifest.name
-        record = {
-            "name": name,
-            "at": _now(),
-            "inputs": {"run-id": self.spec.run_id, "checkpoint": self.spec.checkpoint},
-            "decision": "refused",
-            "summary": "Spark refused the restored state: the job stopped",
-            "reasons": [
-                reason,
-                f"the next plan starts v{self.version + 1} with clean state instead of restoring v{self.version} again",
+        entry = HistoryEntry(
+            name=self.spec.manifest.name,
+            at=_now(),
+            decision="refused",
+            summary="Spark refused the restored state: the job stopped",
+            reasons=[
+                Reason.of("SPARK_REFUSED_STATE", refusal=reason),
+                Reason.of("NEXT_PLAN_STARTS_CLEAN", version=self.version, next=self.version + 1),
             ],
-            "version": self.version,
-            "outcome": {"result": "failed", "error": reason},
-        }
+            version=self.version,
+            inputs={"run-id": self.spec.run_id, "checkpoint": self.spec.checkpoint},
+            outcome=Outcome(result="failed", error=reason),
+        )
         try:
-            history.write_history(self.bucket, name, record, datetime.now(UTC))
+            write_history(self.bucket, entry, datetime.now(UTC))
         except Exception as error:  # noqa: BLE001 - the status already says why; keep stopping
             self.log(f"could not record the refusal in history: {error}")
 
@@ -194,40 +231,34 @@ class JobControl:
     def close(self) -> None:
         self._done.set()
 
-    def _request(self) -> dict | None:
-        assert self.bucket is not None
-        blob = self.bucket.read(layout.stop_request(self.spec.manifest.name))
-        if blob is None:
+    def answer_stop(self, act: Callable[[StopRequest], object]) -> StopRequest | None:
+        """The stop responder of application jobs and session queries alike: if a stop request for this
+        job's version is pending, carry it out with ``act`` and acknowledge it (the runner then takes the
+        savepoint). Returns the request answered, if any."""
+        if self.bucket is None:
             return None
-        request = json.loads(blob.text)
-        return request if request.get("version") in (None, self.version) else None
+        request = read_stop_request(self.bucket, self.spec.manifest.name)
+        if request is None or not request.meant_for(self.version):
+            return None
+        self.stop_requested.set()
+        act(request)
+        write_stop_ack(
+            self.bucket, self.spec.manifest.name, StopAck(id=request.id, version=self.version, run_id=self.spec.run_id)
+        )
+        return request
 
     def _watch(self, queries: list[StreamingQuery]) -> None:
-        if self.bucket is None:
-            return
+        def stop(request: StopRequest) -> None:
+            self.log(f"stop requested ({request.id}): stopping after the current micro-batch")
+            stop_between_batches(queries)
+
         while not self._done.is_set():
             self.publish_progress(queries)
             try:
-                request = self._request()
+                if self.answer_stop(stop) is not None:
+                    return
             except Exception as error:  # noqa: BLE001 - a store hiccup must not kill the job
-                self.log(f"could not read stop requests: {error}")
-                request = None
-            if request is not None:
-                self.stop_requested.set()
-                self.log(f"stop requested ({request.get('id')}): stopping after the current micro-batch")
-                stop_between_batches(queries)
-                self.bucket.write(
-                    layout.stop_acknowledged(self.spec.manifest.name),
-                    json.dumps(
-                        {
-                            "id": request.get("id"),
-                            "version": self.version,
-                            "run-id": self.spec.run_id,
-                            "stopped-at": _now(),
-                        }
-                    ).encode(),
-                )
-                return
+                self.log(f"could not answer stop requests: {error}")
             self._done.wait(POLL_SECONDS)
 
 
@@ -294,16 +325,15 @@ def progress_since(query: StreamingQuery, published: int | None) -> list[Any]:
     return new
 
 
-def progress_record(progress: Any) -> dict[str, Any]:
-    """What the status shows of one micro-batch (a ``StreamingQueryProgress``); ``timestamp`` is when
-    its trigger began, so it completed ``batch-duration-ms`` later."""
+def progress_record(progress: Any) -> BatchProgress:
+    """What the status shows of one micro-batch (a ``StreamingQueryProgress``)."""
     event_time = progress.eventTime or {}
-    return {
-        "batch": progress.batchId,
-        "timestamp": progress.timestamp,
-        "input-rows": progress.numInputRows,
-        "input-rows-per-second": progress.inputRowsPerSecond,
-        "processed-rows-per-second": progress.processedRowsPerSecond,
-        "batch-duration-ms": (progress.durationMs or {}).get("triggerExecution"),
-        "watermark": event_time.get("watermark"),
-    }
+    return BatchProgress(
+        batch=progress.batchId,
+        timestamp=progress.timestamp,
+        input_rows=progress.numInputRows,
+        input_rows_per_second=progress.inputRowsPerSecond,
+        processed_rows_per_second=progress.processedRowsPerSecond,
+        batch_duration_ms=(progress.durationMs or {}).get("triggerExecution"),
+        watermark=event_time.get("watermark"),
+    )

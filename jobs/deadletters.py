@@ -29,7 +29,7 @@ from jobs import sources, sqltext
 from jobs.build import Tapped
 from jobs.filesink import FileSinkWriter, HadoopFiles, latest_batch
 from jobs.jvm import scala_list
-from runner.core.jobspec import JobSpec
+from runner.core.protocol.jobspec import JobSpec
 
 OUTPUT_TAP = sources.tap_marker(-1, sources.ROWS_GOOD)  # the rows a micro-batch writes
 

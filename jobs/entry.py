@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import os
 import signal
 import sys
@@ -38,11 +37,12 @@ from jobs import runtime  # noqa: E402
 from jobs.build import build_job  # noqa: E402
 from jobs.control import JobControl, failure_reason, refused_restore  # noqa: E402
 from jobs.logs import quiet_python_logs  # noqa: E402
-from runner.core import layout, restarts  # noqa: E402
+from runner.core import restarts  # noqa: E402
 from runner.core.bucket import read_uri  # noqa: E402
 from runner.core.errors import UserError  # noqa: E402
-from runner.core.jobspec import JobSpec  # noqa: E402
 from runner.core.placeholders import Values, driver_properties  # noqa: E402
+from runner.core.protocol.jobspec import JobSpec  # noqa: E402
+from runner.core.protocol.status import JobState, JobStatus, read_status  # noqa: E402
 
 
 def log(spec: JobSpec, message: str) -> None:
@@ -50,16 +50,15 @@ def log(spec: JobSpec, message: str) -> None:
     print(f"{stamp} [{spec.label}] {message}", flush=True)
 
 
-def previous_attempt(control: JobControl) -> dict:
-    """What an earlier application attempt of this very launch published (YARN re-attempts), else {}."""
+def previous_attempt(control: JobControl) -> JobStatus | None:
+    """What an earlier application attempt of this very launch published (YARN re-attempts), if any."""
     if control.bucket is None or not control.spec.launch_id:
-        return {}
+        return None
     try:
-        blob = control.bucket.read(layout.status(control.spec.manifest.name))
+        status = read_status(control.bucket, control.spec.manifest.name)
     except Exception:  # noqa: BLE001 - nothing to count on
-        return {}
-    status = json.loads(blob.text) if blob else {}
-    return status if status.get("launch-id") == control.spec.launch_id else {}
+        return None
+    return status if status is not None and status.launch_id == control.spec.launch_id else None
 
 
 class Job:
@@ -73,10 +72,10 @@ class Job:
         strategy = spec.manifest.restart_strategy or restarts.DEFAULT
         earlier = previous_attempt(control)
         self.restarts = restarts.Restarts(
-            strategy, list(earlier.get("failure-times") or []), int(earlier.get("restarts") or 0)
+            strategy, list(earlier.failure_times) if earlier else [], earlier.restarts if earlier else 0
         )
         self.earlier = earlier
-        control.labels["launch-id"] = spec.launch_id
+        control.labels.launch_id = spec.launch_id
 
     def log(self, message: str) -> None:
         log(self.spec, message)
@@ -93,7 +92,7 @@ class Job:
         self.spark.streams.resetTerminated()
         self.queries.extend(runtime.start(self.spark, built, spec, self.values, self.counts))
         self._note_restarts()
-        self.control.publish("running")
+        self.control.publish(JobState.RUNNING)
         if first:
             self.log(
                 f"started: writing to {built.target.name}, checkpoint {spec.checkpoint}"
@@ -102,19 +101,18 @@ class Job:
 
     def _note_restarts(self) -> None:
         """Every status from now on carries the run's restarts and recent failures."""
-        self.control.labels.update(
-            {"restarts": self.restarts.restarts, "failure-times": [round(t, 3) for t in self.restarts.failures]}
-        )
+        self.control.labels.restarts = self.restarts.restarts
+        self.control.labels.failure_times = [round(t, 3) for t in self.restarts.failures]
 
     def run(self) -> int:
         """Run until done or stopped (0), or until a failure the strategy gives up on (1)."""
-        refused = self.earlier.get("state-refused")
+        refused = self.earlier.state_refused if self.earlier else None
         if refused:  # an earlier attempt of this run: Spark refused its state; it would again
             self.log(f"Spark refused this run's restored state before: {refused}; not starting again")
             return 1
         if self.restarts.exhausted(time.time()):
             self.log("an earlier attempt of this run used up its restarts; not starting again")
-            self.control.publish("failed", error=self.earlier.get("error"), **{"gave-up": True})
+            self.control.publish(JobState.FAILED, error=self.earlier.error if self.earlier else None, gave_up=True)
             return 1
         pause = self.restarts.wait_before_start(time.time())
         if pause > 0:
@@ -155,9 +153,9 @@ class Job:
             self._note_restarts()
             if verdict.give_up:
                 self.log(f"failed {verdict.failures} times within the failure window: giving up ({reason})")
-                self.control.publish("failed", error=reason, **{"gave-up": True})
+                self.control.publish(JobState.FAILED, error=reason, gave_up=True)
                 return 1
-            self.control.publish("failing", error=reason, **{"retry-in": round(verdict.delay, 1)})
+            self.control.publish(JobState.FAILING, error=reason, retry_in=round(verdict.delay, 1))
             self.log(f"failed ({reason}); restarting from the latest checkpoint in {verdict.delay:.0f}s")
             if self._pause(verdict.delay):
                 return self._stopped()
@@ -186,7 +184,7 @@ class Job:
     def _stopped(self) -> int:
         reason = "stop requested" if self.control.stop_requested.is_set() or self.ending.is_set() else "finished"
         self.control.publish_progress(self.queries)  # its last micro-batches, before it says it stopped
-        self.control.publish("stopped", reason=reason)
+        self.control.publish(JobState.STOPPED, reason=reason)
         return 0
 
 
@@ -229,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(f"[{spec.label}] job failed: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
         control.publish_progress(job.queries)
-        control.publish("failed", error=f"{type(error).__name__}: {error}")
+        control.publish(JobState.FAILED, error=f"{type(error).__name__}: {error}")
         return 1
     finally:
         control.finish_stop()
@@ -241,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
 def _user_error(control: JobControl, error: UserError) -> int:
     for problem in error.problems:
         print(problem.render(), file=sys.stderr, flush=True)
-    control.publish("failed", error="; ".join(p.render() for p in error.problems))
+    control.publish(JobState.FAILED, error="; ".join(p.render() for p in error.problems))
     control.close()
     return 2
 

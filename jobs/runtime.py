@@ -34,8 +34,8 @@ from jobs.build import BuiltJob
 from jobs.deadletters import OUTPUT_TAP, DeadLetterTable, Taps
 from jobs.jvm import java_class
 from jobs.sinks import OutputSink, Trigger, output_sink
-from runner.core.jobspec import JobSpec
 from runner.core.placeholders import resolved_options
+from runner.core.protocol.jobspec import JobSpec
 
 
 @dataclass

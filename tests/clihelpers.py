@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from runner.core.bucket import LocalBucket
-from runner.core.history import read_history
+from runner.core.protocol.history import HistoryEntry, read_history
 from tests.conftest import ProjectDir
 
 START = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
@@ -60,7 +60,7 @@ def status(project: ProjectDir, name: str, *options: str) -> dict:
     return next(json.loads(line) for line in lines if json.loads(line)["name"] == name)
 
 
-def history(project: ProjectDir, name: str) -> list[dict]:
+def history(project: ProjectDir, name: str) -> list[HistoryEntry]:
     return read_history(LocalBucket(project.root / ".sql-runner" / "manifests"), name)
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from runner.core import layout
 from runner.core.bucket import S3Bucket
-from runner.core.history import read_history
+from runner.core.protocol.history import read_history
 from runner.state.records import read_deployed
 from runner.targets.local import process_start_ticks
 from tests.clihelpers import SQL_RUNNER, cli, cli_env, edit, wait_for
@@ -89,7 +89,7 @@ def test_two_deploys_at_once_leave_exactly_one_job(demo_project: ProjectDir, s3_
 
     record, _ = read_deployed(bucket, "high-value")
     assert record is not None and record.version == 1 and record.manifest.description == "Above 500 (audited)"
-    assert [entry["decision"] for entry in read_history(bucket, "high-value")] == expected, (first, second)
+    assert [entry.decision for entry in read_history(bucket, "high-value")] == expected, (first, second)
     assert bucket.read(layout.stop_request("high-value")) is None, "no stop request left behind"
     job = json.loads(bucket.read(layout.job_record("high-value")).text)
     assert job["identity"]["run-id"] == record.run_id, "the recorded job is the deployed run"

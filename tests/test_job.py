@@ -17,8 +17,8 @@ from demo.transactions import MALFORMED_LINES, transactions, write_batch
 from jobs import batchtime, runtime
 from jobs.build import build_job
 from runner.authoring.project import load_project
-from runner.core.jobspec import JobSpec
 from runner.core.manifest import Manifest, Meta
+from runner.core.protocol.jobspec import JobSpec
 from tests.conftest import HIGH_VALUE_MANIFEST, METADATA_DDL, ProjectDir, plan_nodes
 
 START = datetime(2026, 1, 1, tzinfo=UTC)

@@ -196,7 +196,7 @@ def test_a_new_version_starts_at_the_committed_offsets_of_every_partition_and_a_
         explain=lambda: (counted(1), counted(2), dict(produced)),
     )
     starts = history(project, "per-account")[-1]
-    continued = " ".join(starts.get("outcome", {}).get("continuation", []))
+    continued = " ".join(starts.outcome.continuation)
     assert "Kafka offsets of batch" in continued, starts
     cli(project, "stop", "per-account")
 

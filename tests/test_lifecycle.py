@@ -16,6 +16,7 @@ import pytest
 from demo.committed_rows import committed_json_rows
 from demo.transactions import transactions, write_batch
 from runner.core.bucket import LocalBucket
+from runner.core.reasons import codes
 from runner.state.records import read_deployed
 from tests.clihelpers import START, cli, edit, history, status, wait_for
 from tests.conftest import METADATA_DDL, TRANSACTIONS_DDL, ProjectDir
@@ -69,9 +70,10 @@ def test_stateless_job_through_every_deploy_branch(stateless: ProjectDir):
     add_events("b2", 2)
     expect_rows()
     entry = history(project, "high-value")[-1]
-    assert entry["decision"] == "restore" and "state-compatible" in " ".join(entry["reasons"])
-    restored = Path(project.root / ".sql-runner" / "checkpoints" / entry["outcome"]["checkpoint"])
-    last = entry["outcome"]["savepoint"]["last-committed-batch"]
+    assert entry.decision == "restore" and "STATE_CARRIES_OVER" in codes(entry.reasons)
+    assert entry.outcome.checkpoint is not None and entry.outcome.savepoint is not None
+    restored = Path(project.root / ".sql-runner" / "checkpoints" / entry.outcome.checkpoint)
+    last = entry.outcome.savepoint.last_committed_batch
 
     def commits() -> list[int]:
         return sorted(int(p.name) for p in (restored / "commits").iterdir() if p.name.isdigit())
@@ -143,7 +145,7 @@ def test_stateless_job_through_every_deploy_branch(stateless: ProjectDir):
     manifest.write_text(text)
     result = cli(project, "deploy")
     assert "restore v1 from savepoint savepoint-" in result.stdout
-    assert "redeploying a removed job" in json.dumps(history(project, "high-value")[-1]["reasons"])
+    assert "REDEPLOY_REMOVED" in codes(history(project, "high-value")[-1].reasons)
     add_events("b5", 5)
     expect_rows()
 
@@ -163,7 +165,7 @@ def test_stateless_job_through_every_deploy_branch(stateless: ProjectDir):
     assert "NO_STATE_TO_RESTORE" in result.stderr and "no savepoint or checkpoint of v1 found" in result.stderr
     assert status(project, "high-value")["state"] == "removed"
 
-    decisions = [e["decision"] for e in history(project, "high-value")]
+    decisions = [e.decision for e in history(project, "high-value")]
     assert decisions == [
         "start",
         "nothing",
@@ -238,7 +240,9 @@ def test_incompatible_change_starts_next_version_that_continues_without_duplicat
     edit(manifest, ", account_id", ", payee")
     plan = json.loads(cli(project, "plan", "--json").stdout)
     assert plan["summary"] == "stop with savepoint, then start v2 with clean state (query changed)"
-    assert any(r.startswith("aggregation 1 changed: aggregation by window, account_id") for r in plan["reasons"])
+    changed = next(r for r in plan["reasons"] if r["code"] == "STATEFUL_OPERATOR_CHANGED")
+    assert changed["params"]["kind"] == "aggregation" and "grouping keys" in changed["params"]["differ"], changed
+    assert changed["params"]["before"].startswith("aggregation by window, account_id"), changed
     assert plan["sources"] == [
         {
             "table": "`demo`.`card-transactions`",
@@ -263,8 +267,8 @@ def test_incompatible_change_starts_next_version_that_continues_without_duplicat
     assert v1 == Counter(t.account_id for t in before[:-1])
     assert v2 == Counter(t.payee for t in after[:-1])
     entry = history(project, "counts")[-1]
-    assert entry["version"] == 2 and entry["sources"][0]["how"] == "continue"
-    assert any("skips the 1 files" in note for note in entry["outcome"]["continuation"])
+    assert entry.version == 2 and entry.sources[0].how == "continue"
+    assert any("skips the 1 files" in note for note in entry.outcome.continuation)
 
     # on-query-change: reprocess and the grouping back to accounts -> v3 re-reads every file from the start
     manifest.write_text(manifest.read_text() + "on-query-change: reprocess\n")
@@ -290,5 +294,5 @@ def test_incompatible_change_starts_next_version_that_continues_without_duplicat
         if row["__query_version"] == 3:
             v3[row["k"]] += row["n"]
     assert v3 == everything
-    assert [e["decision"] for e in history(project, "counts")] == ["start", "start", "start"]
+    assert [e.decision for e in history(project, "counts")] == ["start", "start", "start"]
     cli(project, "stop", "counts", "--no-savepoint")

@@ -8,6 +8,7 @@ import pytest
 
 from runner.core.manifest import Manifest, Meta
 from runner.core.querydiff import QueryDiff
+from runner.core.reasons import Reason, codes
 from runner.core.starts import Source
 from runner.core.stateref import StateRef
 from runner.deploy.plan import Deployed, Desired, Observed, plan, plan_one
@@ -33,8 +34,11 @@ def desired(diff: QueryDiff | None = None, sources=(KAFKA,), **changes) -> Desir
 
 
 SAME = QueryDiff(changed=False, state_compatible=True)
-COMPATIBLE = QueryDiff(changed=True, state_compatible=True, reasons=("the query's meaning changed",))
-INCOMPATIBLE = QueryDiff(changed=True, state_compatible=False, reasons=("aggregation 1 changed",))
+COMPATIBLE = QueryDiff(changed=True, state_compatible=True, reasons=(Reason.of("QUERY_MEANING_CHANGED"),))
+CHANGED_AGGREGATION = Reason.of(
+    "STATEFUL_OPERATOR_CHANGED", kind="aggregation", position=1, before="a", after="b", differ=["grouping keys"]
+)
+INCOMPATIBLE = QueryDiff(changed=True, state_compatible=False, reasons=(CHANGED_AGGREGATION,))
 RUNNING = Observed(running=True, running_version=1, ever_ran=True)
 SAVEPOINT = StateRef(
     "savepoint", 1, "savepoints/job/1/savepoint-20260101T000500Z-aaaaaa/", datetime(2026, 1, 1, 0, 5, tzinfo=UTC)
@@ -50,26 +54,26 @@ def test_new_job_starts_clean_at_version_1():
 
 def test_running_and_unchanged_does_nothing():
     action = plan_one("job", desired(SAME), deployed(), RUNNING)
-    assert action.kind == "nothing" and action.reasons == ("running, unchanged",)
+    assert action.kind == "nothing" and codes(action.reasons) == ["RUNNING_UNCHANGED"]
 
 
 def test_layout_only_edit_is_no_change_and_says_why():
     action = plan_one("job", desired(SAME, sql="select a\n  from T -- same"), deployed(), RUNNING)
     assert action.kind == "nothing"
-    assert "layout" in action.reasons[0]
+    assert codes(action.reasons) == ["LAYOUT_ONLY"]
 
 
 def test_running_config_change_stops_with_savepoint_and_restores_it():
     action = plan_one("job", desired(SAME, description="new words"), deployed(), RUNNING)
     assert (action.kind, action.stop, action.version) == ("restore", True, 1)
     assert action.restore_from == StateRef("stop-savepoint", 1)
-    assert "configuration changed: description" in action.reasons
+    assert Reason.of("CONFIG_CHANGED", fields=["description"]) in action.reasons
 
 
 def test_running_compatible_query_change_keeps_version_and_state():
     action = plan_one("job", desired(COMPATIBLE, sql="SELECT a FROM t WHERE a > 1"), deployed(), RUNNING)
     assert (action.kind, action.stop, action.version) == ("restore", True, 1)
-    assert any("state-compatible" in r for r in action.reasons)
+    assert codes(action.reasons) == ["QUERY_MEANING_CHANGED", "STATE_CARRIES_OVER"]
 
 
 def test_running_incompatible_change_starts_next_version_continuing_each_source():
@@ -84,16 +88,16 @@ def test_running_incompatible_change_starts_next_version_continuing_each_source(
 
 
 def test_continuing_after_a_stateful_query_says_that_rows_held_in_its_state_are_dropped():
-    held = QueryDiff(changed=True, state_compatible=False, reasons=("aggregation 1 changed",), held_state=True)
+    held = QueryDiff(changed=True, state_compatible=False, reasons=(CHANGED_AGGREGATION,), held_state=True)
     action = plan_one("job", desired(held), deployed(), RUNNING)
-    assert any("emitted by neither version" in r for r in action.reasons)
-    assert not any(
-        "neither version" in r for r in plan_one("job", desired(INCOMPATIBLE), deployed(), RUNNING).reasons
-    ), "a stateless query held nothing"
+    assert Reason.of("HELD_ROWS_LOST", version=1) in action.reasons
+    assert "HELD_ROWS_LOST" not in codes(plan_one("job", desired(INCOMPATIBLE), deployed(), RUNNING).reasons), (
+        "a stateless query held nothing"
+    )
     reprocess = plan_one(
         "job", desired(held, **{"on-query-change": "reprocess"}), deployed(**{"on-query-change": "reprocess"}), RUNNING
     )
-    assert not any("neither version" in r for r in reprocess.reasons), "reprocessing recomputes them"
+    assert "HELD_ROWS_LOST" not in codes(reprocess.reasons), "reprocessing recomputes them"
 
 
 def test_reprocess_policy_reads_from_the_startup_position():
@@ -140,7 +144,7 @@ def test_not_running_unchanged_restores_the_newest_of_savepoints_and_checkpoints
 def test_not_running_without_any_state_after_running_is_an_error():
     action = plan_one("job", desired(SAME), deployed(), Observed(ever_ran=True))
     assert action.kind == "error"
-    assert "no savepoint or checkpoint of v1" in action.reasons[-1]
+    assert action.reasons[-1] == Reason.of("NO_STATE_FOUND", version=1)
 
 
 def test_a_version_that_never_started_is_started_as_planned():
@@ -168,13 +172,13 @@ def test_redeploying_a_removed_job_restores_its_state():
     observed = Observed(savepoints=(SAVEPOINT,), ever_ran=True)
     action = plan_one("job", desired(SAME), deployed(removed=True), observed)
     assert (action.kind, action.restore_from) == ("restore", SAVEPOINT)
-    assert "redeploying a removed job" in action.reasons
+    assert "REDEPLOY_REMOVED" in codes(action.reasons)
 
 
 def test_a_job_of_another_version_running_is_stopped_first():
     observed = Observed(running=True, running_version=3, ever_ran=True)
     action = plan_one("job", desired(SAME, description="x"), deployed(version=4), observed)
-    assert action.stop and "a job of v3 is running, v4 is deployed" in action.reasons
+    assert action.stop and Reason.of("OTHER_VERSION_RUNNING", running=3, deployed=4) in action.reasons
 
 
 def test_plan_covers_desired_and_deployed_names_in_order():
@@ -226,9 +230,9 @@ def test_a_change_to_each_field_is_carried_out_as_declared(field):
     assert (action.kind, action.stop, action.version) == EXPECTED[on_change()[field]], action
     if on_change()[field] == "none":
         assert action.summary == "record the change; the running job keeps running (no restart needed)"
-        assert action.reasons == (f"changed without a restart: {field} (the job does not use them)",)
+        assert action.reasons == (Reason.of("CHANGED_WITHOUT_RESTART", fields=[field]),)
     if on_change()[field] == "restart":
-        assert f"configuration changed: {field}" in action.reasons
+        assert Reason.of("CONFIG_CHANGED", fields=[field]) in action.reasons
 
 
 def test_a_none_field_changed_with_a_restart_field_restarts_once_and_records_both():
@@ -236,8 +240,8 @@ def test_a_none_field_changed_with_a_restart_field_restarts_once_and_records_bot
         "job", desired(SAME, retention={"savepoints": 5, "runs": 2}, description="x"), deployed(), RUNNING
     )
     assert (action.kind, action.stop) == ("restore", True)
-    assert "configuration changed: description" in action.reasons
-    assert "changed without a restart: retention (the job does not use them)" in action.reasons
+    assert Reason.of("CONFIG_CHANGED", fields=["description"]) in action.reasons
+    assert Reason.of("CHANGED_WITHOUT_RESTART", fields=["retention"]) in action.reasons
 
 
 def test_a_none_field_changed_while_not_running_restores_as_usual():
@@ -252,6 +256,7 @@ def test_a_refused_restore_starts_the_next_version_instead_of_restoring_again():
     assert (action.kind, action.version, action.stop) == ("start", 2, False)
     assert action.summary == "start v2 with clean state (restore refused)"
     assert action.continue_from == CHECKPOINT
-    assert any("could not start from its restored state: [STATE_STORE_KEY_SCHEMA" in r for r in action.reasons)
+    refusal = next(r for r in action.reasons if r.code == "RESTORE_REFUSED")
+    assert refusal.param["version"] == 1 and str(refusal.param["refusal"]).startswith("[STATE_STORE_KEY_SCHEMA")
     # the refusal of an older run does not matter once a job of the version runs again
     assert plan_one("job", desired(SAME), deployed(), RUNNING).kind == "nothing"

@@ -7,6 +7,7 @@ import pytest
 from runner.analysis.query_diff import diff_queries
 from runner.authoring.project import load_project
 from runner.core.manifest import Manifest
+from runner.core.reasons import Reason, codes
 from tests.conftest import METADATA_DDL, TRANSACTIONS_DDL, ProjectDir
 
 COUNTS_DDL = (
@@ -59,14 +60,15 @@ def test_layout_comments_and_case_are_not_changes(spark, catalog, edit):
 def test_an_added_filter_in_a_stateless_query_is_a_compatible_change(spark, catalog):
     result = diff(spark, catalog, FILTER, FILTER + " AND payee <> 'casino'")
     assert result.changed and result.state_compatible
-    assert result.reasons == ("the query's meaning changed (Spark's sameSemantics)",)
+    assert result.reasons == (Reason.of("QUERY_MEANING_CHANGED"),)
 
 
 def test_a_retyped_column_changes_the_output(spark, catalog):
     retyped = FILTER.replace("amount, ts", "CAST(amount AS FLOAT) AS amount, ts")
     result = diff(spark, catalog, FILTER, retyped)
     assert result.changed
-    assert any("output columns changed" in r and "amount float" in r for r in result.reasons)
+    columns = next(r for r in result.reasons if r.code == "OUTPUT_COLUMNS_CHANGED")
+    assert "amount double" in columns.param["before"] and "amount float" in columns.param["after"], columns
 
 
 def test_a_filter_before_an_aggregation_keeps_its_state(spark, catalog):
@@ -75,37 +77,42 @@ def test_a_filter_before_an_aggregation_keeps_its_state(spark, catalog):
 
 
 @pytest.mark.parametrize(
-    ("new", "why"),
+    ("new", "code", "differ"),
     [
         (
             GROUPED.replace("account_id AS k", "payee AS k").replace(", account_id", ", payee"),
-            "aggregation 1 changed: aggregation by window, account_id of ",
+            "STATEFUL_OPERATOR_CHANGED",
+            "grouping keys",
         ),
-        (GROUPED.replace("'1 minute'", "'2 minutes'"), "aggregation 1 changed: aggregation by window, account_id of"),
-        (GROUPED.replace("SUM(amount)", "MAX(amount)"), "aggregation 1 changed: "),
-        (GROUPED.replace("COUNT(*) AS n", "COUNT(DISTINCT payee) AS n"), "aggregation 1 changed"),
+        (GROUPED.replace("'1 minute'", "'2 minutes'"), "STATEFUL_OPERATOR_COMPUTED_DIFFERENTLY", "grouping keys"),
+        (GROUPED.replace("SUM(amount)", "MAX(amount)"), "STATEFUL_OPERATOR_CHANGED", "aggregate functions"),
+        (GROUPED.replace("COUNT(*) AS n", "COUNT(DISTINCT payee) AS n"), "STATEFUL_OPERATOR_CHANGED", None),
     ],
 )
-def test_changed_grouping_window_or_aggregates_discard_state(spark, catalog, new, why):
+def test_changed_grouping_window_or_aggregates_discard_state(spark, catalog, new, code, differ):
     result = diff(spark, catalog, GROUPED, new, "`demo`.`counts`")
     assert result.changed and not result.state_compatible
-    assert any(r.startswith(why) for r in result.reasons), result.reasons
-    shown = next(r for r in result.reasons if r.startswith("aggregation 1 changed"))
-    if "'2 minutes'" in new:
-        assert "with grouping keys computed differently (e.g. a window's size or slide" in shown, shown
+    changed = next(r for r in result.reasons if r.code.startswith("STATEFUL_OPERATOR"))
+    assert changed.code == code and (changed.param["kind"], changed.param["position"]) == ("aggregation", 1), changed
+    if differ is not None:
+        assert differ in changed.param["differ"], changed
+    operator = changed.param.get("operator") or changed.param["before"]
+    assert str(operator).startswith("aggregation by window, account_id of"), changed
     if "MAX(amount)" in new:
-        assert "sum(amount)" in shown and "max(amount)" in shown, shown
+        assert "sum(amount)" in str(changed.param["before"]) and "max(amount)" in str(changed.param["after"]), changed
 
 
 def test_adding_a_stateful_operator_or_a_source_is_incompatible(spark, catalog):
     distinct = FILTER.replace("SELECT ", "SELECT DISTINCT ")
     result = diff(spark, catalog, FILTER, distinct)
     assert not result.state_compatible
-    expected = "stateful operators changed: none -> DISTINCT over transaction_id, account_id, amount, ts"
-    assert any(expected in r for r in result.reasons), result.reasons
+    expected = Reason.of(
+        "STATEFUL_OPERATORS_CHANGED", before="none", after="DISTINCT over transaction_id, account_id, amount, ts"
+    )
+    assert expected in result.reasons, result.reasons
     union = FILTER + " UNION ALL SELECT transaction_id, account_id, amount, ts FROM `demo`.`refunds`"
     result = diff(spark, catalog, FILTER, union)
-    assert not result.state_compatible and any(r.startswith("sources changed") for r in result.reasons)
+    assert not result.state_compatible and "SOURCES_CHANGED" in codes(result.reasons)
 
 
 def test_a_changed_source_definition_is_a_change(spark, catalog):
@@ -114,4 +121,4 @@ def test_a_changed_source_definition_is_a_change(spark, catalog):
     moved = type(source)(**{**source.__dict__, "options": {**source.options, "path": "/elsewhere"}})
     result = diff(spark, catalog, FILTER, FILTER, old_tables=[moved if t is source else t for t in old_tables])
     assert result.changed and not result.state_compatible
-    assert any("source table definition changed" in r for r in result.reasons)
+    assert Reason.of("SOURCE_DEFINITION_CHANGED", tables=["`demo`.`card-transactions`"]) in result.reasons

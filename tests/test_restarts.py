@@ -130,7 +130,7 @@ def test_a_job_whose_sink_fails_for_a_while_comes_back_by_itself_and_one_that_ke
     )
     wait_for(lambda: len(committed_ids(spark, out)) == 10, "the rows written during the outage", 60)
     assert committed_ids(spark, out) == sorted(f"e{i}" for i in range(10)), "exact: nothing lost or doubled"
-    assert [entry["decision"] for entry in history(project, "copier")] == ["start"], "no deploy brought it back"
+    assert [entry.decision for entry in history(project, "copier")] == ["start"], "no deploy brought it back"
 
     # a lasting failure: after the strategy's attempts the job gives up and says so
     aside = break_sink(out)
@@ -174,13 +174,13 @@ def test_a_session_query_follows_its_own_restart_strategy_and_others_the_session
     attempts within the window; without one the session's protection counts consecutive failures."""
     from jobs.control import JobControl
     from runner.core.catalog import Catalog
-    from runner.core.jobspec import JobSpec
     from runner.core.manifest import Manifest
+    from runner.core.protocol.jobspec import JobSpec
     from runner.session.config import Protection
     from runner.session.host import Hosted, QueryHost
     from runner.targets.base import JobIdentity, Launch
 
-    host = QueryHost(None, "run-0", Protection(max_failures=3, first_backoff=1.0), lambda _: None)  # type: ignore[arg-type]
+    host = QueryHost(None, "run-0", Protection(max_failures=3), lambda _: None)  # type: ignore[arg-type]
 
     def hosted(strategy: dict | None) -> Hosted:
         fields = {"name": "q", "target-table": "t", "sql": "SELECT 1"}
@@ -192,4 +192,8 @@ def test_a_session_query_follows_its_own_restart_strategy_and_others_the_session
     assert host._judge(own) == (False, 3.0, "2")
     assert host._judge(own)[0], "a second failure within the hour is past its one attempt"
     session = hosted(None)
-    assert [host._judge(session) for _ in range(3)] == [(False, 1.0, "3"), (False, 2.0, "3"), (True, 4.0, "3")]
+    assert [host._judge(session) for _ in range(2)] == [(False, 1.0, "3"), (False, 2.0, "3")]
+    host._recovered(session, 0.0)  # a micro-batch completed: the failures no longer follow each other
+    assert [host._judge(session) for _ in range(3)] == [(False, 1.0, "3"), (False, 2.0, "3"), (True, 0.0, "3")]
+    host._recovered(own, 0.0)
+    assert host._judge(own)[0], "a manifest's own strategy counts every failure within its window, recovered or not"

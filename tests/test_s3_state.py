@@ -24,7 +24,7 @@ import pytest
 from demo.committed_rows import committed_bucket_rows, committed_json_rows
 from demo.transactions import transactions, write_batch
 from runner.core.bucket import S3Bucket
-from runner.core.history import read_history
+from runner.core.protocol.history import read_history
 from tests.clihelpers import cli, status, wait_for
 from tests.conftest import METADATA_DDL, ProjectDir, kill_jobs_recorded_in
 from tests.motoserver import MotoServer, moto
@@ -107,7 +107,7 @@ def test_a_job_with_its_state_and_tables_on_s3_lives_through_every_kind_of_deplo
     assert "start v2 with clean state" in cli(project, "deploy", *STATE).stdout
     written += put_events("f3", 3)
     decided = read_history(S3Bucket(BUCKETS["manifests"]), "dedup")[-1]  # history lives in the S3 bucket too
-    skips = [note for note in decided["outcome"]["continuation"] if "skips the" in note]
+    skips = [note for note in decided.outcome.continuation if "skips the" in note]
     assert skips and re.search(r"skips the [12] files read up to batch", skips[0]), decided
 
     wait_for(holds_all, "v2 reading the third file", 120)

@@ -34,6 +34,7 @@ import yaml
 
 from demo.committed_rows import committed_json_rows
 from jobs.control import RECENT_BATCHES
+from runner.core.reasons import Reason
 from tests.clihelpers import cli, history, wait_for
 from tests.conftest import METADATA_DDL, ProjectDir
 
@@ -191,7 +192,7 @@ def test_a_session_applies_adds_changes_and_removals_while_the_other_queries_kee
     bad = statuses(project)["q-bad"]
     assert bad["state"] == "failed (parked)"
     assert "the snippet throws on every row" in bad["why"] and bad["restarts"] == 1
-    kinds = [entry["decision"] for entry in history(project, "q-bad")]
+    kinds = [entry.decision for entry in history(project, "q-bad")]
     assert kinds == ["start", "failing", "parked"], kinds
     health = json.loads(cli(project, "session", "status", "--json").stdout)
     assert health["queries"]["parked"] == 1 and health["queries"]["running"] == 5
@@ -219,14 +220,14 @@ def test_a_session_applies_adds_changes_and_removals_while_the_other_queries_kee
             120,
         )
         assert status_file(project, "q-b")["version"] == 1
-        assert history(project, "q-b")[-1]["summary"].startswith("stop with savepoint, then restore v1 from")
+        assert history(project, "q-b")[-1].summary.startswith("stop with savepoint, then restore v1 from")
         wait_for(lambda: advancing(project, steady, mark), "steady queries advancing across the change", 60)
 
         # incompatible change (other deduplication keys): v2, continuing after the files v1 read
         mark = {n: batch(project, n) for n in steady}
         project.manifest("q-c", dedup("q-c", "out-c", '"id", "account"'))
         wait_for(lambda: status_file(project, "q-c").get("version") == 2 and batch(project, "q-c") >= 0, "q-c v2", 120)
-        assert "start v2 with clean state" in history(project, "q-c")[-1]["summary"]
+        assert "start v2 with clean state" in history(project, "q-c")[-1].summary
         wait_for(lambda: advancing(project, steady, mark), "steady queries advancing across the new version", 60)
 
         # an invalid manifest is reported and changes nothing
@@ -264,7 +265,7 @@ def test_a_session_applies_adds_changes_and_removals_while_the_other_queries_kee
     assert rows(project, "out-e") == removed_at  # nothing written after the removal
     for name in ["q-a", "q-b", "q-c", "q-d", "q-f", "q-bad"]:
         assert statuses(project)[name]["state"] == "stopped"
-        assert history(project, name)[-1]["summary"] == "session stopped: stop with savepoint"
+        assert history(project, name)[-1].summary == "session stopped: stop with savepoint"
 
 
 def previews_answered_by_the_session_write_nothing(project: ProjectDir) -> None:
@@ -338,9 +339,9 @@ def test_a_killed_session_resumes_every_query_from_its_latest_state(session_proj
     for table, ids in wanted.items():
         counted = rows(project, table)
         assert set(counted) == ids and max(counted.values()) == 1, table
-    resumed, from_savepoint = [e for e in history(project, "q-b") if e["decision"] == "restore"]
-    assert "resumed-checkpoint" in resumed["outcome"]  # after the kill: the checkpoint the dead session used
-    assert "restored-from" in from_savepoint["outcome"] and from_savepoint["target"] == "session"
+    resumed, from_savepoint = [e for e in history(project, "q-b") if e.decision == "restore"]
+    assert resumed.outcome.resumed_checkpoint  # after the kill: the checkpoint the dead session used
+    assert from_savepoint.outcome.restored_from and from_savepoint.target == "session"
 
 
 def test_a_query_moves_between_application_and_session_mode_with_its_state(session_project: ProjectDir):
@@ -358,14 +359,15 @@ def test_a_query_moves_between_application_and_session_mode_with_its_state(sessi
         path.write_text(path.read_text() + "mode: session\n")
         wait_for(lambda: status_file(project, "q-m").get("mode") == "session" and batch(project, "q-m") >= 0, "moved")
         moved = history(project, "q-m")[-1]
-        assert moved["summary"].startswith("stop with savepoint, then restore v1 from") and moved["target"] == "session"
-        assert "mode" in " ".join(moved["reasons"]) and moved["outcome"]["savepoint"]["graceful"]
+        assert moved.summary.startswith("stop with savepoint, then restore v1 from") and moved.target == "session"
+        assert Reason.of("CONFIG_CHANGED", fields=["mode"]) in moved.reasons
+        assert moved.outcome.savepoint and moved.outcome.savepoint.graceful
         assert statuses(project)["q-m"]["target"] == "session"
         # session -> application: deploy stops the session query with a savepoint and restores it as an application
         path.write_text(path.read_text().replace("mode: session\n", "mode: application\n"))
         cli(project, "deploy")
         back = history(project, "q-m")[-1]
-        assert back["target"] == "local" and back["outcome"]["savepoint"]["graceful"], back
+        assert back.target == "local" and back.outcome.savepoint and back.outcome.savepoint.graceful, back
         wait_for(lambda: statuses(project)["q-m"]["state"] == "running" and batch(project, "q-m") >= 0, "back")
         assert statuses(project)["q-m"]["target"] == "local"
     finally:
@@ -514,45 +516,45 @@ class FakeQuery:
         return self.recentProgress[-1] if self.recentProgress else None
 
 
-def test_a_session_query_publishes_every_batch_even_several_between_two_looks(tmp_path: Path):
+def test_a_query_publishes_every_batch_even_several_between_two_looks(tmp_path: Path):
     """The status's recent-progress holds every batch of the run in order: the run's first ones, the
     batch after an idle spell (whose idle progress already bore its id), and batches that completed
-    between two looks; idle progress is not a batch."""
+    between two looks; idle progress is not a batch. Session queries and application jobs publish
+    through the same ``JobControl.publish_progress``."""
     from jobs.control import JobControl
     from runner.core.bucket import LocalBucket
     from runner.core.catalog import Catalog
-    from runner.core.jobspec import JobSpec
     from runner.core.manifest import Manifest
-    from runner.session.config import Protection
-    from runner.session.host import Hosted, QueryHost
-    from runner.targets.base import JobIdentity, Launch
+    from runner.core.protocol.jobspec import JobSpec
 
     store = LocalBucket(tmp_path / "manifests")
     manifest = Manifest.model_validate({"name": "q", "target-table": "t", "sql": "SELECT 1"})
     spec = JobSpec(manifest, Catalog(), "/c", "/d", store={"manifests": store.describe()}, run_id="run-1")
-    host = QueryHost(None, "run-0", Protection(), lambda _: None)  # type: ignore[arg-type] - no Spark is used
+    control = JobControl(spec, lambda _: None)
     query = FakeQuery()
-    hosted = Hosted(Launch(JobIdentity("team", "q", 1, "run-1"), spec), JobControl(spec, lambda _: None))
-    hosted.queries = [query]  # type: ignore[list-item]
+    queries = [query]
+
+    def publish() -> bool:
+        return control.publish_progress(queries)  # type: ignore[arg-type] - a stand-in for a StreamingQuery
 
     def published() -> list[int]:
         status = json.loads((tmp_path / "manifests" / "status" / "q.json").read_text())
         assert status["progress"] == status["recent-progress"][-1]
         return [r["batch"] for r in status["recent-progress"]]
 
-    assert not host._published_progress(hosted)  # no batch yet: nothing to publish
+    assert not publish()  # no batch yet: nothing to publish
     query.idle()
-    assert not host._published_progress(hosted)  # idle before its first batch: still nothing
+    assert not publish()  # idle before its first batch: still nothing
     query.complete(0)
     query.idle()
     query.complete(1)  # the first look comes after two batches, an idle spell between them
-    assert host._published_progress(hosted) and published() == [0, 1]
-    assert not host._published_progress(hosted)  # nothing new since
+    assert publish() and published() == [0, 1]
+    assert not publish()  # nothing new since
     query.idle()  # idle: its progress names batch 2, which has not run
-    assert not host._published_progress(hosted) and published() == [0, 1]
+    assert not publish() and published() == [0, 1]
     query.complete(2)
-    assert host._published_progress(hosted) and published() == [0, 1, 2]
+    assert publish() and published() == [0, 1, 2]
     query.complete(3, 4, 5)  # three between two looks
-    assert host._published_progress(hosted) and published() == [0, 1, 2, 3, 4, 5]
+    assert publish() and published() == [0, 1, 2, 3, 4, 5]
     query.complete(*range(6, 30))
-    assert host._published_progress(hosted) and published() == list(range(30 - RECENT_BATCHES, 30))
+    assert publish() and published() == list(range(30 - RECENT_BATCHES, 30))

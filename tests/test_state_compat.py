@@ -12,6 +12,8 @@ import pytest
 from runner.analysis.query_diff import diff_queries
 from runner.authoring.project import load_project
 from runner.core.manifest import Manifest
+from runner.core.querydiff import QueryDiff
+from runner.core.reasons import Reason
 from tests.conftest import METADATA_DDL, ProjectDir
 
 DDL = (
@@ -80,6 +82,16 @@ def verdict(spark, catalog, old: str, new: str, target: str = "`demo`.`counts`")
     return diff_queries(spark, query(old, target), list(catalog.tables), query(new, target), catalog, {})
 
 
+def operator_change(result: QueryDiff, kind: str) -> Reason:
+    """The one reason that names the first stateful operator of ``kind`` as changed."""
+    (found,) = [
+        r
+        for r in result.reasons
+        if r.code.startswith("STATEFUL_OPERATOR_") and (r.param["kind"], r.param["position"]) == (kind, 1)
+    ]
+    return found
+
+
 @pytest.mark.parametrize(
     ("old", "new", "why"),
     [
@@ -97,7 +109,7 @@ def verdict(spark, catalog, old: str, new: str, target: str = "`demo`.`counts`")
 def test_keys_or_functions_computed_differently_start_a_new_version(spark, catalog, old, new, why):
     result = verdict(spark, catalog, old, new)
     assert result.changed and not result.state_compatible, result.reasons
-    assert any(r.startswith("aggregation 1 changed") and why in r for r in result.reasons), result.reasons
+    assert why in operator_change(result, "aggregation").param["differ"], result.reasons
 
 
 @pytest.mark.parametrize(
@@ -115,7 +127,7 @@ def test_keys_or_functions_computed_differently_start_a_new_version(spark, catal
 def test_a_stream_stream_join_keeps_its_state_only_if_both_sides_keep_the_same_rows(spark, catalog, new, why):
     result = verdict(spark, catalog, JOINED, new, "`demo`.`joined`")
     assert result.changed and not result.state_compatible, result.reasons
-    assert any(r.startswith("join 1 changed") and why in r for r in result.reasons), result.reasons
+    assert why in operator_change(result, "join").param["differ"], result.reasons
 
 
 @pytest.mark.parametrize(
@@ -150,8 +162,8 @@ def test_what_the_describer_cannot_judge_makes_the_change_incompatible_and_is_na
     )
     result = verdict(spark, catalog, static, static.replace(".count()", '.count().where("count > 0")'))
     assert result.changed and not result.state_compatible
-    unsure = [r for r in result.reasons if r.startswith("unsure whether the state carries over")]
-    assert len(unsure) == 1 and "not one of the declared tables" in unsure[0], result.reasons
+    unsure = [r for r in result.reasons if r.code == "STATE_UNSURE"]
+    assert len(unsure) == 1 and "not one of the declared tables" in str(unsure[0].param["what"]), result.reasons
 
 
 DEDUPLICATED = """
@@ -165,7 +177,14 @@ execution_output = events.groupBy(F.window("ts", "1 minute"), F.col("account").a
 def test_deduplication_keys_are_part_of_the_state(spark, catalog):
     result = verdict(spark, catalog, DEDUPLICATED, DEDUPLICATED.replace('["id", "ts"]', '["account", "ts"]'))
     assert not result.state_compatible
-    expected = "deduplication 1 changed: deduplication on id, ts -> deduplication on account, ts"
-    assert f"{expected} (deduplication keys differ)" in result.reasons, result.reasons
+    expected = Reason.of(
+        "STATEFUL_OPERATOR_CHANGED",
+        kind="deduplication",
+        position=1,
+        before="deduplication on id, ts",
+        after="deduplication on account, ts",
+        differ=["deduplication keys"],
+    )
+    assert expected in result.reasons, result.reasons
     filtered = DEDUPLICATED.replace(".dropDuplicates", '.where("amount > 0").dropDuplicates')
     assert verdict(spark, catalog, DEDUPLICATED, filtered).state_compatible

@@ -20,6 +20,7 @@ from pathlib import Path
 import yaml
 
 from demo.committed_rows import committed_json_rows
+from runner.core.reasons import codes
 from tests.clihelpers import cli, edit, history, status, wait_for
 from tests.conftest import HIGH_VALUE_MANIFEST, METADATA_DDL, TRANSACTIONS_DDL, ProjectDir, kill_recorded_jobs
 from tests.test_job import run_once
@@ -113,8 +114,9 @@ def test_state_that_cannot_serve_the_edited_query_is_never_restored(spark, tmp_p
         cli(deployed, "deploy")
         for name in EDITS:
             last = history(deployed, name)[-1]
-            assert last["summary"] == "stop with savepoint, then start v2 with clean state (query changed)", last
-            assert any(r.startswith("aggregation 1 changed") and "grouping keys" in r for r in last["reasons"]), last
+            assert last.summary == "stop with savepoint, then start v2 with clean state (query changed)", last
+            changed = next(r for r in last.reasons if r.code.startswith("STATEFUL_OPERATOR_"))
+            assert changed.param["kind"] == "aggregation" and "grouping keys" in changed.param["differ"], last
         for name in EDITS:
             run_once(spark, scratch, name, tmp_path / "scratch-state")  # the same job code, in this process
             from_scratch = query_rows(scratch.root / "data" / name, version=1)
@@ -175,14 +177,16 @@ def test_a_restore_spark_refuses_stops_the_job_and_the_next_plan_starts_a_new_ve
     shown = status(project, "counts")
     assert shown["state"] == "failed" and shown["version"] == 1
     assert shown["why"].startswith("Spark refused the restored state: [STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE]")
-    refusals = [e for e in history(project, "counts") if e["decision"] == "refused"]
-    assert len(refusals) == 1 and refusals[0]["version"] == 1, refusals
-    assert refusals[0]["reasons"][0].startswith("[STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE]")
+    refusals = [e for e in history(project, "counts") if e.decision == "refused"]
+    assert len(refusals) == 1 and refusals[0].version == 1, refusals
+    assert codes(refusals[0].reasons) == ["SPARK_REFUSED_STATE", "NEXT_PLAN_STARTS_CLEAN"]
+    assert str(refusals[0].reasons[0].param["refusal"]).startswith("[STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE]")
 
     plan = json.loads(cli(project, "plan", "--json").stdout)
     assert (plan["decision"], plan["version"]) == ("start", 2)
     assert plan["summary"] == "start v2 with clean state (restore refused)"
-    assert any("v1 could not start from its restored state" in r for r in plan["reasons"])
+    refused = next(r for r in plan["reasons"] if r["code"] == "RESTORE_REFUSED")
+    assert refused["params"]["version"] == 1 and "STATE_STORE_KEY_SCHEMA" in refused["params"]["refusal"], refused
     cli(project, "run", str(manifest), "--once")
     after = status(project, "counts")
     published = (project.root / ".sql-runner" / "manifests" / "status" / "counts.json").read_text()
@@ -201,7 +205,9 @@ def test_retention_and_on_query_change_are_recorded_without_restarting_the_job(d
     plan = json.loads(cli(demo_project, "plan", "--json").stdout)
     assert plan["decision"] == "update"
     assert plan["summary"] == "record the change; the running job keeps running (no restart needed)"
-    assert plan["reasons"] == ["changed without a restart: on-query-change, retention (the job does not use them)"]
+    assert [(r["code"], r["params"]) for r in plan["reasons"]] == [
+        ("CHANGED_WITHOUT_RESTART", {"fields": ["on-query-change", "retention"]})
+    ]
     cli(demo_project, "deploy")
     after = status(demo_project, "high-value")
     assert after["state"] == "running" and after["job"] == running["job"], (running, after)
@@ -209,6 +215,6 @@ def test_retention_and_on_query_change_are_recorded_without_restarting_the_job(d
         (demo_project.root / ".sql-runner" / "manifests" / "deployed" / "high-value.yaml").read_text()
     )
     assert record["retention"] == {"savepoints": 5, "runs": 2} and record["on-query-change"] == "reprocess"
-    assert history(demo_project, "high-value")[-1]["decision"] == "update"
+    assert history(demo_project, "high-value")[-1].decision == "update"
     assert json.loads(cli(demo_project, "plan", "--json").stdout)["decision"] == "nothing"
     cli(demo_project, "stop", "high-value", "--no-savepoint")

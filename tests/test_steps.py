@@ -19,6 +19,8 @@ import yaml
 from runner.core import layout
 from runner.core.errors import UserError
 from runner.core.manifest import Manifest, Meta
+from runner.core.protocol.history import Outcome
+from runner.core.reasons import Reason
 from runner.core.starts import Source
 from runner.core.stateref import StateRef
 from runner.deploy.executor import Executor, Settings
@@ -71,7 +73,8 @@ def test_each_action_kind_has_its_steps_in_a_safe_order():
     assert steps(Action("j", "remove", (), version=1)) == (MarkRemoved(),)
     assert steps(Action("j", "update", (), version=1)) == (RecordUpdate(), ApplyRetention())
     assert steps(Action("j", "nothing", ())) == ()
-    assert steps(Action("j", "error", ("no state",), version=1)) == (Refuse(("no state",)),)
+    none_found = (Reason.of("NO_STATE_FOUND", version=1),)
+    assert steps(Action("j", "error", none_found, version=1)) == (Refuse(none_found),)
 
 
 class RecordingTarget:
@@ -143,24 +146,27 @@ def deployed_running(store, target) -> tuple[DeploymentRecord, RunningJob, str]:
 def test_a_state_compatible_change_stops_snapshots_restores_and_starts_in_that_order(world):
     store, target, executor = world
     record, job, etag = deployed_running(store, target)
-    action = Action("job", "restore", ("query changed",), version=1, stop=True, restore_from=STOP_SAVEPOINT)
+    action = Action(
+        "job", "restore", (Reason.of("QUERY_MEANING_CHANGED"),), version=1, stop=True, restore_from=STOP_SAVEPOINT
+    )
     prepared = Prepared(
         manifest("SELECT id FROM `demo`.`in` WHERE id > 1"), "manifests/job.yaml", (), record.sources, None
     )
-    outcome: dict = {}
+    outcome = Outcome()
     executor.carry_out(
         Decision("job", action, prepared, record, etag, job, Observed(running=True)), steps(action), outcome
     )
 
     assert target.calls == [("stop-gracefully", "job"), ("submit", "job")]
-    savepoint = outcome["savepoint"]
-    assert savepoint["graceful"] and savepoint["last-committed-batch"] == 1
-    assert store.savepoints.read(f"{savepoint['key']}commits/1") is not None
-    restored = outcome["checkpoint"]
-    assert restored == layout.checkpoint("job", 1, outcome["run-id"]) and outcome["run-id"] != "run-a"
+    savepoint = outcome.savepoint
+    assert savepoint is not None and savepoint.graceful and savepoint.last_committed_batch == 1
+    assert store.savepoints.read(f"{savepoint.key}commits/1") is not None
+    restored, run_id = outcome.checkpoint, outcome.run_id
+    assert restored is not None and run_id is not None
+    assert restored == layout.checkpoint("job", 1, run_id) and run_id != "run-a"
     assert store.checkpoints.read(f"{restored}commits/1") is not None  # the new run folder holds the savepoint
     now_deployed, _ = records.read_deployed(store.manifests, "job")
-    assert now_deployed is not None and now_deployed.run_id == outcome["run-id"] and now_deployed.version == 1
+    assert now_deployed is not None and now_deployed.run_id == run_id and now_deployed.version == 1
     assert now_deployed.manifest.sql.endswith("WHERE id > 1")
     spec = target.launches[0].spec
     assert spec is not None and spec.checkpoint == store.checkpoints.uri(restored)
@@ -171,11 +177,13 @@ def test_a_record_changed_since_the_decision_stops_the_carry_out_before_anything
     store, target, executor = world
     record, job, etag = deployed_running(store, target)
     store.manifests.write(layout.deployed("job"), record.to_yaml().encode() + b"# another runner\n")
-    action = Action("job", "start", ("query changed",), version=2, stop=True, continue_from=STOP_SAVEPOINT)
+    action = Action(
+        "job", "start", (Reason.of("QUERY_MEANING_CHANGED"),), version=2, stop=True, continue_from=STOP_SAVEPOINT
+    )
     prepared = Prepared(manifest(), "manifests/job.yaml", (), record.sources, None)
     with pytest.raises(UserError) as raised:
         executor.carry_out(
-            Decision("job", action, prepared, record, etag, job, Observed(running=True)), steps(action), {}
+            Decision("job", action, prepared, record, etag, job, Observed(running=True)), steps(action), Outcome()
         )
     assert raised.value.problems[0].code == "DEPLOYED_STATE_CHANGED"
     assert ("submit", "job") not in target.calls
@@ -183,9 +191,9 @@ def test_a_record_changed_since_the_decision_stops_the_carry_out_before_anything
 
 def test_refuse_touches_nothing(world):
     store, target, executor = world
-    action = Action("job", "error", ("no savepoint or checkpoint",), version=1)
+    action = Action("job", "error", (Reason.of("NO_STATE_FOUND", version=1),), version=1)
     with pytest.raises(UserError) as raised:
-        executor.carry_out(Decision("job", action, None, None, None, None, Observed()), steps(action), {})
+        executor.carry_out(Decision("job", action, None, None, None, None, Observed()), steps(action), Outcome())
     assert raised.value.problems[0].code == "NO_STATE_TO_RESTORE"
     assert target.calls == [] and store.manifests.keys("") == []
 

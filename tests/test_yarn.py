@@ -98,7 +98,9 @@ def test_a_failing_spark_submit_is_reported_and_the_next_deploy_starts_the_versi
         fake_spark_submit(submit, rm.url)
         plan = json.loads(cli(demo_project, "plan", "--json", "--target", "yarn", "--resource-manager", rm.url).stdout)
         assert plan["decision"] == "start" and plan["version"] == 1
-        assert "v1 never started: starting it as planned" in plan["reasons"]
+        assert {"code": "NEVER_STARTED", "params": {"version": 1}} in [
+            {k: r[k] for k in ("code", "params")} for r in plan["reasons"]
+        ]
         cli(demo_project, "deploy", "--target", "yarn", "--resource-manager", rm.url, "--spark-submit", str(submit))
         assert len(rm.apps) == 1
 

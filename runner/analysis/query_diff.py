@@ -24,6 +24,7 @@ from runner.analysis.state_shape import StatefulOperator, StateShape, describe
 from runner.core.catalog import Catalog
 from runner.core.manifest import Manifest
 from runner.core.querydiff import QueryDiff
+from runner.core.reasons import Reason
 from runner.core.tables import TableDef
 
 
@@ -60,27 +61,28 @@ def state_of(built: BuiltJob) -> StateShape:
 def compare(
     before: BuiltJob, after: BuiltJob, old: Manifest, new: Manifest, old_tables: list[TableDef], catalog: Catalog
 ) -> QueryDiff:
-    reasons: list[str] = []
+    reasons: list[Reason] = []
     same_semantics = before.query.result.sameSemantics(after.query.result)
     if not same_semantics:
-        reasons.append("the query's meaning changed (Spark's sameSemantics)")
+        reasons.append(Reason.of("QUERY_MEANING_CHANGED"))
     old_schema, new_schema = _schema(before.query.result), _schema(after.query.result)
     same_schema = old_schema == new_schema
     if not same_schema:
         reasons.append(
-            "output columns changed: "
-            + ", ".join(f"{n} {t}" for n, t in old_schema)
-            + " -> "
-            + ", ".join(f"{n} {t}" for n, t in new_schema)
+            Reason.of(
+                "OUTPUT_COLUMNS_CHANGED",
+                before=[f"{n} {t}" for n, t in old_schema],
+                after=[f"{n} {t}" for n, t in new_schema],
+            )
         )
-    incompatible: list[str] = []
+    incompatible: list[Reason] = []
     old_sources = {t.name: t.definition() for t in before.query.sources.values()}
     new_sources = {t.name: t.definition() for t in after.query.sources.values()}
     if set(old_sources) != set(new_sources):
-        incompatible.append(f"sources changed: {', '.join(sorted(old_sources))} -> {', '.join(sorted(new_sources))}")
+        incompatible.append(Reason.of("SOURCES_CHANGED", before=sorted(old_sources), after=sorted(new_sources)))
     changed_tables = sorted(n for n in set(old_sources) & set(new_sources) if old_sources[n] != new_sources[n])
     if changed_tables:
-        incompatible.append(f"source table definition changed: {', '.join(changed_tables)}")
+        incompatible.append(Reason.of("SOURCE_DEFINITION_CHANGED", tables=changed_tables))
     old_target = Catalog(tuple(old_tables)).lookup_name(old.target_table)
     new_target = catalog.lookup_name(new.target_table)
     target_changed = (
@@ -90,7 +92,7 @@ def compare(
         or old_target.definition() != new_target.definition()
     )
     if target_changed:
-        incompatible.append(f"target changed: {old.target_table} -> {new.target_table}")
+        incompatible.append(Reason.of("TARGET_CHANGED", before=old.target_table, after=new.target_table))
     old_state, new_state = state_of(before), state_of(after)
     changed = not same_semantics or not same_schema or bool(changed_tables) or target_changed
     if changed:
@@ -103,36 +105,38 @@ def compare(
     )
 
 
-def _state_changes(old: StateShape, new: StateShape) -> list[str]:
+def _state_changes(old: StateShape, new: StateShape) -> list[Reason]:
     """Why ``old``'s state cannot serve ``new`` (empty: it can)."""
     for shape, which in ((old, "deployed"), (new, "desired")):
         if shape.unsure:
-            return [
-                f"unsure whether the state carries over: the {which} query has {shape.unsure}, which the "
-                "runner cannot judge (when unsure, the state is not reused)"
-            ]
+            return [Reason.of("STATE_UNSURE", which=which, what=shape.unsure)]
     if [op.kind for op in old.operators] != [op.kind for op in new.operators]:
         return [
-            "stateful operators changed: "
-            + (", ".join(op.shown for op in old.operators) or "none")
-            + " -> "
-            + (", ".join(op.shown for op in new.operators) or "none")
+            Reason.of(
+                "STATEFUL_OPERATORS_CHANGED",
+                before=", ".join(op.shown for op in old.operators) or "none",
+                after=", ".join(op.shown for op in new.operators) or "none",
+            )
         ]
-    changes = []
-    for position, (a, b) in enumerate(zip(old.operators, new.operators, strict=True), start=1):
-        if a.identity != b.identity:
-            changes.append(f"{a.kind} {position} changed: {_what_changed(a, b)}")
-    return changes
+    return [
+        _what_changed(a, b, position)
+        for position, (a, b) in enumerate(zip(old.operators, new.operators, strict=True), start=1)
+        if a.identity != b.identity
+    ]
 
 
-def _what_changed(a: StatefulOperator, b: StatefulOperator) -> str:
+def _what_changed(a: StatefulOperator, b: StatefulOperator, position: int) -> Reason:
     labels = list(dict.fromkeys(label for label, _ in a.identity + b.identity))
     differ = [label for label in labels if _values(a, label) != _values(b, label)]
     named = {"key": "grouping keys", "function": "aggregate functions"}
-    what = ", ".join(dict.fromkeys(named.get(label, label) for label in differ))
+    what = list(dict.fromkeys(named.get(label, label) for label in differ))
     if a.shown != b.shown:
-        return f"{a.shown} -> {b.shown} ({what} differ)"
-    return f"{a.shown}, with {what} computed differently (e.g. a window's size or slide, a struct field, a generator)"
+        return Reason.of(
+            "STATEFUL_OPERATOR_CHANGED", kind=a.kind, position=position, before=a.shown, after=b.shown, differ=what
+        )
+    return Reason.of(
+        "STATEFUL_OPERATOR_COMPUTED_DIFFERENTLY", kind=a.kind, position=position, operator=a.shown, differ=what
+    )
 
 
 def _values(operator: StatefulOperator, label: str) -> list[str]:

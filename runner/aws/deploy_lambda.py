@@ -54,6 +54,8 @@ from runner.core import layout
 from runner.core.bucket import PreconditionFailed, S3Bucket
 from runner.core.errors import Problem, UserError
 from runner.core.manifest import BUILT_IN_DEFAULTS
+from runner.core.protocol.control import DeployError, write_deploy_error
+from runner.core.protocol.ownership import DeployClaim
 
 PREFIX = layout.DESIRED_PREFIX
 SESSION_APPLIES = "a session-mode manifest: the team's session applies it from manifests/ by itself"
@@ -234,20 +236,17 @@ class Handler:
         return BUILT_IN_DEFAULTS if blob is None else parse_template(blob.text, file=TEMPLATE_KEY)
 
     def _report(self, name: str, event: S3Event, problems: list[str]) -> None:
-        report = {
-            "name": name,
-            "key": event.key,
-            "version-id": event.version_id,
-            "at": self.now().isoformat(),
-            "problems": problems,
-            "result": "not deployed",
-        }
-        self.bucket.write(layout.deploy_error(name), json.dumps(report, indent=2).encode())
+        report = DeployError(
+            name=name, key=event.key, version_id=event.version_id, at=self.now().isoformat(), problems=problems
+        )
+        write_deploy_error(self.bucket, report)
 
     def _once(self, scope: str, event: S3Event, result: dict[str, Any], name: str, args: list[str]) -> dict[str, Any]:
         """Add the change's step exactly once (see the module's docstring); ``scope``: the manifest, or ``_all``."""
         key = layout.deploy_request(scope, event.event_id)
-        claim = {"key": event.key, "version-id": event.version_id, "created": event.created, "step-name": name}
+        claim = DeployClaim(
+            key=event.key, version_id=event.version_id, created=event.created, step_name=name, state="pending", at=""
+        )
         current = self.bucket.read(key)
         if current is None:
             try:
@@ -255,15 +254,15 @@ class Handler:
             except PreconditionFailed:
                 raise ClaimPending(f"{key}: claimed by another invocation a moment ago") from None
         else:
-            found = json.loads(current.text)
-            if found.get("step-id"):
+            found = DeployClaim.decode(current.text)
+            if found.step_id:
                 return {
                     **result,
                     "result": "duplicate",
                     "why": "this change was already handled",
-                    "step": found["step-id"],
+                    "step": found.step_id,
                 }
-            age = (self.now() - datetime.fromisoformat(found["at"])).total_seconds()
+            age = (self.now() - datetime.fromisoformat(found.at)).total_seconds()
             if age < PENDING_SECONDS:
                 raise ClaimPending(f"{key}: another invocation is adding its step (claimed {age:.0f}s ago)")
             existing = self._existing_step(name)
@@ -282,11 +281,10 @@ class Handler:
         self._mark(key, etag, claim, step)
         return {**result, "result": "step", "step": step}
 
-    def _claim_body(self, claim: dict[str, Any], state: str, step: str | None = None) -> bytes:
-        body = {**claim, "state": state, "at": self.now().isoformat(), **({"step-id": step} if step else {})}
-        return json.dumps(body).encode()
+    def _claim_body(self, claim: DeployClaim, state: str, step: str | None = None) -> bytes:
+        return claim.model_copy(update={"state": state, "at": self.now().isoformat(), "step_id": step}).encode()
 
-    def _mark(self, key: str, etag: str, claim: dict[str, Any], step: str) -> None:
+    def _mark(self, key: str, etag: str, claim: DeployClaim, step: str) -> None:
         """The claim now names its step; a repeated delivery adds nothing."""
         try:
             self.bucket.write(key, self._claim_body(claim, "added", step), if_etag=etag)

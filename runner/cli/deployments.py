@@ -11,6 +11,7 @@ from runner.cli.context import Context
 from runner.cli.output import line, out
 from runner.core.errors import ProblemCollector, UserError
 from runner.core.manifest import Manifest
+from runner.core.reasons import rendered
 from runner.deploy.deployer import Decision, Deployer
 
 
@@ -141,7 +142,7 @@ def deploy(
         except UserError as error:
             failures.capture(error)
             continue
-        line(f"{decision.name}: {result['summary']} -> {render.outcome(result['outcome'])}")
+        line(f"{decision.name}: {result.summary} -> {render.outcome(result.outcome)}")
     failures.raise_if_any()
 
 
@@ -160,7 +161,7 @@ def undeploy(ctx: Context, name: str, lease_wait: float) -> None:
         raise UserError.of("MANIFEST_STILL_PRESENT", name=name, manifest=ctx.project.display(present[0]))
     deployer = ctx.deployer(with_project=False, lease_wait=lease_wait)
     result = deployer.carry_out(deployer.decide(name, None), purpose="undeploy")
-    line(f"{name}: {result['summary']} -> {render.outcome(result['outcome'])}")
+    line(f"{name}: {result.summary} -> {render.outcome(result.outcome)}")
 
 
 @click.command()
@@ -182,9 +183,9 @@ def run(manifest: Path, once: bool, project: Path | None, state: Path | None, te
     deployer = ctx.deployer(foreground, once=once)
     decision = decisions(ctx, deployer, (manifest,))[0]
     deployer.release_spark()  # the job runs in its own JVM; the analysis one does not wait beside it
-    ctx.log(f"[{decision.name}] {decision.action.summary}: {'; '.join(decision.action.reasons)}")
+    ctx.log(f"[{decision.name}] {decision.action.summary}: {'; '.join(rendered(decision.action.reasons))}")
     result = deployer.carry_out(decision, purpose="run")
     if foreground.exit_code is None:
-        line(f"{decision.name}: {result['summary']}; nothing to run")
+        line(f"{decision.name}: {result.summary}; nothing to run")
         return 0
     return foreground.exit_code

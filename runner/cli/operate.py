@@ -43,7 +43,7 @@ def status(ctx: Context, as_json: bool) -> None:
 def stop(ctx: Context, name: str, no_savepoint: bool) -> None:
     """Stop the running job NAME at a micro-batch boundary, with a savepoint unless told otherwise."""
     result = ctx.deployer(with_project=False).stop(name, savepoint=not no_savepoint)
-    line(f"{name}: stopped; {render.outcome(result['outcome'])}")
+    line(f"{name}: stopped; {render.outcome(result.outcome)}")
 
 
 @click.command()
@@ -56,7 +56,7 @@ def stop(ctx: Context, name: str, no_savepoint: bool) -> None:
 def savepoint(ctx: Context, name: str) -> None:
     """Take a savepoint of the running job NAME: a short stop at a batch boundary, snapshot, restart from it."""
     result = ctx.deployer(with_project=False).savepoint(name)
-    line(f"{name}: {render.outcome(result['outcome'])}")
+    line(f"{name}: {render.outcome(result.outcome)}")
 
 
 @click.command()
@@ -71,12 +71,14 @@ def savepoint(ctx: Context, name: str) -> None:
 @requires.context(need_project=False)
 def history(ctx: Context, name: str, limit: int, as_json: bool) -> None:
     """Every deploy decision about the job NAME: when, what, why, and how it went."""
-    from runner.core.history import read_history
+    from runner.core.protocol.history import read_history
 
     entries = read_history(ctx.store.manifests, name)[-limit:]
     if not entries:
         raise UserError.of("NO_HISTORY", name=name)
     if as_json:
-        line(json.dumps(entries, indent=2))
+        line(
+            json.dumps([entry.model_dump(mode="json", by_alias=True, exclude_none=True) for entry in entries], indent=2)
+        )
         return
     out.print(render.history_table(name, entries))

@@ -7,6 +7,9 @@ from typing import Any
 
 from rich.table import Table
 
+from runner.core.protocol.history import HistoryEntry, Outcome
+from runner.core.protocol.session import SessionHealth
+from runner.core.reasons import rendered
 from runner.deploy.deployer import Decision
 
 STATUS_COLUMNS = (
@@ -32,7 +35,7 @@ def plan_table(decisions: list[Decision]) -> Table:
     for decision in decisions:
         action = decision.action
         sources = "\n".join(f"{s.table}: {s.detail}" for s in action.sources) or "-"
-        table.add_row(decision.name, action.summary, "\n".join(action.reasons), sources)
+        table.add_row(decision.name, action.summary, "\n".join(rendered(action.reasons)), sources)
     return table
 
 
@@ -44,20 +47,20 @@ def plan_json(decision: Decision) -> str:
             "decision": action.kind,
             "summary": action.summary,
             "version": action.version,
-            "reasons": list(action.reasons),
+            "reasons": [reason.to_dict() for reason in action.reasons],
             "sources": [{"table": s.table, "how": s.how, "detail": s.detail} for s in action.sources],
         }
     )
 
 
-def outcome(result: dict[str, Any]) -> str:
+def outcome(result: Outcome) -> str:
     """``ok, job 123@host, savepoint savepoints/... (graceful)``."""
-    parts = [result.get("result", "ok")]
-    if "job" in result:
-        parts.append(f"job {result['job']}")
-    if "savepoint" in result:
-        savepoint = result["savepoint"]
-        parts.append(f"savepoint {savepoint['key']} ({'graceful' if savepoint['graceful'] else 'after kill'})")
+    parts = [result.result]
+    if result.job is not None:
+        parts.append(f"job {result.job}")
+    if result.savepoint is not None:
+        savepoint = result.savepoint
+        parts.append(f"savepoint {savepoint.key} ({'graceful' if savepoint.graceful else 'after kill'})")
     return ", ".join(parts)
 
 
@@ -70,43 +73,39 @@ def status_table(rows: list[dict[str, Any]]) -> Table:
     return table
 
 
-def history_table(name: str, entries: list[dict[str, Any]]) -> Table:
+def history_table(name: str, entries: list[HistoryEntry]) -> Table:
     table = Table(title=f"history of {name}", title_justify="left", show_lines=True)
     for column in ("at", "decision", "version", "why", "sources", "outcome", "seconds"):
         table.add_column(column, overflow="fold")
     for entry in entries:
-        sources = "\n".join(f"{s['table']}: {s['detail']}" for s in entry.get("sources", []))
-        result = entry.get("outcome", {})
-        detail = outcome(result) + ("\n" + result["error"] if "error" in result else "")
-        if result.get("continuation"):
-            detail += "\n" + "\n".join(result["continuation"])
+        sources = "\n".join(f"{s.table}: {s.detail}" for s in entry.sources)
+        result = entry.outcome
+        detail = outcome(result) + ("\n" + result.error if result.error else "")
+        if result.continuation:
+            detail += "\n" + "\n".join(result.continuation)
         table.add_row(
-            entry["at"][:19],
-            entry.get("summary", entry["decision"]),
-            str(entry.get("version")),
-            "\n".join(entry.get("reasons", [])),
+            entry.at[:19],
+            entry.summary or entry.decision,
+            str(entry.version),
+            "\n".join(rendered(entry.reasons)),
             sources or "-",
             detail,
-            str(entry.get("seconds")),
+            str(entry.seconds),
         )
     return table
 
 
-def session_health(health: dict[str, Any] | None) -> str:
+def session_health(health: SessionHealth | None) -> str:
     """One line about the team's session: up for how long, and its queries by state."""
     if health is None:
         return "session: not running"
-    queries = health.get("queries") or {}
-    counts = ", ".join(f"{queries.get(k, 0)} {k}" for k in ("running", "failing", "parked"))
-    invalid = health.get("invalid") or {}
-    line = (
-        f"session {health.get('run-id')}: {health.get('state')}, up {health.get('uptime-seconds', 0):.0f}s, "
-        f"queries {counts}"
-    )
-    if queries.get("stuck-builds"):
-        line += f", {queries['stuck-builds']} query build(s) stuck (code that never returned)"
-    if invalid:
-        line += f"; not deployed (invalid): {', '.join(sorted(invalid))}"
-    if health.get("control-url"):
-        line += f"; previews at {health['control-url']} (token in the state store)"
+    queries = health.queries
+    counts = f"{queries.running} running, {queries.failing} failing, {queries.parked} parked"
+    line = f"session {health.run_id}: {health.state}, up {health.uptime_seconds:.0f}s, queries {counts}"
+    if queries.stuck_builds:
+        line += f", {queries.stuck_builds} query build(s) stuck (code that never returned)"
+    if health.invalid:
+        line += f"; not deployed (invalid): {', '.join(sorted(health.invalid))}"
+    if health.control_url:
+        line += f"; previews at {health.control_url} (token in the state store)"
     return line

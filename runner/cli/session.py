@@ -141,7 +141,7 @@ def status(ctx: Context, as_json: bool) -> None:
 
     health = ctx.sessions.health()
     if as_json:
-        line(json.dumps(health or {"state": "not running"}))
+        line(health.encode().decode() if health is not None else json.dumps({"state": "not running"}))
         return
     line(render.session_health(health))
     rows = [job_status(ctx.store, ctx.targets, ctx.team, name) for name in deployed_names(ctx.store.manifests)]

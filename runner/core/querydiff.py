@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from runner.core.reasons import Reason
+
 
 @dataclass(frozen=True)
 class QueryDiff:
@@ -11,5 +13,5 @@ class QueryDiff:
 
     changed: bool  # meaning, output columns, tables read or target
     state_compatible: bool  # the deployed version's state can carry over
-    reasons: tuple[str, ...] = ()
+    reasons: tuple[Reason, ...] = ()
     held_state: bool = False  # the deployed query keeps rows in state between batches (windows, joins, dedup)

@@ -24,8 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from runner.authoring.project import Project
-from runner.core import history, layout
+from runner.core import layout
 from runner.core.errors import UserError
+from runner.core.protocol.history import HistoryEntry, Outcome, SourceStart, write_history
+from runner.core.reasons import Reason
 from runner.core.stateref import StateRef
 from runner.deploy.executor import Executor, Settings, taken_summary
 from runner.deploy.inputs import Decision, Inputs, Prepared, Preparer, observe
@@ -101,18 +103,20 @@ class Deployer:
             close_local_session(self._spark)
             self._spark = None
 
-    @property
-    def preparer(self) -> Preparer:
-        assert self.project is not None, "preparing manifests needs the project"
-        return Preparer(self.project, self.store, self.settings.values, self.spark, self.clock)
+    def preparer(self, project: Project | None = None) -> Preparer:
+        """Prepares manifests of ``project`` (default: the deployer's own)."""
+        project = project or self.project
+        assert project is not None, "preparing manifests needs the project"
+        return Preparer(project, self.store, self.settings.values, self.spark, self.clock)
 
-    def prepare(self, path: Path) -> Prepared:
-        """Load and analyse one desired manifest; UserError if it is not deployable."""
-        return self.preparer.prepare(path)
+    def prepare(self, path: Path, project: Project | None = None) -> Prepared:
+        """Load and analyse one desired manifest of ``project`` (default: the deployer's own); UserError if it
+        is not deployable."""
+        return self.preparer(project).prepare(path)
 
     def prepare_all(self, paths: list[Path] | None) -> dict[str, Prepared]:
         """The desired manifests (``paths``, or every manifest of the project), all checked before any is used."""
-        preparer = self.preparer
+        preparer = self.preparer()
         prepared = preparer.prepare_all(paths)
         self._read_ahead = dict(preparer.deployed)  # decide_all uses each once; carrying out reads afresh
         return prepared
@@ -164,8 +168,8 @@ class Deployer:
         purpose: str = "deploy",
         redecide: bool = True,
         superseded: Callable[[], str | None] | None = None,
-    ) -> dict[str, Any]:
-        """Act on one decision under the manifest's lease; returns the history record written.
+    ) -> HistoryEntry:
+        """Act on one decision under the manifest's lease; returns the history entry written.
 
         ``superseded``: asked once the lease is held; a reason means what was about to be deployed
         is no longer wanted (a newer version of the manifest was pushed), and nothing is done."""
@@ -179,10 +183,10 @@ class Deployer:
                     name,
                     "superseded",
                     "nothing: a newer version of the manifest was pushed",
-                    [reason],
+                    [Reason.of("SUPERSEDED", detail=reason)],
                     decision.action.version,
                     {"desired": decision.prepared.file if decision.prepared else None},
-                    {"result": "ok"},
+                    Outcome(),
                     started,
                     target=self._target_kind(decision),
                 )
@@ -191,19 +195,19 @@ class Deployer:
             else:
                 _, blob = records.read_deployed(self.store.manifests, name)
                 decision.etag = blob.etag if blob else None
-            outcome: dict[str, Any] = {"result": "ok"}
+            outcome = Outcome()
             try:
                 self.executor.carry_out(decision, steps(decision.action), outcome)
             except Exception as error:
-                outcome["result"] = "failed"
-                outcome["error"] = (
+                outcome.result = "failed"
+                outcome.error = (
                     error.problems[0].render() if isinstance(error, UserError) else f"{type(error).__name__}: {error}"
                 )
                 self._history(decision, outcome, started)
                 raise
             return self._history(decision, outcome, started)
 
-    def _history(self, decision: Decision, outcome: dict[str, Any], started: float) -> dict[str, Any]:
+    def _history(self, decision: Decision, outcome: Outcome, started: float) -> HistoryEntry:
         action = decision.action
         inputs = {
             "desired": decision.prepared.file if decision.prepared else None,
@@ -213,7 +217,7 @@ class Deployer:
             "savepoints": [r.key for r in decision.observed.savepoints],
             "checkpoints": [r.key for r in decision.observed.checkpoints],
         }
-        sources = [{"table": s.table, "how": s.how, "detail": s.detail} for s in action.sources]
+        sources = [SourceStart(table=s.table, how=s.how, detail=s.detail) for s in action.sources]
         target = self._target_kind(decision)
         return self.record(
             decision.name,
@@ -244,31 +248,33 @@ class Deployer:
         name: str,
         decision: str,
         summary: str,
-        reasons: list[str],
+        reasons: list[Reason],
         version: int | None,
         inputs: dict[str, Any],
-        outcome: dict[str, Any],
+        outcome: Outcome,
         started: float,
-        sources: list[dict[str, str]] | None = None,
+        sources: list[SourceStart] | None = None,
         *,
         target: str,
-    ) -> dict[str, Any]:
-        """Write ``history/<name>/<timestamp>.json`` and return it."""
-        entry = {
-            "name": name,
-            "at": self.clock().isoformat(),
-            "team": self.settings.team,
-            "target": target,
-            "inputs": inputs,
-            "decision": decision,
-            "summary": summary,
-            "reasons": reasons,
-            "version": version,
-            "sources": sources or [],
-            "outcome": outcome,
-            "seconds": round(time.monotonic() - started, 3),
-        }
-        history.write_history(self.store.manifests, name, entry, self.clock())
+    ) -> HistoryEntry:
+        """Write ``history/<name>/<timestamp>.json`` and return it (``started``: time.monotonic() when the
+        decision was taken up, so the entry says how long carrying it out took)."""
+        now = self.clock()
+        entry = HistoryEntry(
+            name=name,
+            at=now.isoformat(),
+            team=self.settings.team,
+            target=target,
+            inputs=inputs,
+            decision=decision,
+            summary=summary,
+            reasons=reasons,
+            version=version,
+            sources=sources or [],
+            outcome=outcome,
+            seconds=round(time.monotonic() - started, 3),
+        )
+        write_history(self.store.manifests, entry, now)
         return entry
 
     def _running(self, name: str) -> tuple[DeploymentRecord, RunningJob]:
@@ -280,22 +286,22 @@ class Deployer:
             raise UserError.of("NOT_RUNNING", name=name)
         return record, job
 
-    def stop(self, name: str, *, savepoint: bool) -> dict[str, Any]:
+    def stop(self, name: str, *, savepoint: bool) -> HistoryEntry:
         """``sql-runner stop``: stop at a batch boundary (with a savepoint unless told not to); recorded."""
         started = time.monotonic()
         with self._lease(name, "stop"):
             record, job = self._running(name)
-            outcome: dict[str, Any] = {"result": "ok"}
+            outcome = Outcome()
             if savepoint:
                 taken = self.executor.stop_with_savepoint(record, job, reason="sql-runner stop")
-                outcome["savepoint"] = taken_summary(taken)
+                outcome.savepoint = taken_summary(taken)
             else:
-                outcome["graceful"] = self.executor.stop_job(record, job)
+                outcome.graceful = self.executor.stop_job(record, job)
             return self.record(
                 name,
                 "stop",
                 "stop" + (" with savepoint" if savepoint else ""),
-                ["requested by sql-runner stop"],
+                [Reason.of("STOP_REQUESTED")],
                 record.version,
                 {"running": job.job_id, "deployed-version": record.version},
                 outcome,
@@ -303,7 +309,7 @@ class Deployer:
                 target=job.target,
             )
 
-    def savepoint(self, name: str) -> dict[str, Any]:
+    def savepoint(self, name: str) -> HistoryEntry:
         """``sql-runner savepoint``: stop at a batch boundary, snapshot, restart from the snapshot."""
         record, job = self._running(name)
         prepared = Prepared(
@@ -316,7 +322,7 @@ class Deployer:
         action = Action(
             name,
             "restore",
-            ("savepoint requested: stop, snapshot, restart from it",),
+            (Reason.of("SAVEPOINT_REQUESTED"),),
             version=record.version,
             stop=True,
             restore_from=StateRef("stop-savepoint", record.version),

@@ -12,14 +12,16 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
 
 from runner.core import layout
 from runner.core.bucket import PreconditionFailed
 from runner.core.errors import UserError
-from runner.core.jobspec import JobSpec
 from runner.core.manifest import Manifest, Meta
 from runner.core.placeholders import Sources, Values
+from runner.core.protocol.control import clear_stop
+from runner.core.protocol.history import Outcome, SavepointTaken
+from runner.core.protocol.jobspec import JobSpec
+from runner.core.reasons import rendered
 from runner.core.starts import Source, Starts
 from runner.core.stateref import StateRef
 from runner.deploy import submit
@@ -42,7 +44,6 @@ from runner.state.records import DeploymentRecord
 from runner.state.store import Store
 from runner.targets.base import JobIdentity, Launch, RunningJob
 from runner.targets.modes import Targets
-from runner.targets.stop_request import clear
 
 Log = Callable[[str], None]
 
@@ -74,7 +75,7 @@ class Run:
     """What the steps of one decision hand each other."""
 
     decision: Decision
-    outcome: dict[str, Any]
+    outcome: Outcome
     taken: savepoints.Taken | None = None  # the savepoint the stop step took
     run_id: str = ""
     checkpoint_key: str = ""
@@ -91,7 +92,7 @@ class Executor:
         self.log = log
         self.clock = clock
 
-    def carry_out(self, decision: Decision, plan: tuple[Step, ...], outcome: dict[str, Any]) -> None:
+    def carry_out(self, decision: Decision, plan: tuple[Step, ...], outcome: Outcome) -> None:
         """Carry ``plan`` out, in order; a step that fails raises and leaves the later ones undone."""
         run = Run(decision, outcome)
         for step in plan:
@@ -103,13 +104,13 @@ class Executor:
             raise UserError.of(
                 "NO_STATE_TO_RESTORE",
                 name=decision.name,
-                reasons="; ".join(step.reasons),
+                reasons="; ".join(rendered(step.reasons)),
                 deployed=layout.deployed(decision.name),
             )
         if isinstance(step, StopWithSavepoint):
             assert decision.record is not None and decision.running is not None
             run.taken = self.stop_with_savepoint(decision.record, decision.running, reason=decision.action.summary)
-            run.outcome["savepoint"] = taken_summary(run.taken)
+            run.outcome.savepoint = taken_summary(run.taken)
         elif isinstance(step, MarkRemoved):
             assert decision.record is not None
             self._write_record(decision, replace(decision.record, removed=True, deployed_at=self.clock()))
@@ -152,12 +153,12 @@ class Executor:
             ref = self._resolve(step.ref, run)
             assert ref is not None
             run.checkpoint_key = savepoints.restore(self.store, ref, name, version, run.run_id)
-            run.outcome["restored-from"] = ref.key
+            run.outcome.restored_from = ref.key
             run.continued_from = decision.record.continued_from if decision.record else None
         elif isinstance(step, ResumeCheckpoint):
             run.run_id = step.ref.key.rstrip("/").rsplit("/", 1)[-1]
             run.checkpoint_key = step.ref.key
-            run.outcome["resumed-checkpoint"] = step.ref.key
+            run.outcome.resumed_checkpoint = step.ref.key
             run.continued_from = decision.record.continued_from if decision.record else None
         else:
             run.checkpoint_key = layout.checkpoint(name, version, run.run_id)
@@ -195,7 +196,7 @@ class Executor:
             self.settings.values,
         )
         run.starts = planned.starts
-        run.outcome["continuation"] = planned.notes
+        run.outcome.continuation = list(planned.notes)
         for note in planned.notes:
             self.log(f"[{decision.name} v{decision.action.version}] {note}")
 
@@ -221,7 +222,7 @@ class Executor:
         assert prepared is not None and manifest is not None
         name, version = decision.name, manifest.version
         target = self.targets.pick(manifest)
-        clear(self.store.manifests, name)
+        clear_stop(self.store.manifests, name)
         identity = JobIdentity(self.settings.team, name, version, run.run_id)
         spec = job_spec(
             self.store,
@@ -249,7 +250,7 @@ class Executor:
             )
             launch = Launch(identity, spec, args, submit.environment(self.settings.env))
         job = target.submit(launch)
-        run.outcome.update({"job": job.job_id, "run-id": run.run_id, "checkpoint": run.checkpoint_key})
+        run.outcome.job, run.outcome.run_id, run.outcome.checkpoint = job.job_id, run.run_id, run.checkpoint_key
 
     def _store_spec(self, spec: JobSpec) -> str:
         """Write the run's spec where its driver reads it; earlier runs' specs of the job go."""
@@ -261,7 +262,7 @@ class Executor:
                 self.store.manifests.delete(old)
         return key
 
-    def _apply_retention(self, manifest: Manifest, in_use: str, outcome: dict[str, Any]) -> None:
+    def _apply_retention(self, manifest: Manifest, in_use: str, outcome: Outcome) -> None:
         """Delete the savepoints and run folders of ``manifest``'s version beyond its retention."""
         deleted = savepoints.apply_retention(
             self.store,
@@ -271,8 +272,7 @@ class Executor:
             keep_runs=manifest.retention.runs,
             in_use=in_use,
         )
-        if deleted:
-            outcome["retention-deleted"] = deleted
+        outcome.retention_deleted = deleted
 
     def _write_record(self, decision: Decision, record: DeploymentRecord) -> None:
         data = record.to_yaml().encode()
@@ -310,11 +310,8 @@ class Executor:
         return taken
 
 
-def taken_summary(taken: savepoints.Taken) -> dict[str, Any]:
-    """How a savepoint taken on stop is shown in the history record."""
-    return {
-        "key": taken.ref.key,
-        "graceful": taken.graceful,
-        "files": taken.files,
-        "last-committed-batch": taken.last_batch,
-    }
+def taken_summary(taken: savepoints.Taken) -> SavepointTaken:
+    """How a savepoint taken on stop is shown in the history entry."""
+    return SavepointTaken(
+        key=taken.ref.key, graceful=taken.graceful, files=taken.files, last_committed_batch=taken.last_batch
+    )

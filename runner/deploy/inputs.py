@@ -22,9 +22,10 @@ from runner.authoring.project import Project
 from runner.core import layout, placeholders
 from runner.core.catalog import Catalog
 from runner.core.errors import Problem, ProblemCollector, UserError
-from runner.core.jobspec import JobSpec
 from runner.core.manifest import Manifest
 from runner.core.placeholders import Sources
+from runner.core.protocol.jobspec import JobSpec
+from runner.core.protocol.status import JobState, read_status
 from runner.core.querydiff import QueryDiff
 from runner.core.starts import Source, Starts
 from runner.core.tables import TableDef
@@ -266,20 +267,18 @@ def observe(
     if record is None:
         return Inputs(None, None, running, Observed(running=running is not None, running_version=running_version))
     version = record.version
-    status: dict = {}
-    if running is None:  # what the job last said matters only when it is not running
-        status_blob = store.manifests.read(layout.status(name))
-        status = json.loads(status_blob.text) if status_blob else {}
+    # What the job last said matters only when it is not running.
+    status = read_status(store.manifests, name) if running is None else None
+    said = status if status is not None and status.of_run(version, record.run_id) else None
     # What a restore would choose from; a running job is stopped with a savepoint of its own instead.
     checkpoints = tuple(savepoints.checkpoints(store, name, version)) if running is None else ()
-    this_run = status.get("version") == version and status.get("run-id") == record.run_id
-    ever_ran = bool(checkpoints) or (this_run and status.get("state") in ("running", "stopped"))
+    ever_ran = bool(checkpoints) or (said is not None and said.state in (JobState.RUNNING, JobState.STOPPED))
     observed = Observed(
         running=running is not None,
         running_version=running_version,
         savepoints=tuple(savepoints.savepoints(store, name, version)) if running is None else (),
         checkpoints=checkpoints,
         ever_ran=ever_ran,
-        refused=status.get("state-refused") if this_run and status.get("state") == "failed" else None,
+        refused=said.state_refused if said is not None and said.state == JobState.FAILED else None,
     )
     return Inputs(record, blob.etag if blob else None, running, observed)

@@ -1,6 +1,6 @@
 """The deploy decision: ``plan(desired, deployed, observed) -> actions``, with no I/O.
 
-Per manifest (the README's Deployments section)::
+Per manifest (docs/deployments.md)::
 
     new job (nothing deployed)              -> start with clean state, version 1
     running, config unchanged               -> nothing
@@ -39,6 +39,7 @@ from typing import Literal
 
 from runner.core.manifest import Manifest, OnChange, on_change
 from runner.core.querydiff import QueryDiff
+from runner.core.reasons import Reason, rendered
 from runner.core.starts import Source
 from runner.core.stateref import StateRef
 
@@ -86,7 +87,7 @@ class SourceStart:
 class Action:
     name: str
     kind: ActionKind
-    reasons: tuple[str, ...]
+    reasons: tuple[Reason, ...]
     version: int | None = None  # the version that will run (or runs)
     stop: bool = False  # stop the running job first, with a savepoint
     restore_from: StateRef | None = None  # restore: the state to start from
@@ -110,7 +111,7 @@ class Action:
             ) + f"restore v{self.version} from {self.restore_from.describe()}"
         if self.kind == "remove":
             return ("stop with savepoint, " if self.stop else "") + "mark removed (state kept)"
-        return "error: " + "; ".join(self.reasons)
+        return "error: " + "; ".join(rendered(self.reasons))
 
 
 def changed_fields(desired: Manifest, deployed: Manifest, how: OnChange) -> list[str]:
@@ -168,24 +169,16 @@ def plan_one(name: str, desired: Desired | None, deployed: Deployed | None, obse
     running = observed.running
     if desired is None:
         if deployed is None or (deployed.removed and not running):
-            return Action(name, "nothing", ("not deployed",))
+            return Action(name, "nothing", (Reason.of("NOT_DEPLOYED"),))
         if running:
-            return Action(
-                name,
-                "remove",
-                ("manifest deleted: stop with a savepoint and keep the state",),
-                version=deployed.version,
-                stop=True,
-            )
-        return Action(
-            name, "remove", ("manifest deleted; the job is not running, its state is kept",), version=deployed.version
-        )
+            return Action(name, "remove", (Reason.of("MANIFEST_DELETED_RUNNING"),), version=deployed.version, stop=True)
+        return Action(name, "remove", (Reason.of("MANIFEST_DELETED_STOPPED"),), version=deployed.version)
 
     if deployed is None:
         return Action(
             name,
             "start",
-            ("new job: nothing deployed under this name",),
+            (Reason.of("NEW_JOB"),),
             version=1,
             sources=_sources_start(desired, None, None, desired.manifest.on_query_change),
         )
@@ -196,42 +189,37 @@ def plan_one(name: str, desired: Desired | None, deployed: Deployed | None, obse
     new_version_keys = changed_fields(desired.manifest, deployed.manifest, "new-version")
     query_incompatible = diff.changed and not diff.state_compatible
     config_changed = bool(changed_keys)
-    reasons: list[str] = []
+    reasons: list[Reason] = []
     if running and observed.running_version not in (None, deployed.version):
-        reasons.append(f"a job of v{observed.running_version} is running, v{deployed.version} is deployed")
+        reasons.append(
+            Reason.of("OTHER_VERSION_RUNNING", running=observed.running_version or 0, deployed=deployed.version)
+        )
     if deployed.removed:
-        reasons.append("redeploying a removed job")
+        reasons.append(Reason.of("REDEPLOY_REMOVED"))
     if diff.changed:
         reasons.extend(diff.reasons)
     elif desired.manifest.sql != deployed.manifest.sql or desired.manifest.code != deployed.manifest.code:
-        reasons.append("query text differs only in layout (whitespace, comments, case): same meaning")
+        reasons.append(Reason.of("LAYOUT_ONLY"))
     if config_changed:
-        reasons.append(f"configuration changed: {', '.join(changed_keys)}")
+        reasons.append(Reason.of("CONFIG_CHANGED", fields=changed_keys))
     if recorded_keys:
-        reasons.append(f"changed without a restart: {', '.join(recorded_keys)} (the job does not use them)")
+        reasons.append(Reason.of("CHANGED_WITHOUT_RESTART", fields=recorded_keys))
     if new_version_keys:
-        reasons.append(f"{', '.join(new_version_keys)} changed: a new version starts")
+        reasons.append(Reason.of("NEW_VERSION_FIELDS", fields=new_version_keys))
     refused = observed.refused if not running and not deployed.removed else None
     if refused and not (query_incompatible or new_version_keys):
-        reasons.append(
-            f"v{deployed.version} could not start from its restored state: {refused}; restoring it again "
-            "would fail the same way"
-        )
+        reasons.append(Reason.of("RESTORE_REFUSED", version=deployed.version, refusal=refused))
 
     if query_incompatible or new_version_keys or refused:
         version = deployed.version + 1
         policy = desired.manifest.on_query_change
         previous_state = StateRef("stop-savepoint", deployed.version) if running else _latest(observed)
         continue_from = previous_state if policy == "continue" else None
-        reasons.append(f"state of v{deployed.version} cannot carry over: v{version} starts with clean state")
+        reasons.append(Reason.of("STATE_NOT_CARRIED", version=deployed.version, next=version))
         if policy == "continue" and previous_state is None:
-            reasons.append(f"v{deployed.version} left no state to continue from")
+            reasons.append(Reason.of("NOTHING_TO_CONTINUE", version=deployed.version))
         if continue_from is not None and diff.held_state:
-            reasons.append(
-                f"rows v{deployed.version} still holds in its state (windows not yet closed, unmatched "
-                "join rows) are emitted by neither version; on-query-change: reprocess recomputes "
-                "them from the sources' startup position"
-            )
+            reasons.append(Reason.of("HELD_ROWS_LOST", version=deployed.version))
         return Action(
             name,
             "start",
@@ -246,10 +234,10 @@ def plan_one(name: str, desired: Desired | None, deployed: Deployed | None, obse
     if running and not deployed.removed and not diff.changed and not config_changed:
         if recorded_keys:
             return Action(name, "update", tuple(reasons), version=deployed.version)
-        return Action(name, "nothing", tuple(reasons) or ("running, unchanged",), version=deployed.version)
+        return Action(name, "nothing", tuple(reasons) or (Reason.of("RUNNING_UNCHANGED"),), version=deployed.version)
 
     if diff.changed:
-        reasons.append("the change is state-compatible: the state carries over")
+        reasons.append(Reason.of("STATE_CARRIES_OVER"))
     if running:
         return Action(
             name,
@@ -261,12 +249,12 @@ def plan_one(name: str, desired: Desired | None, deployed: Deployed | None, obse
         )
     latest = _latest(observed)
     if latest is not None:
-        reasons.append("not running" if not (diff.changed or config_changed) else "not running; restoring")
+        reasons.append(Reason.of("NOT_RUNNING" if not (diff.changed or config_changed) else "NOT_RUNNING_RESTORING"))
         return Action(name, "restore", tuple(reasons), version=deployed.version, restore_from=latest)
     if not observed.ever_ran:
         # The version was decided but never got going (e.g. the runner stopped half-way):
         # nothing was processed, so its recorded start is still the right one.
-        reasons.append(f"v{deployed.version} never started: starting it as planned")
+        reasons.append(Reason.of("NEVER_STARTED", version=deployed.version))
         return Action(
             name,
             "start",
@@ -280,7 +268,7 @@ def plan_one(name: str, desired: Desired | None, deployed: Deployed | None, obse
                 desired.manifest.on_query_change,
             ),
         )
-    reasons.append(f"no savepoint or checkpoint of v{deployed.version} found, although it ran")
+    reasons.append(Reason.of("NO_STATE_FOUND", version=deployed.version))
     return Action(name, "error", tuple(reasons), version=deployed.version)
 
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from runner.core import layout
 from runner.core.catalog import Catalog
+from runner.core.protocol.status import BatchProgress, JobState, read_status
 from runner.state import records, savepoints
 from runner.state.store import Store
 from runner.targets.modes import Targets
@@ -17,38 +16,35 @@ def job_status(store: Store, targets: Targets, team: str, name: str) -> dict[str
     record, _ = records.read_deployed(store.manifests, name)
     assert record is not None, f"{name} is listed as deployed"
     job = targets.find(team, name)
-    blob = store.manifests.read(layout.status(name))
-    published = json.loads(blob.text) if blob else {}
-    progress = published.get("progress") or {} if published.get("version") == record.version else {}
-    this_version = published.get("version") == record.version
+    published = read_status(store.manifests, name)
+    this_version = published is not None and published.of_run(record.version)
+    mine = published if this_version else None
+    progress = (mine.progress if mine else None) or BatchProgress(batch=-1)
     if record.removed:
         state = "removed" + (" (still running)" if job else "")
     elif job is not None:
         # a session query between restarts is still found, but failing
-        state = "failing" if this_version and published.get("state") == "failing" else "running"
-    elif this_version and published.get("state") in ("failed", "stopped"):
-        state = published["state"] + (
-            " (parked)" if published.get("parked") else " (restarts used up)" if published.get("gave-up") else ""
-        )
+        state = "failing" if mine and mine.state == JobState.FAILING else "running"
+    elif mine and mine.state.final:
+        state = mine.state + (" (parked)" if mine.parked else " (restarts used up)" if mine.gave_up else "")
     else:
         state = "not running"
     why = None
-    if state.startswith("failed") or state == "failing":
-        refused = published.get("state-refused")
-        why = f"Spark refused the restored state: {refused}" if refused else published.get("error")
+    if mine and (state.startswith("failed") or state == "failing"):
+        why = f"Spark refused the restored state: {mine.state_refused}" if mine.state_refused else mine.error
     latest = savepoints.savepoints(store, name, record.version)
     target = Catalog(record.tables).lookup_name(record.manifest.target_table)
-    rate = progress.get("input-rows-per-second")
+    rate = progress.input_rows_per_second
     return {
         "name": name,
         "version": record.version,
         "target": record.target,
         "state": state,
-        "restarts": published.get("restarts", 0) if this_version else 0,
-        "last progress": progress.get("timestamp"),
+        "restarts": mine.restarts if mine else 0,
+        "last progress": progress.timestamp,
         "input rows/s": None if rate is None else round(rate, 1),
-        "batch ms": progress.get("batch-duration-ms"),
-        "watermark": progress.get("watermark"),
+        "batch ms": progress.batch_duration_ms,
+        "watermark": progress.watermark,
         "latest savepoint": latest[-1].key.rstrip("/").rsplit("/", 1)[-1] if latest else None,
         "output": target.delivery if target is not None else None,
         "job": job.job_id if job else None,

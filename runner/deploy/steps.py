@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from runner.core.reasons import Reason
 from runner.core.stateref import StateRef
 from runner.deploy.plan import Action
 
@@ -29,7 +30,7 @@ from runner.deploy.plan import Action
 class Refuse:
     """The plan found no state to restore: raise, touching nothing."""
 
-    reasons: tuple[str, ...]
+    reasons: tuple[Reason, ...]
 
 
 @dataclass(frozen=True)

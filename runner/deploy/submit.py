@@ -12,8 +12,8 @@ import jobs
 from jobs import localfs
 from jobs.logs import java_options
 from runner.core import platform
-from runner.core.jobspec import JobSpec
 from runner.core.placeholders import split_properties
+from runner.core.protocol.jobspec import JobSpec
 
 # Quiet, predictable defaults for a job; any of them can be overridden in sparkProperties.
 DEFAULT_PROPERTIES = {

@@ -34,9 +34,10 @@ from runner.core.placeholders import Sources  # noqa: E402
 from runner.deploy.deployer import Deployer  # noqa: E402
 from runner.deploy.executor import Settings  # noqa: E402
 from runner.session.config import SessionConfig  # noqa: E402
+from runner.session.desired import Desired  # noqa: E402
 from runner.session.endpoint import ControlEndpoint  # noqa: E402
 from runner.session.host import QueryHost  # noqa: E402
-from runner.session.loop import Desired, Session  # noqa: E402
+from runner.session.loop import Session  # noqa: E402
 from runner.state.store import Store  # noqa: E402
 from runner.targets import open_target  # noqa: E402
 from runner.targets.modes import Targets  # noqa: E402
@@ -104,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         build_timeout=config.protection.build_timeout,
         log=log,
     )
-    session.control_url = endpoint.url
+    session.health.control_url = endpoint.url
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:

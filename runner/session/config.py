@@ -6,16 +6,25 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from runner.core.restarts import RestartStrategy
+
 
 @dataclass(frozen=True)
 class Protection:
     """How the session protects itself and the other queries from one query."""
 
     max_failures: int = 5  # consecutive run-time failures before a query is parked
-    first_backoff: float = 1.0  # seconds before the first restart; doubles per failure
-    max_backoff: float = 60.0
     batch_timeout: float = 300.0  # seconds one micro-batch may take before it is cancelled
     build_timeout: float = 60.0  # seconds building a query (its code snippet) may take
+
+    @property
+    def restart_strategy(self) -> RestartStrategy:
+        """How a session query whose manifest sets no ``restart-strategy`` comes back: after 1 s, doubling up
+        to a minute, and parked at its ``max_failures``-th failure. The session forgets a query's failures
+        once it completes a micro-batch again, so they count only while they follow each other."""
+        return RestartStrategy(
+            attempts=self.max_failures - 1, delay="1 second", backoff=2.0, max_delay="1 minute", failure_window="1 hour"
+        )
 
 
 @dataclass(frozen=True)

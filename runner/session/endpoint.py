@@ -39,6 +39,7 @@ from runner.core.bucket import Bucket
 from runner.core.catalog import Catalog
 from runner.core.errors import UserError
 from runner.core.manifest import Manifest
+from runner.core.protocol.session import SessionControl, read_control, write_control
 from runner.core.tables import TableDef
 from runner.session.bounded import TimedOut, within
 
@@ -104,16 +105,14 @@ class ControlEndpoint:
         """Serve on a daemon thread and publish the address and this run's token in the state store."""
         self._thread = threading.Thread(target=self.server.serve_forever, name="sql-runner-control", daemon=True)
         self._thread.start()
-        self.records.write(
-            layout.SESSION_CONTROL, json.dumps({"run-id": self.run_id, "url": self.url, "token": self.token}).encode()
-        )
+        write_control(self.records, SessionControl(run_id=self.run_id, url=self.url, token=self.token))
         self.log(f"control endpoint on {self.url} (token in {layout.SESSION_CONTROL} of the state store)")
 
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
-        blob = self.records.read(layout.SESSION_CONTROL)
-        if blob is not None and json.loads(blob.text).get("run-id") == self.run_id:
+        published = read_control(self.records)
+        if published is not None and published.run_id == self.run_id:
             self.records.delete(layout.SESSION_CONTROL)
 
     # ---- one request -------------------------------------------------------------------------

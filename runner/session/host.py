@@ -8,7 +8,8 @@ an application-mode job does (``jobs/control.py``), with ``mode: session``.
 Isolation (the session supervises, the deployer never sees a crash):
 
 - a query that fails at run time is restarted from its checkpoint after a backoff
-  (1 s, 2 s, 4 s ... up to ``max_backoff``), shown as ``failing`` with its error;
+  (1 s, 2 s, 4 s ... up to a minute: ``Protection.restart_strategy``), shown as ``failing``
+  with its error;
 - after ``max_failures`` consecutive failures it is parked as ``failed`` and stays so
   until its manifest changes (the session loop decides that). A manifest that sets its
   own ``restart-strategy`` is restarted and parked by that instead
@@ -36,18 +37,14 @@ from pyspark.sql.streaming import StreamingQuery
 
 from jobs import runtime
 from jobs.build import build_job
-from jobs.control import (
-    JobControl,
-    failure_reason,
-    progress_record,
-    progress_since,
-    refused_restore,
-    stop_between_batches,
-)
+from jobs.control import JobControl, failure_reason, refused_restore, stop_between_batches
 from runner.core import layout
 from runner.core.errors import UserError
-from runner.core.jobspec import JobSpec
 from runner.core.placeholders import resolved_properties
+from runner.core.protocol.jobspec import JobSpec
+from runner.core.protocol.session import QueryCounts
+from runner.core.protocol.status import JobState
+from runner.core.reasons import Reason
 from runner.core.restarts import Restarts, RestartStrategy
 from runner.session.bounded import TimedOut, within
 from runner.session.config import Protection
@@ -66,7 +63,8 @@ class Event:
     version: int
     kind: str  # "failing" | "parked" | "refused" | "recovered"
     summary: str
-    reasons: tuple[str, ...]
+    reasons: tuple[Reason, ...]
+    at: float  # time.monotonic() when the host began to handle it: its history entry's seconds count from here
 
 
 @dataclass
@@ -75,13 +73,13 @@ class Hosted:
     control: JobControl
     session: SparkSession | None = None
     queries: list[StreamingQuery] = field(default_factory=list)
-    published_batch: int | None = None  # the last micro-batch whose progress was published
-    state: str = "starting"  # running | failing | failed | stopped
+    state: JobState | None = None  # None while it starts
     failures: int = 0  # consecutive
     restarts: int = 0
     error: str | None = None
     retry_at: float | None = None
-    strategy_restarts: Restarts | None = None  # the manifest's own restart-strategy's bookkeeping, if it sets one
+    # Its restart-strategy's bookkeeping (the manifest's own, else the session's protection), from its first failure
+    restarts_book: Restarts | None = None
     batch_seen: tuple[int | None, float] | None = None  # (batch id, since) while a batch is in flight
     batch_busy: float = 0.0  # seconds that batch has had tasks running (waiting for cores does not count)
     batch_polled: float = 0.0
@@ -100,7 +98,7 @@ class Hosted:
 
     @property
     def active(self) -> bool:
-        return self.state in ("running", "failing")
+        return self.state in (JobState.RUNNING, JobState.FAILING)
 
 
 class QueryHost:
@@ -134,7 +132,7 @@ class QueryHost:
             if old is not None and old.active:
                 self._stop_queries(old, force=True)
             control = JobControl(launch.spec, self.log)
-            control.labels = {"mode": "session", "session-run": self.session_run}
+            control.labels.mode, control.labels.session_run = "session", self.session_run
             hosted = Hosted(launch, control)
             self.hosted[name] = hosted
         with hosted.lock:
@@ -155,7 +153,7 @@ class QueryHost:
         if hosted is not None:
             with hosted.lock:
                 self._stop_queries(hosted, force=force)
-                self._settle(hosted, "stopped", reason="stopped by the runner")
+                self._settle(hosted, JobState.STOPPED, reason="stopped by the runner")
 
     def stop_gracefully(self, job: RunningJob, timeout: float) -> bool:
         """Stop the job's queries between micro-batches (cancelled after ``timeout``)."""
@@ -164,7 +162,7 @@ class QueryHost:
             return True
         with hosted.lock:
             graceful = self._stop_queries(hosted, force=False, timeout=timeout)
-            self._settle(hosted, "stopped", reason="stop requested")
+            self._settle(hosted, JobState.STOPPED, reason="stop requested")
             return graceful
 
     # ---- supervision ---------------------------------------------------------------------
@@ -192,7 +190,7 @@ class QueryHost:
         overlong = [
             h
             for h in list(self.hosted.values())
-            if h.state == "running" and h.batch_seen is not None and h.batch_busy > self.protection.batch_timeout
+            if h.state == JobState.RUNNING and h.batch_seen is not None and h.batch_busy > self.protection.batch_timeout
         ]
         if not overlong:
             return []
@@ -208,13 +206,13 @@ class QueryHost:
             culprit.lock.release()
 
     def _supervise(self, hosted: Hosted, now: float) -> list[Event]:
-        if hosted.state == "running":
+        if hosted.state == JobState.RUNNING:
             failure = self._failure(hosted, now)
             if failure is not None:
                 return self._on_failure(hosted, failure, now)
-            if self._published_progress(hosted) and hosted.failures:
-                return [self._recovered(hosted)]
-        elif hosted.state == "failing" and hosted.retry_at is not None and now >= hosted.retry_at:
+            if hosted.control.publish_progress(hosted.queries) and hosted.failures:
+                return [self._recovered(hosted, now)]
+        elif hosted.state == JobState.FAILING and hosted.retry_at is not None and now >= hosted.retry_at:
             hosted.retry_at = None
             hosted.restarts += 1
             self.log(f"[{hosted.spec.label}] restart {hosted.restarts} from its checkpoint")
@@ -223,14 +221,14 @@ class QueryHost:
                 return self._on_failure(hosted, str(error), now)
         return []
 
-    def counts(self) -> dict[str, int]:
+    def counts(self) -> QueryCounts:
         states = [h.state for h in list(self.hosted.values())]  # the loop thread may add jobs meanwhile
-        return {
-            "running": states.count("running"),
-            "failing": states.count("failing"),
-            "parked": states.count("failed"),
-            "stuck-builds": self.stuck_builds,
-        }
+        return QueryCounts(
+            running=states.count(JobState.RUNNING),
+            failing=states.count(JobState.FAILING),
+            parked=states.count(JobState.FAILED),
+            stuck_builds=self.stuck_builds,
+        )
 
     def _running_tasks(self, hosted: Hosted) -> int:
         """Tasks running now for the job's queries (a streaming query's jobs carry its run id as job group)."""
@@ -272,45 +270,30 @@ class QueryHost:
                     hosted.batch_seen = None
         return None
 
-    def _published_progress(self, hosted: Hosted) -> bool:
-        """Publish the output query's micro-batches completed since the last call; True if there were any.
-
-        Polled by the loop rather than pushed by a listener per query: with many queries,
-        Python listeners on Spark's shared listener queue fall behind and Spark drops events.
-        Usually one batch completed since the last poll (the query's last progress); the
-        query's first batches, or several between two polls, come from its recent progress.
-        """
-        if not hosted.queries:
-            return False
-        try:
-            new = progress_since(hosted.queries[0], hosted.published_batch)
-        except Exception:  # noqa: BLE001 - published on the next round
-            return False
-        if not new:
-            return False
-        hosted.published_batch = new[-1].batchId
-        hosted.control.publish("running", [progress_record(p) for p in new])
-        return True
-
     def _on_failure(self, hosted: Hosted, error: str, now: float) -> list[Event]:
         label, spec = hosted.spec.label, hosted.spec
         self._stop_queries(hosted, force=True)
         refusal = refused_restore(Exception(error))
         if refusal is not None:
-            hosted.state, hosted.error = "failed", refusal
+            hosted.state, hosted.error = JobState.FAILED, refusal
             hosted.control.refused(refusal)
             self.log(f"[{label}] Spark refused the restored state: {refusal}")
             return [
                 Event(
-                    spec.manifest.name, spec.manifest.version, "refused", "Spark refused the restored state", (refusal,)
+                    spec.manifest.name,
+                    spec.manifest.version,
+                    "refused",
+                    "Spark refused the restored state",
+                    (Reason.of("SPARK_REFUSED_STATE", refusal=refusal),),
+                    now,
                 )
             ]
         hosted.error = failure_reason(error)
         give_up, delay, limit = self._judge(hosted)
         if give_up:
-            hosted.state = "failed"
-            hosted.control.labels.update(failures=hosted.failures, restarts=hosted.restarts)
-            hosted.control.publish("failed", error=hosted.error, parked=True)
+            hosted.state = JobState.FAILED
+            self._note_failures(hosted)
+            hosted.control.publish(JobState.FAILED, error=hosted.error, parked=True)
             self.log(f"[{label}] failed {hosted.failures} times: parked until its manifest changes")
             return [
                 Event(
@@ -318,12 +301,13 @@ class QueryHost:
                     spec.manifest.version,
                     "parked",
                     f"parked after {hosted.failures} failures; it stays stopped until its manifest changes",
-                    (hosted.error or "",),
+                    (Reason.of("QUERY_FAILED", error=hosted.error or ""),),
+                    now,
                 )
             ]
-        hosted.state, hosted.retry_at = "failing", now + delay
-        hosted.control.labels.update(failures=hosted.failures, restarts=hosted.restarts)
-        hosted.control.publish("failing", error=hosted.error, **{"retry-in": delay})
+        hosted.state, hosted.retry_at = JobState.FAILING, now + delay
+        self._note_failures(hosted)
+        hosted.control.publish(JobState.FAILING, error=hosted.error, retry_in=delay)
         self.log(f"[{label}] failed ({hosted.failures}/{limit}): {hosted.error}; restarting in {delay:.0f}s")
         return [
             Event(
@@ -332,37 +316,35 @@ class QueryHost:
                 "failing",
                 f"failed at run time ({hosted.failures} of {limit} before it is parked): restart from its "
                 f"checkpoint in {delay:.0f}s",
-                (hosted.error or "",),
+                (Reason.of("QUERY_FAILED", error=hosted.error or ""),),
+                now,
             )
         ]
 
     def _judge(self, hosted: Hosted) -> tuple[bool, float, str]:
         """Count a failure: (park it, seconds before the restart, how many it may have) by the manifest's
-        restart-strategy if it sets one, else by the session's protection (consecutive failures)."""
-        strategy = hosted.spec.manifest.restart_strategy
-        if strategy is not None:
-            if hosted.strategy_restarts is None:
-                hosted.strategy_restarts = Restarts(strategy)
-            verdict = hosted.strategy_restarts.failed(time.time())
-            hosted.failures = verdict.failures
-            limit = "unlimited" if strategy.limit is None else str(strategy.limit + 1)
-            return verdict.give_up, verdict.delay, limit
-        hosted.failures += 1
-        limit = self.protection.max_failures
-        delay = min(self.protection.first_backoff * 2 ** (hosted.failures - 1), self.protection.max_backoff)
-        return hosted.failures >= limit, delay, str(limit)
+        restart-strategy if it sets one, else by the session's protection (``Protection.restart_strategy``)."""
+        if hosted.restarts_book is None:
+            hosted.restarts_book = Restarts(hosted.spec.manifest.restart_strategy or self.protection.restart_strategy)
+        verdict = hosted.restarts_book.failed(time.time())
+        hosted.failures = verdict.failures
+        limit = hosted.restarts_book.strategy.limit
+        return verdict.give_up, verdict.delay, "unlimited" if limit is None else str(limit + 1)
 
-    def _recovered(self, hosted: Hosted) -> Event:
+    def _recovered(self, hosted: Hosted, now: float) -> Event:
         spec = hosted.spec
         failures, hosted.failures, hosted.error = hosted.failures, 0, None
-        hosted.control.labels.update(failures=0, restarts=hosted.restarts)
-        hosted.control.publish("running")
+        if hosted.restarts_book is not None and spec.manifest.restart_strategy is None:
+            hosted.restarts_book.failures.clear()  # the session's protection counts failures in a row
+        self._note_failures(hosted)
+        hosted.control.publish(JobState.RUNNING)
         return Event(
             spec.manifest.name,
             spec.manifest.version,
             "recovered",
             f"running again after {failures} failure(s): a micro-batch completed",
             (),
+            now,
         )
 
     # ---- starting and stopping -------------------------------------------------------------
@@ -397,16 +379,16 @@ class QueryHost:
             queries = runtime.start(session, built, spec, hosted.launch.env)
         finally:
             self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", None)
-        hosted.session, hosted.queries, hosted.batch_seen, hosted.published_batch = session, queries, None, None
-        hosted.state = "running"
-        hosted.control.labels.update(failures=hosted.failures, restarts=hosted.restarts)
-        hosted.control.publish("running")
+        hosted.session, hosted.queries, hosted.batch_seen = session, queries, None
+        hosted.state = JobState.RUNNING
+        self._note_failures(hosted)
+        hosted.control.publish(JobState.RUNNING)
 
     def _fail_to_start(self, hosted: Hosted, error: UserError) -> None:
         """A job that cannot be built is parked at once: building it again fails the same way."""
         self._stop_queries(hosted, force=True)
-        hosted.state, hosted.error = "failed", error.problems[0].render()
-        hosted.control.publish("failed", error=hosted.error, parked=True)
+        hosted.state, hosted.error = JobState.FAILED, error.problems[0].render()
+        hosted.control.publish(JobState.FAILED, error=hosted.error, parked=True)
 
     def _stop_queries(self, hosted: Hosted, *, force: bool, timeout: float = 120.0) -> bool:
         """Stop the job's queries (between batches unless ``force``); True if none had to be cancelled."""
@@ -417,12 +399,16 @@ class QueryHost:
         else:
             runtime.stop_all(queries)
             graceful = False
-        self._published_progress(hosted)  # a stopped query still shows where it got to
+        hosted.control.publish_progress(queries)  # a stopped query still shows where it got to
         hosted.queries = []
         hosted.control.close()
         return graceful
 
-    def _settle(self, hosted: Hosted, state: str, *, reason: str) -> None:
+    def _note_failures(self, hosted: Hosted) -> None:
+        """Every status from now on carries the query's consecutive failures and its restarts."""
+        hosted.control.labels.failures, hosted.control.labels.restarts = hosted.failures, hosted.restarts
+
+    def _settle(self, hosted: Hosted, state: JobState, *, reason: str) -> None:
         hosted.state = state
         hosted.control.publish(state, reason=reason)
 
@@ -432,5 +418,5 @@ class QueryHost:
             identity,
             self.kind,
             f"{identity.name}@session-{self.session_run}",
-            f"{hosted.state} in session {self.session_run}",
+            f"{hosted.state or 'starting'} in session {self.session_run}",
         )

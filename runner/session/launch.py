@@ -8,9 +8,7 @@ stop every query with a savepoint and waits for the application to end.
 
 from __future__ import annotations
 
-import json
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -21,6 +19,8 @@ from jobs import localfs
 from runner.core import layout
 from runner.core.errors import UserError
 from runner.core.placeholders import Sources
+from runner.core.protocol.control import SessionStop, read_session_stopped, write_session_stop
+from runner.core.protocol.session import read_health
 from runner.deploy import submit
 from runner.session.config import Protection, SessionConfig
 from runner.state.savepoints import new_run_id
@@ -111,9 +111,8 @@ def start(
     job = application.submit(Launch(identity, None, args, submit.environment(env)))
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        blob = store.manifests.read(layout.SESSION_HEALTH)
-        health = json.loads(blob.text) if blob else {}
-        if health.get("run-id") == run_id and health.get("state") == "running":
+        health = read_health(store.manifests)
+        if health is not None and health.run_id == run_id and health.state == "running":
             return Started(job, time.monotonic() - began)
         if application.find(team, layout.SESSION_JOB) is None:
             raise UserError.of("SESSION_DID_NOT_START", detail=job.detail)
@@ -127,8 +126,8 @@ def stop(store: Store, application: Target, *, team: str, timeout: float, log: L
     job = application.find(team, layout.SESSION_JOB)
     if job is None:
         return None
-    request_id = uuid.uuid4().hex[:12]
-    store.manifests.write(layout.SESSION_STOP, json.dumps({"id": request_id, "run-id": job.identity.run_id}).encode())
+    request = SessionStop(run_id=job.identity.run_id)
+    write_session_stop(store.manifests, request)
     log(f"asked session {job.identity.run_id} to stop every query with a savepoint (waiting up to {timeout:.0f}s)")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and application.find(team, layout.SESSION_JOB) is not None:
@@ -136,5 +135,9 @@ def stop(store: Store, application: Target, *, team: str, timeout: float, log: L
     if application.find(team, layout.SESSION_JOB) is not None:
         log("the session did not stop in time: killing it (its queries restore from their latest checkpoints)")
         application.stop(job, force=True)
+    else:
+        answer = read_session_stopped(store.manifests)
+        if answer is None or answer.id != request.id:
+            log("the session ended without answering: its queries restore from their latest checkpoints")
     store.manifests.delete(layout.SESSION_STOP)
     return time.monotonic() - began

@@ -9,7 +9,6 @@ with ``If-Match`` on the stale lease, so two runners cannot both take it over.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import socket
 import time
@@ -21,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from runner.core import layout
 from runner.core.bucket import Bucket, PreconditionFailed
 from runner.core.errors import Problem, UserError
+from runner.core.protocol.ownership import Lease
 
 
 class LeaseHeld(UserError):
@@ -81,30 +81,30 @@ def _take(
     dead: Callable[[str], bool] | None,
 ) -> str:
     """Write the lease (its ETag), or raise LeaseHeld."""
-    body = json.dumps(
-        {
-            "owner": me,
-            "purpose": purpose,
-            "acquired-at": now.isoformat(),
-            "expires-at": (now + timedelta(seconds=ttl)).isoformat(),
-        }
+    body = Lease(
+        owner=me,
+        purpose=purpose,
+        acquired_at=now.isoformat(),
+        expires_at=(now + timedelta(seconds=ttl)).isoformat(),
     ).encode()
     key = layout.lock(name)
     try:
         return bucket.write(key, body, if_absent=True)
     except PreconditionFailed:
         current = bucket.read(key)
-        found = json.loads(current.text) if current else {}
-        expired = current is not None and (
-            datetime.fromisoformat(found["expires-at"]) < now or (dead is not None and dead(found.get("owner", "")))
-        )
-        if current is None or not expired:
+        if current is None:
+            raise LeaseHeld(
+                Problem.of("DEPLOY_IN_PROGRESS", name=name, reason="another runner released the lease a moment ago")
+            ) from None
+        found = Lease.decode(current.text)
+        expired = datetime.fromisoformat(found.expires_at) < now or (dead is not None and dead(found.owner))
+        if not expired:
             raise LeaseHeld(
                 Problem.of(
                     "DEPLOY_IN_PROGRESS",
                     name=name,
-                    reason=f"another runner holds the deploy lease ({found.get('purpose', 'deploy')} by "
-                    f"{found.get('owner', '?')} since {found.get('acquired-at', '?')})",
+                    reason=f"another runner holds the deploy lease ({found.purpose} by {found.owner} since "
+                    f"{found.acquired_at})",
                 )
             ) from None
         try:

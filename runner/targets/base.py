@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from runner.core.jobspec import JobSpec
+from runner.core.protocol.jobspec import JobSpec
 from runner.core.restarts import RestartStrategy
 
 

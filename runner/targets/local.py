@@ -9,7 +9,6 @@ reused id is not mistaken for it) is alive on this host and not a zombie.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import socket
@@ -18,6 +17,8 @@ from pathlib import Path
 
 from runner.core import layout
 from runner.core.bucket import Bucket
+from runner.core.protocol.document import read
+from runner.core.protocol.ownership import JobRecord
 from runner.core.restarts import RestartStrategy
 from runner.targets.base import JobIdentity, Launch, RunningJob
 from runner.targets.stop_request import request_stop
@@ -67,33 +68,32 @@ class LocalTarget:
                 start_new_session=True,
             )
         ticks = process_start_ticks(process.pid)
-        record = {
-            "target": self.kind,
-            "identity": identity.to_dict(),
-            "host": socket.gethostname(),
-            "pid": process.pid,
-            "start-ticks": ticks,
-            "log": str(log),
-            "master": self._master,
-        }
-        self.bucket.write(layout.job_record(identity.name), json.dumps(record, indent=2).encode())
-        return RunningJob(identity, self.kind, f"{process.pid}@{record['host']}", f"log {log}")
+        record = JobRecord(
+            target=self.kind,
+            identity=identity.to_dict(),
+            host=socket.gethostname(),
+            pid=process.pid,
+            start_ticks=ticks,
+            log=str(log),
+            master=self._master,
+        )
+        self.bucket.write(layout.job_record(identity.name), record.encode())
+        return RunningJob(identity, self.kind, f"{process.pid}@{record.host}", f"log {log}")
 
-    def _record(self, name: str) -> dict | None:
-        blob = self.bucket.read(layout.job_record(name))
-        return json.loads(blob.text) if blob else None
+    def _record(self, name: str) -> JobRecord | None:
+        return read(self.bucket, layout.job_record(name), JobRecord)
 
     def find(self, team: str, name: str) -> RunningJob | None:
         record = self._record(name)
-        if record is None or record.get("target") != self.kind:
+        if record is None or record.target != self.kind:
             return None
-        identity = JobIdentity.from_dict(record["identity"])
-        if identity.team != team or record["host"] != socket.gethostname():
+        identity = JobIdentity.from_dict(record.identity)
+        if identity.team != team or record.host != socket.gethostname():
             return None
-        ticks = process_start_ticks(record["pid"])
-        if ticks is None or ticks != record["start-ticks"]:
+        ticks = process_start_ticks(record.pid)
+        if ticks is None or ticks != record.start_ticks:
             return None
-        return RunningJob(identity, self.kind, f"{record['pid']}@{record['host']}", f"log {record['log']}")
+        return RunningJob(identity, self.kind, f"{record.pid}@{record.host}", f"log {record.log}")
 
     def stop_gracefully(self, job: RunningJob, timeout: float) -> bool:
         return request_stop(self.bucket, self, job, timeout)

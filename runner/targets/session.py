@@ -22,12 +22,20 @@ import json
 import time
 import urllib.error
 import urllib.request
-import uuid
 from typing import Any
 
 from runner.core import layout
 from runner.core.bucket import Bucket
 from runner.core.errors import UserError
+from runner.core.protocol.control import (
+    StartRequest,
+    StopRequest,
+    take_start_answer,
+    write_start_request,
+    write_stop_request,
+)
+from runner.core.protocol.session import SessionHealth, read_control, read_health
+from runner.core.protocol.status import JobState, read_status
 from runner.core.restarts import RestartStrategy
 from runner.targets.base import JobIdentity, Launch, RunningJob, Target
 from runner.targets.stop_request import request_stop
@@ -49,7 +57,7 @@ class SessionTarget:
         self.application = application  # where the session application itself runs
         self.team = team
         self._alive: tuple[float, RunningJob | None] | None = None
-        self._health: tuple[float, dict[str, Any] | None] | None = None
+        self._health: tuple[float, SessionHealth | None] | None = None
 
     # ---- the session application ----------------------------------------------------------
 
@@ -60,7 +68,7 @@ class SessionTarget:
             self._alive = (now, self.application.find(self.team, layout.SESSION_JOB))
         return self._alive[1]
 
-    def recent_health(self) -> dict[str, Any] | None:
+    def recent_health(self) -> SessionHealth | None:
         """``health()``, read at most once a second: finding many jobs (a plan of hundreds of manifests) asks
         for it once per job, and whether a session runs does not change between two of them."""
         now = time.monotonic()
@@ -68,15 +76,14 @@ class SessionTarget:
             self._health = (now, self.health())
         return self._health[1]
 
-    def health(self) -> dict[str, Any] | None:
+    def health(self) -> SessionHealth | None:
         """What the running session last published about itself; None when no session runs."""
         job = self.application_job()
         if job is None:
             return None
-        blob = self.records.read(layout.SESSION_HEALTH)
-        health = json.loads(blob.text) if blob else {}
-        if health.get("run-id") != job.identity.run_id:
-            return {"state": "starting", "run-id": job.identity.run_id}
+        health = read_health(self.records)
+        if health is None or health.run_id != job.identity.run_id:
+            return SessionHealth(state="starting", run_id=job.identity.run_id, team=self.team)
         return health
 
     def preview(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
@@ -85,16 +92,15 @@ class SessionTarget:
         SessionUnavailable when no session runs or its endpoint cannot be reached; UserError when
         the session refuses the query (the problems it found)."""
         health = self.health()
-        if health is None or health.get("state") != "running":
+        if health is None or health.state != "running":
             raise SessionUnavailable(f"no session of team {self.team} is running")
-        blob = self.records.read(layout.SESSION_CONTROL)
-        control = json.loads(blob.text) if blob else {}
-        if control.get("run-id") != health.get("run-id"):
-            raise SessionUnavailable(f"session {health.get('run-id')} has published no control endpoint")
+        control = read_control(self.records)
+        if control is None or control.run_id != health.run_id:
+            raise SessionUnavailable(f"session {health.run_id} has published no control endpoint")
         sent = urllib.request.Request(
-            f"{control['url']}/preview",
+            f"{control.url}/preview",
             data=json.dumps(request).encode(),
-            headers={"Authorization": f"Bearer {control['token']}", "Content-Type": "application/json"},
+            headers={"Authorization": f"Bearer {control.token}", "Content-Type": "application/json"},
             method="POST",
         )
         try:
@@ -103,9 +109,9 @@ class SessionTarget:
         except urllib.error.HTTPError as error:
             answer = json.loads(error.read() or b"{}")
             reason = "\n".join(answer.get("problems") or [answer.get("error") or f"HTTP {error.code}"])
-            raise UserError.of("SESSION_PREVIEW_FAILED", run=control["run-id"], reason=reason) from None
+            raise UserError.of("SESSION_PREVIEW_FAILED", run=control.run_id, reason=reason) from None
         except (urllib.error.URLError, OSError) as error:
-            reason = f"the session's control endpoint {control['url']} cannot be reached: {error}"
+            reason = f"the session's control endpoint {control.url} cannot be reached: {error}"
             raise SessionUnavailable(reason) from None
 
     # ---- the target interface -------------------------------------------------------------
@@ -123,20 +129,15 @@ class SessionTarget:
         health = self.health()
         if health is None:
             raise UserError.of("SESSION_NOT_RUNNING", name=name, team=self.team)
-        request_id = uuid.uuid4().hex[:12]
-        self.records.delete(layout.start_answer(name))
-        self.records.write(
-            layout.start_request(name), json.dumps({"id": request_id, "spec": launch.spec.to_json()}).encode()
-        )
+        request = StartRequest(spec=launch.spec.to_json())
+        write_start_request(self.records, name, request)
         deadline = time.monotonic() + ANSWER_TIMEOUT
         while time.monotonic() < deadline:
-            blob = self.records.read(layout.start_answer(name))
-            answer = json.loads(blob.text) if blob else {}
-            if answer.get("id") == request_id:
-                self.records.delete(layout.start_answer(name))
-                if answer.get("error"):
-                    raise UserError.of("SESSION_START_FAILED", name=name, reason=answer["error"])
-                return RunningJob(launch.identity, self.kind, answer["job"], answer.get("detail", ""))
+            answer = take_start_answer(self.records, name, request)
+            if answer is not None:
+                if answer.error or answer.job is None:
+                    raise UserError.of("SESSION_START_FAILED", name=name, reason=answer.error or "no job started")
+                return RunningJob(launch.identity, self.kind, answer.job, answer.detail)
             if self.application_job() is None:
                 break
             time.sleep(POLL_SECONDS)
@@ -147,21 +148,19 @@ class SessionTarget:
         health = self.recent_health() if team == self.team else None
         if health is None:
             return None
-        blob = self.records.read(layout.status(name))
-        status = json.loads(blob.text) if blob else {}
-        if status.get("mode") != "session" or status.get("session-run") != health.get("run-id"):
+        status = read_status(self.records, name)
+        if status is None or status.mode != "session" or status.session_run != health.run_id:
             return None
-        if status.get("state") not in ("running", "failing"):
+        if status.state not in (JobState.RUNNING, JobState.FAILING):
             return None
-        identity = JobIdentity(team, name, int(status["version"]), status.get("run-id", ""))
+        identity = JobIdentity(team, name, status.version, status.run_id)
         return RunningJob(
-            identity, self.kind, f"{name}@session-{health['run-id']}", f"{status['state']} in the team's session"
+            identity, self.kind, f"{name}@session-{health.run_id}", f"{status.state} in the team's session"
         )
 
     def stop(self, job: RunningJob, *, force: bool) -> None:
         """Ask the session to stop the query now (``force``) or between micro-batches."""
-        request = {"id": uuid.uuid4().hex[:12], "version": job.identity.version, "force": force}
-        self.records.write(layout.stop_request(job.identity.name), json.dumps(request).encode())
+        write_stop_request(self.records, job.identity.name, StopRequest(version=job.identity.version, force=force))
 
     def stop_gracefully(self, job: RunningJob, timeout: float) -> bool:
         return request_stop(self.records, self, job, timeout)

@@ -8,14 +8,11 @@ the timeout is killed, and its latest checkpoint is what the savepoint holds.
 
 from __future__ import annotations
 
-import json
 import time
-import uuid
-from datetime import UTC, datetime
 from typing import Protocol
 
-from runner.core import layout
 from runner.core.bucket import Bucket
+from runner.core.protocol.control import StopRequest, clear_stop, read_stop_ack, write_stop_request
 from runner.targets.base import RunningJob
 
 POLL_SECONDS = 0.2
@@ -28,27 +25,16 @@ class _Stoppable(Protocol):
     def stop(self, job: RunningJob, *, force: bool) -> None: ...
 
 
-def clear(bucket: Bucket, name: str) -> None:
-    """Forget an answered (or abandoned) stop request, so the next run of the job is not stopped by it."""
-    bucket.delete(layout.stop_request(name))
-    bucket.delete(layout.stop_acknowledged(name))
-
-
 def request_stop(bucket: Bucket, target: _Stoppable, job: RunningJob, timeout: float) -> bool:
     """Ask ``job`` to stop after its current micro-batch; kill it after ``timeout``. True if it stopped itself."""
     identity = job.identity
-    request_id = uuid.uuid4().hex[:12]
-    bucket.write(
-        layout.stop_request(identity.name),
-        json.dumps(
-            {"id": request_id, "version": identity.version, "requested-at": datetime.now(UTC).isoformat()}
-        ).encode(),
-    )
+    request = StopRequest(version=identity.version)
+    write_stop_request(bucket, identity.name, request)
     deadline = time.monotonic() + timeout
     acknowledged = False
     while time.monotonic() < deadline:
-        ack = bucket.read(layout.stop_acknowledged(identity.name))
-        acknowledged = ack is not None and json.loads(ack.text).get("id") == request_id
+        ack = read_stop_ack(bucket, identity.name)
+        acknowledged = ack is not None and ack.id == request.id
         if target.find(identity.team, identity.name) is None:
             break
         time.sleep(POLL_SECONDS)
@@ -59,5 +45,5 @@ def request_stop(bucket: Bucket, target: _Stoppable, job: RunningJob, timeout: f
         while target.find(identity.team, identity.name) is not None and time.monotonic() < kill_deadline:
             time.sleep(POLL_SECONDS)
         graceful = False
-    clear(bucket, identity.name)
+    clear_stop(bucket, identity.name)
     return graceful

@@ -1,0 +1,58 @@
+"""The base of every protocol document: kebab-case keys, a schema number, one encoding."""
+
+from __future__ import annotations
+
+from typing import Self, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from runner.core.bucket import Bucket
+
+SCHEMA = 1  # the version of the documents this release writes
+
+
+def _kebab(name: str) -> str:
+    return name.replace("_", "-")
+
+
+class Part(BaseModel):
+    """A part of a document: kebab-case keys; keys it does not know (from a later release) are ignored."""
+
+    model_config = ConfigDict(alias_generator=_kebab, populate_by_name=True, extra="ignore", frozen=True)
+
+
+class Document(Part):
+    """A document in the state store. ``schema`` is the release's document version (absent: 0)."""
+
+    schema_version: int = Field(default=0, alias="schema")
+
+    def encode(self) -> bytes:
+        """The document as written: this release's schema number, keys by alias, unset optional keys left out."""
+        stamped = self.model_copy(update={"schema_version": SCHEMA})
+        return stamped.model_dump_json(by_alias=True, exclude_none=True, indent=2).encode()
+
+    @classmethod
+    def decode(cls, text: str | bytes) -> Self:
+        return cls.model_validate_json(text)
+
+
+class Unreadable(Exception):
+    """A document in the state store that is not what its key says it is (the key and pydantic's reason)."""
+
+    def __init__(self, key: str, error: ValidationError | ValueError):
+        super().__init__(f"{key} is not a readable document: {error}")
+        self.key = key
+
+
+D = TypeVar("D", bound=Document)
+
+
+def read(bucket: Bucket, key: str, model: type[D]) -> D | None:
+    """The document at ``key``, or None when there is none; ``Unreadable`` when it does not parse."""
+    blob = bucket.read(key)
+    if blob is None:
+        return None
+    try:
+        return model.decode(blob.text)
+    except (ValidationError, ValueError) as error:
+        raise Unreadable(key, error) from None

@@ -1,0 +1,74 @@
+"""``status/<name>.json``: what a job (or a session query) last said about itself.
+
+The job's control (``jobs/control.py``) is the one writer; ``read_status`` the one reader, for
+``sql-runner status``, the plan's observations, the session target and a YARN re-attempt.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from runner.core import layout
+from runner.core.bucket import Bucket
+from runner.core.protocol.document import Document, Part, read
+
+
+class JobState(StrEnum):
+    """A job's own word on its state. ``failing``: between a failure and its restart."""
+
+    RUNNING = "running"
+    FAILING = "failing"
+    STOPPED = "stopped"
+    FAILED = "failed"
+
+    @property
+    def final(self) -> bool:
+        """Once said, the run's state stays: a later progress report updates the progress only."""
+        return self in (JobState.STOPPED, JobState.FAILED)
+
+
+class BatchProgress(Part):
+    """One completed micro-batch; ``timestamp`` is when its trigger began (it ended ``batch-duration-ms`` later)."""
+
+    batch: int
+    timestamp: str | None = None
+    input_rows: int | None = None
+    input_rows_per_second: float | None = None
+    processed_rows_per_second: float | None = None
+    batch_duration_ms: int | None = None
+    watermark: str | None = None
+
+
+class JobStatus(Document):
+    name: str
+    version: int
+    run_id: str = ""
+    state: JobState
+    started_at: str
+    updated_at: str
+    launch_id: str | None = None  # one per start by the runner (a YARN re-attempt keeps it)
+    mode: str | None = None  # "session" for a query hosted by the team's session
+    session_run: str | None = None  # the session run hosting it
+    restarts: int = 0
+    failures: int | None = None  # consecutive failures (session queries)
+    failure_times: list[float] = []  # epoch seconds of the run's recent failures (application jobs)
+    error: str | None = None
+    state_refused: str | None = None  # Spark's reason for refusing the restored state
+    gave_up: bool = False  # failed: the restart strategy's failures are used up
+    parked: bool = False  # failed: the session parked it until its manifest changes
+    retry_in: float | None = None  # failing: seconds until the restart
+    reason: str | None = None  # stopped: why
+    progress: BatchProgress | None = None  # the last completed micro-batch
+    recent_progress: list[BatchProgress] = []  # the run's recent ones, oldest first
+
+    def of_run(self, version: int, run_id: str | None = None) -> bool:
+        """Whether this status is about ``version`` (and, if given, that very run)."""
+        return self.version == version and (run_id is None or self.run_id == run_id)
+
+
+def write_status(bucket: Bucket, status: JobStatus) -> None:
+    bucket.write(layout.status(status.name), status.encode())
+
+
+def read_status(bucket: Bucket, name: str) -> JobStatus | None:
+    return read(bucket, layout.status(name), JobStatus)
