@@ -36,7 +36,7 @@ def synth(teams_file: Path, out: Path, only: str | None = None) -> list[str]:
 
 
 def summary(teams_file: Path = TEAMS_FILE) -> str:
-    """What each team runs, as a Markdown table (the README shows it)."""
+    """What each team runs, as a Markdown table (docs/aws.md shows it)."""
     config = load_teams(teams_file)
     lines = [
         "| team | region | EMR primary | EMR core (scales to) | MSK brokers | topics | budget/month |",

@@ -415,7 +415,7 @@ class TeamStack(TerraformStack):
         return f"{self.name}/"
 
     def _parameters(self) -> SsmParameter:
-        """MSK's IAM bootstrap address as a team parameter, so the README's ``${MSK_BOOTSTRAP_SERVERS}`` resolves
+        """MSK's IAM bootstrap address as a team parameter, so docs/aws.md's ``${MSK_BOOTSTRAP_SERVERS}`` resolves
         in every driver (YARN's included) without anyone exporting it."""
         return SsmParameter(
             self,

@@ -114,5 +114,5 @@ def _option_error(table: TableDef, message: str) -> UserError:
         line=table.line,
         table=table.name,
         reason=message,
-        hint="see the kafka connector's options in the README",
+        hint="see the kafka connector's options in docs/connectors.md",
     )

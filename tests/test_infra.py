@@ -385,10 +385,11 @@ def test_deploy_infra_without_credentials_stops_before_doing_anything(tmp_path):
     assert usage.returncode == 2 and "usage: make deploy-infra TEAM=" in usage.stdout
 
 
-def test_the_readme_shows_what_teams_yaml_runs():
+def test_the_platform_guide_shows_what_teams_yaml_runs():
     from infra.main import summary
 
-    assert summary() in (ROOT / "README.md").read_text(), "README team table is stale: python -m infra.main --summary"
+    guide = (ROOT / "docs" / "aws.md").read_text()
+    assert summary() in guide, "docs/aws.md's team table is stale: python -m infra.main --summary"
 
 
 @pytest.mark.parametrize("team", TEAMS)
@@ -439,8 +440,8 @@ def test_jobs_reach_msk_out_of_the_box_and_read_only_the_teams_parameters_and_se
     assert "SHA256SUMS" in script and "exit 1" in script
 
 
-def test_the_readme_kafka_table_resolves_on_the_cluster_from_the_teams_parameter(monkeypatch):
-    """The README's table, unchanged, with the Spark properties the cluster gives every job: SASL/IAM
+def test_the_documented_kafka_table_resolves_on_the_cluster_from_the_teams_parameter(monkeypatch):
+    """The Kafka table of docs/tables.md, unchanged, with the Spark properties the cluster gives every job: SASL/IAM
     client settings and the bootstrap address from the team's parameter (moto SSM)."""
     import boto3
     from moto import mock_aws
@@ -450,8 +451,8 @@ def test_the_readme_kafka_table_resolves_on_the_cluster_from_the_teams_parameter
     from runner.authoring.ddl import parse_ddl
     from runner.core.placeholders import Sources, Values, resolved_options
 
-    readme = (ROOT / "README.md").read_text()
-    ddl = readme[readme.index("CREATE TABLE `kafka`.`transactions`") :]
+    tables = (ROOT / "docs" / "tables.md").read_text()
+    ddl = tables[tables.index("CREATE TABLE `kafka`.`transactions`") :]
     table = parse_ddl(ddl[: ddl.index(";") + 1])[0]
     monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)

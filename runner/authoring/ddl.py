@@ -280,7 +280,7 @@ def check_table(table: TableDef) -> list[Problem]:
                 Problem.of(
                     "DDL_INVALID_TYPE",
                     reason=f"table {table.name}: column '{column}' cannot be an Avro field: {why}",
-                    hint="declare it with a type Avro holds (see 'format' = 'avro' in the README), or use 'json'",
+                    hint="declare it with a type Avro holds (docs/connectors.md: 'format' = 'avro'), or use 'json'",
                     **where,
                 )
             )

@@ -63,6 +63,7 @@ stop_timeout = click.option(
     type=click.FloatRange(min=1),
     default=90.0,
     show_default=True,
+    envvar="SQL_RUNNER_STOP_TIMEOUT",
     help="Seconds to wait for a stop at a batch boundary.",
 )
 spark_submit = click.option(
@@ -74,7 +75,7 @@ parameters_prefix = click.option(
     "--parameters-prefix",
     envvar="SQL_RUNNER_PARAMETERS_PREFIX",
     help="SSM parameter path prefix: a ${NAME} placeholder not in the environment is the parameter <prefix>NAME "
-    "(on EMR: /sql-runner/<environment>/<team>/).",
+    "(on EMR: /sql-runner-<environment>-<team>/).",
 )
 aws_region = click.option(
     "--aws-region",
