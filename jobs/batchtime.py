@@ -29,7 +29,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from jobs.control import failure_reason
-from jobs.jvm import java_class, scala_list
+from jobs.jvm import gateway_key, java_class, java_session, jvm_of, scala_list
 
 RULE_CLASS = "SqlRunnerStableBatchTimestamp"
 RULE_SOURCE = """
@@ -77,8 +77,8 @@ WITHOUT = "micro-batch code is compiled anew each batch: the batch-timestamp rul
 def install(spark: SparkSession, report: Callable[[str], None]) -> bool:
     """Add the rule to ``spark``'s optimizer, unless it is there already; False (said through ``report``,
     once per JVM) if it cannot be."""
-    jvm = spark.sparkContext._jvm
-    key = jvm._gateway_client
+    jvm = jvm_of(spark)
+    key = gateway_key(jvm)
     if key not in _COMPILED:
         try:
             _COMPILED[key] = _compile(jvm)
@@ -88,7 +88,7 @@ def install(spark: SparkSession, report: Callable[[str], None]) -> bool:
     rule_class = _COMPILED[key]
     if isinstance(rule_class, Exception):
         return False
-    experimental = spark._jsparkSession.experimental()
+    experimental = java_session(spark).experimental()
     rules = experimental.extraOptimizations()
     if any(rule.getClass().getName() == RULE_CLASS for rule in scala_list(rules)):
         return True

@@ -28,7 +28,7 @@ from pyspark.sql import DataFrame, SparkSession
 from jobs import sources, sqltext
 from jobs.build import Tapped
 from jobs.filesink import FileSinkWriter, HadoopFiles, latest_batch
-from jobs.jvm import scala_list
+from jobs.jvm import frame_of, java_session, scala_list
 from runner.core.protocol.jobspec import JobSpec
 
 OUTPUT_TAP = sources.tap_marker(-1, sources.ROWS_GOOD)  # the rows a micro-batch writes
@@ -87,7 +87,7 @@ class Taps:
 def rows_below(spark: SparkSession, node: Any) -> DataFrame:
     """The rows a plan node's child produces, computed again, as a batch DataFrame."""
     child = node.child()
-    return DataFrame(spark._jsparkSession.internalCreateDataFrame(child.execute(), child.schema(), False), spark)
+    return frame_of(java_session(spark).internalCreateDataFrame(child.execute(), child.schema(), False), spark)
 
 
 class DeadLetterTable:

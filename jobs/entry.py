@@ -36,6 +36,7 @@ from pyspark.sql import SparkSession  # noqa: E402
 from jobs import runtime  # noqa: E402
 from jobs.build import build_job  # noqa: E402
 from jobs.control import JobControl, failure_reason, refused_restore  # noqa: E402
+from jobs.jvm import check_spark_version  # noqa: E402
 from jobs.logs import quiet_python_logs  # noqa: E402
 from runner.core import restarts  # noqa: E402
 from runner.core.bucket import read_uri  # noqa: E402
@@ -197,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     control = JobControl(spec, lambda message: log(spec, message))
     values = Values(os.environ, spec.placeholders)
     try:
+        check_spark_version()
         properties = driver_properties(spec.manifest.spark_properties, values)
     except UserError as error:
         return _user_error(control, error)

@@ -24,7 +24,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from jobs.jvm import java_class, scala_none
+from jobs.jvm import hadoop_configuration, java_class, java_frame, java_session, jvm_of, scala_none
 
 BASE_FILE = "sink.json"
 
@@ -33,8 +33,8 @@ class HadoopFiles:
     """Small file operations through Hadoop's FileSystem, so any URI Spark can write works."""
 
     def __init__(self, spark: SparkSession):
-        self.jvm = spark.sparkContext._jvm
-        self.conf = spark.sparkContext._jsc.hadoopConfiguration()
+        self.jvm = jvm_of(spark)
+        self.conf = hadoop_configuration(spark)
 
     def _resolve(self, uri: str) -> tuple[Any, Any]:
         path = java_class(self.jvm, "org.apache.hadoop.fs.Path")(uri)
@@ -66,10 +66,10 @@ class HadoopFiles:
 
 def latest_batch(spark: SparkSession, path: str) -> int | None:
     """The last batch id in the file table's ``_spark_metadata`` log (None: no log yet)."""
-    jvm = spark.sparkContext._jvm
+    jvm = jvm_of(spark)
     none = scala_none(jvm)
     log = java_class(jvm, "org.apache.spark.sql.execution.streaming.FileStreamSinkLog")(
-        1, spark._jsparkSession, f"{path.rstrip('/')}/_spark_metadata", none
+        1, java_session(spark), f"{path.rstrip('/')}/_spark_metadata", none
     )
     latest = log.getLatestBatchId()
     return int(latest.get()) if latest.isDefined() else None
@@ -103,7 +103,7 @@ class FileSinkWriter:
         partition_by: Sequence[str],
         base: int,
     ):
-        jvm = spark.sparkContext._jvm
+        jvm = jvm_of(spark)
         utils = java_class(jvm, "org.apache.spark.api.python.PythonUtils")
         none = scala_none(jvm)
         java_options = java_class(jvm, "java.util.HashMap")()
@@ -113,7 +113,7 @@ class FileSinkWriter:
         for column in partition_by:
             partitions.add(column)
         source = java_class(jvm, "org.apache.spark.sql.execution.datasources.DataSource")(
-            spark._jsparkSession,
+            java_session(spark),
             fmt,
             utils.toSeq(java_class(jvm, "java.util.ArrayList")()),
             none,
@@ -132,7 +132,7 @@ class FileSinkWriter:
 
     def write_at(self, log_id: int, frame: DataFrame) -> None:
         """Write ``frame`` as entry ``log_id`` of the table's log (nothing, if the log has it already)."""
-        self.sink.addBatch(log_id, frame._jdf)
+        self.sink.addBatch(log_id, java_frame(frame))
 
     def committed(self, batch_id: int) -> bool:
         """Whether the table's log already holds the query's batch ``batch_id`` (a replay after a crash)."""

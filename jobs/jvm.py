@@ -1,18 +1,106 @@
-"""Small bridges to Scala values through py4j, for the places that use Spark's JVM API directly."""
+"""The one place that reaches into pyspark's internals: Spark's JVM objects behind a DataFrame, a
+session, a streaming query or the context, and bridges to Scala values through Py4J.
+
+Everything else goes through these functions, so a change of pyspark's private attributes (``_jvm``,
+``_jsparkSession``, ``_jdf``, ``_jsq``, ``_jsc``, the gateway) is mended here alone, and
+``check_spark_version`` refuses, with one clear line, a pyspark outside the range these were checked on.
+"""
 
 from __future__ import annotations
 
 from functools import reduce
 from typing import Any
 
+import pyspark
+from pyspark import SparkContext
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from runner.core.errors import UserError
+
+# The Spark line the internals used here were checked on (pyspark's own version, major.minor).
+SUPPORTED = ((4, 0),)
+
 # JVM classes already looked up, per gateway: a lookup through ``jvm.a.b.C`` is one Py4J
 # round trip per name part; a class found once is called directly afterwards.
 _CLASSES: dict[tuple[Any, str], Any] = {}
 
 
+def check_spark_version(version: str | None = None) -> None:
+    """UserError (SPARK_VERSION_UNSUPPORTED) unless ``version`` (default: the installed pyspark's) is of a
+    supported Spark line."""
+    version = version or pyspark.__version__
+    try:
+        line = tuple(int(part) for part in version.split(".")[:2])
+    except ValueError:
+        line = ()
+    if line not in SUPPORTED:
+        supported = ", ".join(f"{major}.{minor}.x" for major, minor in SUPPORTED)
+        raise UserError.of("SPARK_VERSION_UNSUPPORTED", version=version, supported=supported)
+
+
+def jvm_of(spark: SparkSession) -> Any:
+    """The Py4J view of the driver's JVM (``jvm.java.lang.Class`` ...)."""
+    return spark.sparkContext._jvm
+
+
+def gateway_key(jvm: Any) -> Any:
+    """What identifies ``jvm``'s gateway for as long as it lives (a cache key per JVM)."""
+    return jvm._gateway_client
+
+
+def java_session(spark: SparkSession) -> Any:
+    """The JVM's SparkSession behind ``spark``."""
+    return spark._jsparkSession
+
+
+def hadoop_configuration(spark: SparkSession) -> Any:
+    return spark.sparkContext._jsc.hadoopConfiguration()
+
+
+def spark_configuration(spark: SparkSession) -> Any:
+    """The SparkContext's own SparkConf (what spark-submit and spark-defaults gave it)."""
+    return spark.sparkContext._jsc.sc().conf()
+
+
+def java_frame(frame: DataFrame) -> Any:
+    """The JVM Dataset behind ``frame``."""
+    return frame._jdf
+
+
+def analysed_plan(frame: DataFrame) -> Any:
+    """``frame``'s analysed logical plan."""
+    return frame._jdf.queryExecution().analyzed()
+
+
+def frame_of(java_dataset: Any, spark: SparkSession) -> DataFrame:
+    """A Python DataFrame over a JVM Dataset."""
+    return DataFrame(java_dataset, spark)
+
+
+def java_query(query: StreamingQuery) -> Any:
+    """The JVM's running StreamingQuery (its execution) behind ``query``."""
+    return query._jsq.streamingQuery()
+
+
+def end_local_gateway() -> None:
+    """End the JVM pyspark launched for this process (after its session stopped); it exits when its stdin
+    closes. pyspark otherwise keeps it until the process exits."""
+    gateway = SparkContext._gateway
+    if gateway is None:
+        return
+    process = getattr(gateway, "proc", None)
+    gateway.shutdown()
+    if process is not None:
+        process.stdin.close()
+        process.wait(timeout=30)
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+
+
 def java_class(jvm: Any, name: str) -> Any:
     """The JVM class (or Scala object) ``name``, e.g. ``org.apache.hadoop.fs.Path``, through ``jvm``."""
-    key = (jvm._gateway_client, name)  # the client, not id(jvm): a cached key keeps its gateway's identity
+    key = (gateway_key(jvm), name)  # the client, not id(jvm): a cached key keeps its gateway's identity
     found = _CLASSES.get(key)
     if found is None:
         found = _CLASSES[key] = reduce(getattr, name.split("."), jvm)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pyspark.sql import SparkSession
 
-from jobs.jvm import java_class
+from jobs.jvm import java_class, jvm_of
 
 TIMEOUT_SECONDS = 60
 
@@ -22,7 +22,7 @@ def current_partitions(
     spark: SparkSession, reader_options: dict[str, str], topics: list[str], pattern: str | None
 ) -> dict[str, list[int]]:
     """Topic -> partition numbers of the topics the source subscribes to (``topics``, or those matching ``pattern``)."""
-    jvm = spark.sparkContext._jvm
+    jvm = jvm_of(spark)
     properties = java_class(jvm, "java.util.Properties")()
     for key, value in reader_options.items():
         if key.startswith("kafka."):

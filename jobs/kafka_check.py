@@ -28,7 +28,7 @@ from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
 
-from jobs.jvm import java_class
+from jobs.jvm import java_class, jvm_of
 from runner.core import jars
 from runner.core.errors import UserError
 from runner.core.tables import TableDef
@@ -132,7 +132,7 @@ def _client_classes(spark: SparkSession, table: TableDef, options: Mapping[str, 
     """Build (and close) a Kafka admin client with the table's client settings: every class they name loads."""
     if not _names_classes(options):
         return
-    jvm = spark.sparkContext._jvm
+    jvm = jvm_of(spark)
     properties = java_class(jvm, "java.util.Properties")()
     for key, value in options.items():
         if key.startswith("properties."):

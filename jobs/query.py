@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import DataFrame, SparkSession
 
-from jobs.jvm import java_class, scala_list
+from jobs.jvm import java_class, java_session, jvm_of, scala_list
 from runner.core.catalog import Catalog
 from runner.core.errors import Problem, UserError
 from runner.core.tables import TableDef
@@ -71,9 +71,9 @@ SUBQUERY_CLASS = "org.apache.spark.sql.catalyst.expressions.SubqueryExpression"
 
 def table_references(spark: SparkSession, sql: str, where: Location) -> list[TableRef]:
     """Every table reference in ``sql`` that is not a CTE name, in text order."""
-    jvm = spark.sparkContext._jvm
+    jvm = jvm_of(spark)
     try:
-        plan = spark._jsparkSession.sessionState().sqlParser().parsePlan(sql)
+        plan = java_session(spark).sessionState().sqlParser().parsePlan(sql)
     except ParseException as error:
         raise UserError(_problem_from_spark(error, "SQL_SYNTAX_ERROR", where, None)) from None
     subquery = java_class(jvm, "java.lang.Class").forName(SUBQUERY_CLASS)

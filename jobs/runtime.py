@@ -32,7 +32,7 @@ from pyspark.sql.streaming import StreamingQuery
 from jobs import batchtime, boundary, localfs, sources
 from jobs.build import BuiltJob
 from jobs.deadletters import OUTPUT_TAP, DeadLetterTable, Taps
-from jobs.jvm import java_class
+from jobs.jvm import frame_of, java_class, java_frame, java_query, jvm_of
 from jobs.sinks import OutputSink, Trigger, output_sink
 from runner.core.placeholders import resolved_options
 from runner.core.protocol.jobspec import JobSpec
@@ -90,7 +90,7 @@ class BatchWriter:
         except boundary.StoppedAtBoundary:
             print(f"[{self.spec.label}] batch {batch_id}: not begun, stopping (it runs on restore)", flush=True)
             raise
-        execution = self.query._jsq.streamingQuery().lastExecution()
+        execution = java_query(self.query).lastExecution()
         # Only a query's first batch can be a replay the sink already committed.
         replayed = self.first and self.sink.committed(batch_id)
         self.first = False
@@ -124,14 +124,14 @@ def streamed(spark: SparkSession, batch: DataFrame, execution: object) -> DataFr
     very RDD of ``execution``); otherwise ``batch`` itself. Such a DataFrame may only be written by a sink
     that writes its executed plan (Spark's file sink, or running it for the noop sink): planning it again
     would plan the streaming query outside its stream."""
-    logical = batch._jdf.logicalPlan()
+    logical = java_frame(batch).logicalPlan()
     if logical.getClass().getSimpleName() != "LogicalRDD" or logical.rdd().id() != execution.toRdd().id():
         return batch
-    jvm = spark.sparkContext._jvm
+    jvm = jvm_of(spark)
     encoder = java_class(jvm, "org.apache.spark.sql.catalyst.encoders.ExpressionEncoder").apply(
         execution.analyzed().schema()
     )
-    return DataFrame(java_class(jvm, "org.apache.spark.sql.classic.Dataset")(execution, encoder), spark)
+    return frame_of(java_class(jvm, "org.apache.spark.sql.classic.Dataset")(execution, encoder), spark)
 
 
 def start(

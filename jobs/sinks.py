@@ -24,6 +24,7 @@ from pyspark.sql.streaming import DataStreamWriter
 
 from jobs import kafka, kafka_check
 from jobs.filesink import file_sink_writer
+from jobs.jvm import java_frame
 from jobs.sources import require_connector, require_s3, table_options
 from runner.core.avro import value_schema
 from runner.core.errors import UserError
@@ -111,7 +112,7 @@ def output_sink(frame: DataFrame, target: TableDef, env: Mapping[str, str], *, c
 
 def _discard(batch: DataFrame, _batch_id: int) -> None:
     """Spark's noop sink: every row of the batch computed, none kept."""
-    batch._jdf.queryExecution().toRdd().count()
+    java_frame(batch).queryExecution().toRdd().count()
 
 
 def kafka_records(frame: DataFrame, target: TableDef) -> DataFrame:

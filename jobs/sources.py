@@ -36,6 +36,7 @@ from pyspark.sql import types as T
 
 from jobs import kafka, kafka_admin, kafka_check, sqltext
 from jobs.datagen import datagen_frame
+from jobs.jvm import hadoop_configuration, jvm_of, spark_configuration
 from jobs.schema import spark_schema, type_sql
 from runner.core import jars, platform
 from runner.core.avro import value_schema
@@ -59,7 +60,7 @@ def require_connector(spark: SparkSession, table: TableDef) -> None:
 
 
 def has_class(spark: SparkSession, name: str) -> bool:
-    jvm = spark.sparkContext._jvm
+    jvm = jvm_of(spark)
     loader = jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader()
     try:
         jvm.java.lang.Class.forName(name, False, loader)
@@ -95,7 +96,7 @@ def require_s3(spark: SparkSession, uri: str, where: str) -> None:
     scheme = uri.split("://", 1)[0] if "://" in uri else ""
     if scheme not in ("s3", "s3a", "s3n"):
         return
-    configured = spark.sparkContext._jsc.hadoopConfiguration().get(f"fs.{scheme}.impl")
+    configured = hadoop_configuration(spark).get(f"fs.{scheme}.impl")
     if scheme != "s3a" and configured != platform.S3A_FILE_SYSTEM:
         return  # EMRFS, or whatever the cluster maps s3:// to
     require_feature(spark, "s3", "S3_CONNECTOR_MISSING", where=where)
@@ -118,7 +119,7 @@ def table_options(spark: SparkSession, table: TableDef, values: Mapping[str, str
     options = resolved_options(table, values)
     if table.connector != "kafka":
         return options
-    found = spark.sparkContext._jsc.sc().conf().getAllWithPrefix(kafka.PLATFORM_DEFAULTS_PREFIX)
+    found = spark_configuration(spark).getAllWithPrefix(kafka.PLATFORM_DEFAULTS_PREFIX)
     defaults = {
         key: resolve(value, values, field=f"{kafka.PLATFORM_DEFAULTS_PREFIX}{key}")
         for key, value in ((item._1(), item._2()) for item in found)

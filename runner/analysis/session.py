@@ -8,6 +8,7 @@ import sys
 from pyspark.sql import SparkSession
 
 from jobs import localfs
+from jobs.jvm import check_spark_version, end_local_gateway
 from jobs.logs import java_options, quiet_python_logs
 from runner.core import platform
 
@@ -18,7 +19,9 @@ SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def local_session(app: str = "sql-runner") -> SparkSession:
-    """A small local session (2 cores, 2 shuffle partitions, no UI); reused if one exists."""
+    """A small local session (2 cores, 2 shuffle partitions, no UI); reused if one exists. UserError when the
+    installed pyspark is not of a supported Spark line."""
+    check_spark_version()
     quiet_python_logs()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -43,16 +46,5 @@ def close_local_session(session: SparkSession) -> None:
     """Stop ``session`` and end its JVM now. pyspark keeps the gateway JVM it launched until this Python
     process exits; a command that has finished analysing (``deploy``, ``run`` while its job runs) gives the
     memory back instead. The JVM exits when its stdin closes."""
-    from pyspark import SparkContext
-
     session.stop()
-    gateway = SparkContext._gateway
-    if gateway is None:
-        return
-    process = getattr(gateway, "proc", None)
-    gateway.shutdown()
-    if process is not None:
-        process.stdin.close()
-        process.wait(timeout=30)
-    SparkContext._gateway = None
-    SparkContext._jvm = None
+    end_local_gateway()

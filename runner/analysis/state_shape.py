@@ -31,7 +31,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
-from jobs.jvm import scala_list
+from jobs.jvm import analysed_plan, java_session, jvm_of, scala_list
 
 
 class Unsure(Exception):
@@ -335,15 +335,15 @@ def _leaves(plan: Any) -> list[Any]:
 def describe(output: DataFrame, tables: dict[str, DataFrame]) -> StateShape:
     """The state ``output``'s streaming plan keeps; ``tables``: declared table name -> its registered frame."""
     spark = output.sparkSession
-    jvm = spark._jvm
+    jvm = jvm_of(spark)
     sources: dict[int, str] = {}
     source_leaves: list[tuple[Any, str]] = []
     for table, frame in tables.items():
-        for leaf in _leaves(frame._jdf.queryExecution().analyzed()):
+        for leaf in _leaves(analysed_plan(frame)):
             source_leaves.append((leaf, table))
             for attribute in scala_list(leaf.output()):
                 sources[attribute.exprId().id()] = f"{table}.{attribute.name()}"
-    optimised = spark._jsparkSession.sessionState().optimizer().execute(output._jdf.queryExecution().analyzed())
+    optimised = java_session(spark).sessionState().optimizer().execute(analysed_plan(output))
     describer = _Describer(_Classes(jvm), sources, source_leaves)
     describer.visit(optimised)
     return StateShape(tuple(describer.operators), describer.unsure)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame
 
+from jobs.jvm import analysed_plan, jvm_of
 from jobs.query import first_line
 from runner.core.errors import UserError
 
@@ -54,12 +55,12 @@ def hint_for(reason: str) -> str:
 
 def check(output: DataFrame, mode: str, *, file: str | None, field: str, line: int | None = None) -> None:
     """Raise UserError (STREAMING_UNSUPPORTED) if Spark would refuse ``output`` in ``mode``."""
-    jvm = output.sparkSession._jvm
+    jvm = jvm_of(output.sparkSession)
     modes = jvm.org.apache.spark.sql.streaming.OutputMode
     spark_mode = {"append": modes.Append, "update": modes.Update, "complete": modes.Complete}[mode]()
     checker = jvm.org.apache.spark.sql.catalyst.analysis.UnsupportedOperationChecker
     try:
-        checker.checkForStreaming(output._jdf.queryExecution().analyzed(), spark_mode)
+        checker.checkForStreaming(analysed_plan(output), spark_mode)
     except AnalysisException as error:
         reason = first_line(error.getMessage()).rstrip(";")
         raise UserError.of(

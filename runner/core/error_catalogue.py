@@ -317,6 +317,11 @@ _ENTRIES = (
         "fix the code snippet; the query stays parked until its manifest changes",
     ),
     ErrorCode("SESSION_QUERY_START_FAILED", "{name} could not start in the session: {reason}"),
+    ErrorCode(
+        "SPARK_VERSION_UNSUPPORTED",
+        "pyspark {version} is not a Spark version the runner supports ({supported})",
+        "install the pinned pyspark (make creates .venv/ with it); on EMR, a release whose Spark is {supported}",
+    ),
 )
 
 CATALOGUE: dict[str, ErrorCode] = {}

@@ -28,8 +28,10 @@ if __package__ in (None, ""):
 
 from pyspark.sql import SparkSession  # noqa: E402
 
+from jobs.jvm import check_spark_version  # noqa: E402
 from jobs.logs import quiet_python_logs  # noqa: E402
 from runner.core.bucket import bucket_from  # noqa: E402
+from runner.core.errors import UserError  # noqa: E402
 from runner.core.placeholders import Sources  # noqa: E402
 from runner.deploy.deployer import Deployer  # noqa: E402
 from runner.deploy.executor import Settings  # noqa: E402
@@ -55,6 +57,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="runner/session/app.py", description=__doc__)
     parser.add_argument("--config-json", required=True)
     config = SessionConfig.from_json(parser.parse_args(argv).config_json)
+    try:
+        check_spark_version()
+    except UserError as error:
+        log(error.problems[0].render())
+        return 2
     quiet_python_logs()
     spark = SparkSession.builder.getOrCreate()
     analysis = spark.newSession()  # validate and compare queries away from the hosted ones' settings
