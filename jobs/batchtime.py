@@ -23,13 +23,14 @@ compiled or added (a Spark whose API differs), the job says so once and runs as 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
 from typing import Any
 
 from pyspark.sql import SparkSession
 
 from jobs.control import failure_reason
 from jobs.jvm import gateway_key, java_class, java_session, jvm_of, scala_list
+from runner.core import logs
 
 RULE_CLASS = "SqlRunnerStableBatchTimestamp"
 RULE_SOURCE = """
@@ -73,9 +74,11 @@ class SqlRunnerBatchTimestampHeld extends scala.runtime.AbstractPartialFunction 
 _COMPILED: dict[Any, Any] = {}  # per Py4J gateway: the compiled rule class, or the error that stopped it
 WITHOUT = "micro-batch code is compiled anew each batch: the batch-timestamp rule"
 
+log = logging.getLogger(__name__)
 
-def install(spark: SparkSession, report: Callable[[str], None]) -> bool:
-    """Add the rule to ``spark``'s optimizer, unless it is there already; False (said through ``report``,
+
+def install(spark: SparkSession, name: str, version: int) -> bool:
+    """Add the rule to ``spark``'s optimizer, unless it is there already; False (logged for job ``name``,
     once per JVM) if it cannot be."""
     jvm = jvm_of(spark)
     key = gateway_key(jvm)
@@ -84,7 +87,7 @@ def install(spark: SparkSession, report: Callable[[str], None]) -> bool:
             _COMPILED[key] = _compile(jvm)
         except Exception as error:  # noqa: BLE001 - the job runs without it
             _COMPILED[key] = error
-            report(f"{WITHOUT} failed to compile ({failure_reason(str(error))})")
+            log.warning(f"{WITHOUT} failed to compile ({failure_reason(str(error))})", extra=logs.job(name, version))
     rule_class = _COMPILED[key]
     if isinstance(rule_class, Exception):
         return False
@@ -96,7 +99,7 @@ def install(spark: SparkSession, report: Callable[[str], None]) -> bool:
         getattr(experimental, "extraOptimizations_$eq")(rules.appended(rule_class.newInstance()))  # Scala's setter
     except Exception as error:  # noqa: BLE001 - the job runs without it
         _COMPILED[key] = error
-        report(f"{WITHOUT} was not added ({failure_reason(str(error))})")
+        log.warning(f"{WITHOUT} was not added ({failure_reason(str(error))})", extra=logs.job(name, version))
         return False
     return True
 

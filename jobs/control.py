@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 import time
@@ -31,12 +32,15 @@ from pyspark.sql.streaming import StreamingQuery
 
 from jobs import boundary
 from jobs.query import first_line
+from runner.core import logs
 from runner.core.bucket import Bucket, bucket_from
 from runner.core.protocol.control import StopAck, StopRequest, read_stop_request, write_stop_ack
 from runner.core.protocol.history import HistoryEntry, Outcome, write_history
 from runner.core.protocol.jobspec import JobSpec
 from runner.core.protocol.status import BatchProgress, JobState, JobStatus, write_status
 from runner.core.reasons import Reason
+
+log = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.5
 RECENT_BATCHES = 20  # micro-batches of the run kept in its status, oldest first
@@ -103,9 +107,9 @@ class Labels:
 
 
 class JobControl:
-    def __init__(self, spec: JobSpec, log: Any):
+    def __init__(self, spec: JobSpec):
         self.spec = spec
-        self.log = log
+        self.label = logs.job(spec.manifest.name, spec.manifest.version)  # extra= for its log lines
         self.bucket: Bucket | None = bucket_from(spec.store["manifests"]) if spec.store else None
         self.version = spec.manifest.version
         self.started = _now()
@@ -169,7 +173,7 @@ class JobControl:
             try:
                 write_status(self.bucket, status)
             except Exception as failure:  # noqa: BLE001 - status is best effort; the data path matters more
-                self.log(f"could not publish status: {failure}")
+                log.warning(f"could not publish status: {failure}", extra=self.label)
 
     def publish_progress(self, queries: Sequence[StreamingQuery]) -> bool:
         """Publish the output query's micro-batches completed since the last call; True if there were any.
@@ -212,7 +216,7 @@ class JobControl:
         try:
             write_history(self.bucket, entry, datetime.now(UTC))
         except Exception as error:  # noqa: BLE001 - the status already says why; keep stopping
-            self.log(f"could not record the refusal in history: {error}")
+            log.warning(f"could not record the refusal in history: {error}", extra=self.label)
 
     def watch(self, queries: list[StreamingQuery]) -> threading.Thread:
         """Start the thread that turns a stop request into a stop at a batch boundary."""
@@ -249,7 +253,7 @@ class JobControl:
 
     def _watch(self, queries: list[StreamingQuery]) -> None:
         def stop(request: StopRequest) -> None:
-            self.log(f"stop requested ({request.id}): stopping after the current micro-batch")
+            log.info(f"stop requested ({request.id}): stopping after the current micro-batch", extra=self.label)
             stop_between_batches(queries)
 
         while not self._done.is_set():
@@ -258,7 +262,7 @@ class JobControl:
                 if self.answer_stop(stop) is not None:
                     return
             except Exception as error:  # noqa: BLE001 - a store hiccup must not kill the job
-                self.log(f"could not answer stop requests: {error}")
+                log.warning(f"could not answer stop requests: {error}", extra=self.label)
             self._done.wait(POLL_SECONDS)
 
 

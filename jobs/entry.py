@@ -18,7 +18,7 @@ on stderr), 1 a failure of the job itself (restarts used up, or Spark refused th
 from __future__ import annotations
 
 import argparse
-import functools
+import logging
 import os
 import signal
 import sys
@@ -38,17 +38,14 @@ from jobs.build import build_job  # noqa: E402
 from jobs.control import JobControl, failure_reason, refused_restore  # noqa: E402
 from jobs.jvm import check_spark_version  # noqa: E402
 from jobs.logs import quiet_python_logs  # noqa: E402
-from runner.core import restarts  # noqa: E402
+from runner.core import logs, restarts  # noqa: E402
 from runner.core.bucket import read_uri  # noqa: E402
 from runner.core.errors import UserError  # noqa: E402
 from runner.core.placeholders import Values, driver_properties  # noqa: E402
 from runner.core.protocol.jobspec import JobSpec  # noqa: E402
 from runner.core.protocol.status import JobState, JobStatus, read_status  # noqa: E402
 
-
-def log(spec: JobSpec, message: str) -> None:
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
-    print(f"{stamp} [{spec.label}] {message}", flush=True)
+log = logging.getLogger("jobs.entry")
 
 
 def previous_attempt(control: JobControl) -> JobStatus | None:
@@ -78,24 +75,21 @@ class Job:
         self.earlier = earlier
         control.labels.launch_id = spec.launch_id
 
-    def log(self, message: str) -> None:
-        log(self.spec, message)
-
     def start(self, first: bool) -> None:
         spec = self.spec
         if first:
-            self.log(f"building the query over {len(spec.catalog.tables)} declared tables")
+            log.info(f"building the query over {len(spec.catalog.tables)} declared tables")
         built = build_job(self.spark, spec.manifest, spec.catalog, self.values, live=True, starts=spec.starts)
         if first:
             for role, tables in spec.starts.items():
                 for table, start in tables.items():
-                    self.log(f"{table} ({role}) continues the previous version: {start.kind}")
+                    log.info(f"{table} ({role}) continues the previous version: {start.kind}")
         self.spark.streams.resetTerminated()
         self.queries.extend(runtime.start(self.spark, built, spec, self.values, self.counts))
         self._note_restarts()
         self.control.publish(JobState.RUNNING)
         if first:
-            self.log(
+            log.info(
                 f"started: writing to {built.target.name}, checkpoint {spec.checkpoint}"
                 + (" (once: stops when the available input is processed)" if spec.once else "")
             )
@@ -109,15 +103,15 @@ class Job:
         """Run until done or stopped (0), or until a failure the strategy gives up on (1)."""
         refused = self.earlier.state_refused if self.earlier else None
         if refused:  # an earlier attempt of this run: Spark refused its state; it would again
-            self.log(f"Spark refused this run's restored state before: {refused}; not starting again")
+            log.info(f"Spark refused this run's restored state before: {refused}; not starting again")
             return 1
         if self.restarts.exhausted(time.time()):
-            self.log("an earlier attempt of this run used up its restarts; not starting again")
+            log.info("an earlier attempt of this run used up its restarts; not starting again")
             self.control.publish(JobState.FAILED, error=self.earlier.error if self.earlier else None, gave_up=True)
             return 1
         pause = self.restarts.wait_before_start(time.time())
         if pause > 0:
-            self.log(f"an earlier attempt of this run failed: starting in {pause:.0f}s")
+            log.info(f"an earlier attempt of this run failed: starting in {pause:.0f}s")
             if self._pause(pause):
                 return self._stopped()
         first = True
@@ -137,7 +131,7 @@ class Job:
                     raise
                 error: BaseException = problem
             except KeyboardInterrupt:
-                self.log("interrupted: stopping")
+                log.info("interrupted: stopping")
                 runtime.stop_all(self.queries)
                 return self._finished()
             except Exception as failure:  # noqa: BLE001 - judged below
@@ -153,15 +147,15 @@ class Job:
             reason = failure_reason(error.problems[0].render() if isinstance(error, UserError) else str(error))
             self._note_restarts()
             if verdict.give_up:
-                self.log(f"failed {verdict.failures} times within the failure window: giving up ({reason})")
+                log.info(f"failed {verdict.failures} times within the failure window: giving up ({reason})")
                 self.control.publish(JobState.FAILED, error=reason, gave_up=True)
                 return 1
             self.control.publish(JobState.FAILING, error=reason, retry_in=round(verdict.delay, 1))
-            self.log(f"failed ({reason}); restarting from the latest checkpoint in {verdict.delay:.0f}s")
+            log.info(f"failed ({reason}); restarting from the latest checkpoint in {verdict.delay:.0f}s")
             if self._pause(verdict.delay):
                 return self._stopped()
             self.restarts.restarts += 1
-            self.log(f"restart {self.restarts.restarts} from the latest checkpoint")
+            log.info(f"restart {self.restarts.restarts} from the latest checkpoint")
 
     def _asked_to_stop(self) -> bool:
         return self.ending.is_set() or self.control.stop_requested.is_set()
@@ -177,7 +171,7 @@ class Job:
         return True
 
     def _finished(self) -> int:
-        self.log(
+        log.info(
             f"finished: {self.counts.written} rows written, {self.counts.dead_lettered} malformed records dead-lettered"
         )
         return self._stopped()
@@ -194,8 +188,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spec-uri", required=True, help="where the job spec JSON is (a local path or s3://)")
     args = parser.parse_args(argv)
     spec = JobSpec.from_json(read_uri(args.spec_uri).decode("utf-8"))
+    logs.configure(spec.label)  # every line of this driver says which job and version it is
     quiet_python_logs()
-    control = JobControl(spec, lambda message: log(spec, message))
+    control = JobControl(spec)
     values = Values(os.environ, spec.placeholders)
     try:
         check_spark_version()
@@ -209,12 +204,12 @@ def main(argv: list[str] | None = None) -> int:
     job = Job(spark, spec, values, control)
 
     def on_signal(signum: int, _frame: object) -> None:
-        log(spec, f"received signal {signum}: stopping the query")
+        log.info(f"received signal {signum}: stopping the query")
         job.ending.set()
         # Not from the handler: it runs on the main thread, which may be inside a Py4J call (waiting on
         # the queries), and a call from it would re-enter that call's connection.
-        queries, report = list(job.queries), functools.partial(log, spec)
-        threading.Thread(target=runtime.stop_all, args=(queries, report), name="stop-on-signal", daemon=True).start()
+        queries = list(job.queries)
+        threading.Thread(target=runtime.stop_all, args=(queries,), name="stop-on-signal", daemon=True).start()
 
     signal.signal(signal.SIGTERM, on_signal)
     try:
@@ -224,10 +219,10 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as error:  # noqa: BLE001 - report the cause and exit 1
         refusal = refused_restore(error)
         if refusal is not None:
-            print(f"[{spec.label}] Spark refused the restored state: {refusal}", file=sys.stderr, flush=True)
+            log.error(f"Spark refused the restored state: {refusal}")
             control.refused(refusal)
             return 1
-        print(f"[{spec.label}] job failed: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
+        log.error(f"job failed: {type(error).__name__}: {error}")
         control.publish_progress(job.queries)
         control.publish(JobState.FAILED, error=f"{type(error).__name__}: {error}")
         return 1
@@ -240,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _user_error(control: JobControl, error: UserError) -> int:
     for problem in error.problems:
-        print(problem.render(), file=sys.stderr, flush=True)
+        log.error(problem.render())
     control.publish(JobState.FAILED, error="; ".join(p.render() for p in error.problems))
     control.close()
     return 2

@@ -19,9 +19,9 @@ only ever find nothing to check (``NO_READER_PUSHDOWN``).
 
 from __future__ import annotations
 
-import sys
+import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -34,8 +34,11 @@ from jobs.build import BuiltJob
 from jobs.deadletters import OUTPUT_TAP, DeadLetterTable, Taps
 from jobs.jvm import frame_of, java_class, java_frame, java_query, jvm_of
 from jobs.sinks import OutputSink, Trigger, output_sink
+from runner.core import logs
 from runner.core.placeholders import resolved_options
 from runner.core.protocol.jobspec import JobSpec
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -68,6 +71,7 @@ class BatchWriter:
         self, spark: SparkSession, sink: OutputSink, built: BuiltJob, spec: JobSpec, counts: Counts | None, report: bool
     ):
         self.spark, self.sink, self.spec, self.report = spark, sink, spec, report
+        self.label = logs.job(spec.manifest.name, spec.manifest.version)
         self.counting = counts is not None
         self.counts = counts or Counts()
         self.dead_letters = [DeadLetterTable(spark, tapped, spec) for tapped in built.query.dead_letters]
@@ -88,7 +92,7 @@ class BatchWriter:
         try:
             self.boundary.enter(batch_id)
         except boundary.StoppedAtBoundary:
-            print(f"[{self.spec.label}] batch {batch_id}: not begun, stopping (it runs on restore)", flush=True)
+            log.info(f"batch {batch_id}: not begun, stopping (it runs on restore)", extra=self.label)
             raise
         execution = java_query(self.query).lastExecution()
         # Only a query's first batch can be a replay the sink already committed.
@@ -106,15 +110,15 @@ class BatchWriter:
             self.counts.dead_lettered += dead
         if not self.report:
             return
-        label = self.spec.label
+        label = self.label
         if replayed:
-            print(f"[{label}] batch {batch_id}: already written before a restart; dead letters checked", flush=True)
+            log.info(f"batch {batch_id}: already written before a restart; dead letters checked", extra=label)
             return
         watermark = int(execution.offsetSeqMetadata().batchWatermarkMs())  # 0: none yet
         at = datetime.fromtimestamp(watermark / 1000, UTC).isoformat(timespec="milliseconds") if watermark else ""
-        print(f"[{label}] batch {batch_id}: {written} rows written" + (f", watermark {at}" if at else ""), flush=True)
+        log.info(f"batch {batch_id}: {written} rows written" + (f", watermark {at}" if at else ""), extra=label)
         if dead:
-            print(f"[{label}] batch {batch_id}: {dead} malformed records to the dead-letter location", flush=True)
+            log.info(f"batch {batch_id}: {dead} malformed records to the dead-letter location", extra=label)
 
 
 def streamed(spark: SparkSession, batch: DataFrame, execution: object) -> DataFrame:
@@ -144,7 +148,7 @@ def start(
     for key, value in {**_source_properties(built, env), **NO_READER_PUSHDOWN}.items():
         if key not in manifest.spark_properties:  # the manifest's own setting wins
             spark.conf.set(key, value)
-    batchtime.install(spark, lambda message: print(f"[{spec.label}] {message}", file=sys.stderr, flush=True))
+    batchtime.install(spark, spec.manifest.name, spec.manifest.version)
     trigger = Trigger(interval=manifest.trigger_interval, available_now=spec.once)
     sink = output_sink(sources.tap(built.output, OUTPUT_TAP), built.target, env, checkpoint=spec.checkpoint)
     writer = BatchWriter(spark, sink, built, spec, counts, report=counts is not None and not spec.once)
@@ -187,15 +191,14 @@ def wait(spark: SparkSession, queries: list[StreamingQuery], *, once: bool) -> N
             raise error
 
 
-def stop_all(queries: list[StreamingQuery], report: Callable[[str], None] | None = None) -> None:
-    """Stop each active query; a query that cannot be stopped is reported (default: on stderr)."""
-    report = report or (lambda message: print(message, file=sys.stderr, flush=True))
+def stop_all(queries: list[StreamingQuery]) -> None:
+    """Stop each active query; a query that cannot be stopped is logged."""
     for query in queries:
         try:
             if query.isActive:
                 query.stop()
         except Exception as error:  # noqa: BLE001 - keep stopping the others
             if "stopped SparkContext" in str(error):  # e.g. a signal to the process group reached the JVM too
-                report(f"{query.name}: Spark is shutting down, the query stops with it")
+                log.warning(f"{query.name}: Spark is shutting down, the query stops with it")
             else:
-                report(f"stopping {query.name} failed: {str(error).strip().splitlines()[0]}")
+                log.warning(f"stopping {query.name} failed: {str(error).strip().splitlines()[0]}")

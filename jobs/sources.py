@@ -24,6 +24,7 @@ from __future__ import annotations
 import atexit
 import functools
 import json
+import logging
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
@@ -48,6 +49,8 @@ from runner.core.tables import TableDef
 RAW = "__sql_runner_raw"
 SKIP_PATH = "__sql_runner_file"
 ERROR = "__sql_runner_error"
+
+log = logging.getLogger(__name__)
 
 
 def require_connector(spark: SparkSession, table: TableDef) -> None:
@@ -210,7 +213,7 @@ def open_source(spark: SparkSession, table: TableDef, env: Mapping[str, str], st
         )
         offsets, notes = kafka.complete_offsets(start.offsets, current)
         for note in notes:
-            print(f"[{table.name}] {note}", flush=True)
+            log.info(f"{table.name}: {note}")
         reader_options["startingOffsets"] = json.dumps(offsets)
     frame = spark.readStream.format("kafka").options(**reader_options).load()
     return Source(table, frame, kafka_checks(table))

@@ -4,6 +4,7 @@ dead letters without stopping the job, datagen, print sink and code snippets."""
 from __future__ import annotations
 
 import json
+import logging
 import time
 import uuid
 from dataclasses import dataclass
@@ -334,7 +335,7 @@ def test_the_status_shows_the_batch_after_an_idle_spell_and_no_idle_progress(spa
 
     store = LocalBucket(tmp_path / "manifests")
     manifest = Manifest.model_validate({"name": "q", "target-table": "t", "sql": "SELECT 1"})
-    control = JobControl(JobSpec(manifest, Catalog(), "/c", "/d", store={"manifests": store.describe()}), print)
+    control = JobControl(JobSpec(manifest, Catalog(), "/c", "/d", store={"manifests": store.describe()}))
     session = spark.newSession()
     session.conf.set("spark.sql.streaming.noDataProgressEventInterval", "200ms")
     data = tmp_path / "in"
@@ -481,15 +482,18 @@ def test_without_the_rule_each_micro_batch_compiles_its_code_again(spark, demo_p
     assert all(len(at) == 1 for at in stamps.values())
 
 
-def test_a_rule_that_cannot_compile_is_said_once_and_changes_nothing(spark, monkeypatch):
+def test_a_rule_that_cannot_compile_is_said_once_and_changes_nothing(spark, monkeypatch, caplog):
     monkeypatch.setattr(batchtime, "_COMPILED", {})
     monkeypatch.setattr(batchtime, "RULE_SOURCE", "public class SqlRunnerStableBatchTimestamp extends NoSuchRule {}")
-    session, said = spark.newSession(), []
+    session = spark.newSession()
     before = session._jsparkSession.experimental().extraOptimizations().size()
-    assert batchtime.install(session, said.append) is False
-    assert batchtime.install(session, said.append) is False
+    with caplog.at_level(logging.WARNING, logger="jobs.batchtime"):
+        assert batchtime.install(session, "q", 1) is False
+        assert batchtime.install(session, "q", 1) is False
+    said = [r.getMessage() for r in caplog.records if r.name == "jobs.batchtime"]
     assert len(said) == 1 and said[0].startswith("micro-batch code is compiled anew each batch"), said
     assert "failed to compile" in said[0] and "NoSuchRule" in said[0], said  # the compiler's reason, not Py4J's
+    assert caplog.records[0].label == "q v1", "the line says which job"
     assert session._jsparkSession.experimental().extraOptimizations().size() == before
 
 

@@ -180,13 +180,13 @@ def test_a_session_query_follows_its_own_restart_strategy_and_others_the_session
     from runner.session.host import Hosted, QueryHost
     from runner.targets.base import JobIdentity, Launch
 
-    host = QueryHost(None, "run-0", Protection(max_failures=3), lambda _: None)  # type: ignore[arg-type]
+    host = QueryHost(None, "run-0", Protection(max_failures=3))  # type: ignore[arg-type]
 
     def hosted(strategy: dict | None) -> Hosted:
         fields = {"name": "q", "target-table": "t", "sql": "SELECT 1"}
         manifest = Manifest.model_validate({**fields, **({"restart-strategy": strategy} if strategy else {})})
         spec = JobSpec(manifest, Catalog(), "/c", "/d", run_id="run-1")
-        return Hosted(Launch(JobIdentity("team", "q", 1, "run-1"), spec), JobControl(spec, lambda _: None))
+        return Hosted(Launch(JobIdentity("team", "q", 1, "run-1"), spec), JobControl(spec))
 
     own = hosted({"attempts": 1, "delay": "3 seconds", "backoff": 1})
     assert host._judge(own) == (False, 3.0, "2")

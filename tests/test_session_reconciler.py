@@ -9,6 +9,7 @@ which queries a restarted session keeps stopped."""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -77,10 +78,7 @@ class World:
         self.store = open_store(root / "state")
         self.application = RecordingTarget()
         self.session = SessionDouble()
-        self.logged: list[str] = []
-        self.deployer = Deployer(
-            None, Settings(self.store, Targets(self.application, self.session), "team", {}), self.logged.append
-        )
+        self.deployer = Deployer(None, Settings(self.store, Targets(self.application, self.session), "team", {}))
 
     def reconciler(self) -> Reconciler:
         """A reconciler as a (re)started session makes it."""
@@ -90,7 +88,6 @@ class World:
             target_kind=self.session.kind,
             prepare=prepare_without_spark(self.store),
             check=no_check,
-            log=self.logged.append,
         )
 
     def write(self, name: str, text: str) -> None:
@@ -162,7 +159,7 @@ def test_an_invalid_manifest_is_reported_and_changes_nothing_while_the_others_de
     assert world.store.manifests.read(layout.deploy_error("q-prop")) is None, "the report goes once it deploys"
 
 
-def test_a_held_query_stays_stopped_across_a_restart_of_the_session_until_its_manifest_changes(world: World):
+def test_a_held_query_stays_stopped_across_a_restart_of_the_session_until_its_manifest_changes(world: World, caplog):
     world.write("q-a", query("q-a"))
     first = world.reconciler()
     first.round()
@@ -173,9 +170,11 @@ def test_a_held_query_stays_stopped_across_a_restart_of_the_session_until_its_ma
     assert list(read_held(world.store.manifests).queries) == ["q-a"]
 
     restarted = world.reconciler()  # a new session run reads session/held.json
-    restarted.round()
+    with caplog.at_level(logging.INFO, logger="runner.session.reconciler"):
+        restarted.round()
     assert world.session.calls.count(("submit", "q-a")) == 1, "held: not started again"
-    assert any("held stopped until its manifest changes" in line for line in world.logged)
+    (held,) = [r for r in caplog.records if "held stopped until its manifest changes" in r.getMessage()]
+    assert held.label == "q-a", "the line says which query"
 
     world.write("q-a", query("q-a", "SELECT id + 1 AS id FROM `demo`.`in`"))
     restarted.round()

@@ -124,7 +124,7 @@ def world(tmp_path: Path):
     store = open_store(tmp_path)
     target = RecordingTarget()
     clock = iter(NOW + timedelta(seconds=i) for i in range(1000))
-    executor = Executor(Settings(store, Targets(target), "team", {}), lambda _: None, lambda: next(clock))
+    executor = Executor(Settings(store, Targets(target), "team", {}), lambda: next(clock))
     return store, target, executor
 
 
@@ -214,7 +214,7 @@ def test_deploying_one_mode_leaves_the_other_modes_jobs_alone(world):
         kept = manifest(version=1).model_copy(update={"name": name})
         record = DeploymentRecord(kept, (), (Source("`demo`.`in`", "filesystem"),), "run-a", on, NOW)
         store.manifests.write(layout.deployed(name), record.to_yaml().encode())
-    deployer = Deployer(None, executor.settings, lambda _: None)
+    deployer = Deployer(None, executor.settings)
     app = Prepared(manifest().model_copy(update={"name": "app"}), "manifests/app.yaml", (), (), None)
     decided = deployer.decide_all({"app": app}, whole_project=True, mode="application", other_mode={"moved", "hosted"})
     kinds = {d.name: d.action.kind for d in decided}

@@ -7,12 +7,12 @@ now are processed; over unbounded sources (datagen, kafka) after N rows or a tim
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +23,8 @@ from jobs.build import BuiltQuery, build_query, sql_preview_query
 from runner.analysis.session import local_session
 from runner.authoring.project import Project
 
+log = logging.getLogger(__name__)
+
 
 @dataclass
 class PreviewResult:
@@ -32,17 +34,17 @@ class PreviewResult:
 
 
 def preview_query(
-    project: Project, *, manifest: Path | None, sql: str | None, limit: int, timeout: float, log: Callable[[str], None]
+    project: Project, *, manifest: Path | None, sql: str | None, limit: int, timeout: float
 ) -> PreviewResult:
     """The first rows of a manifest's query, or of ``sql``, over the project's live sources."""
-    log("starting local Spark for the preview")
+    log.info("starting local Spark for the preview")
     spark = local_session("sql-runner-preview")
     if manifest is not None:
         loaded = project.load_manifest(manifest)
         query = build_query(spark, loaded, project.catalog, os.environ, live=True, file=project.display(manifest))
     else:
         query = sql_preview_query(spark, sql or "", project.catalog, os.environ)
-    log(f"reading {', '.join(t.name for t in query.sources.values())} (up to {limit} rows, {timeout:.0f}s)")
+    log.info(f"reading {', '.join(t.name for t in query.sources.values())} (up to {limit} rows, {timeout:.0f}s)")
     return preview(query, limit=limit, timeout=timeout)
 
 

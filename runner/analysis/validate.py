@@ -8,8 +8,9 @@ the target's sink will use (``runner/analysis/streaming.py``).
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +27,8 @@ from runner.core.catalog import Catalog
 from runner.core.errors import Problem, ProblemCollector, UserError
 from runner.core.manifest import Manifest
 from runner.core.tables import TableDef
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -87,7 +90,6 @@ def _field_lines(path: Path) -> dict[str, int]:
 def validate_paths(
     paths: list[Path],
     project_dir: Path | None,
-    log: Callable[[str], None],
     values: Mapping[str, str] | None = None,
 ) -> list[Checked]:
     """Validate manifests and DDL files; raises UserError with every problem found.
@@ -138,7 +140,7 @@ def validate_paths(
     if not loaded:
         collector.raise_if_any()
         return []
-    log(f"analysing {len(loaded)} quer{'y' if len(loaded) == 1 else 'ies'} on local Spark (no data is read)")
+    log.info(f"analysing {len(loaded)} quer{'y' if len(loaded) == 1 else 'ies'} on local Spark (no data is read)")
     checked = _analyse(project, loaded, collector)
     collector.raise_if_any()
     return checked

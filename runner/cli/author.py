@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -12,9 +13,11 @@ import click
 from rich.table import Table
 
 from runner.cli import options, requires
-from runner.cli.output import line, out, step
+from runner.cli.output import line, out
 from runner.core.errors import UserError
 from runner.core.placeholders import Sources, Values
+
+log = logging.getLogger(__name__)
 
 
 @click.command()
@@ -31,7 +34,7 @@ def validate(
     from runner.analysis.validate import validate_paths
 
     values = Values(dict(os.environ), Sources(parameters_prefix or None, aws_region or None))
-    checked = validate_paths(list(paths), project, step, values)
+    checked = validate_paths(list(paths), project, values)
     for item in checked:
         reads = ", ".join(t.name for t in item.analysed.reads) or "no tables"
         line(f"ok  {item.manifest.name}: reads {reads}; writes {item.analysed.target.name}")
@@ -78,14 +81,14 @@ def preview(manifest: Path | None, sql: str | None, limit: int, timeout: float, 
         }
         try:
             answer = ctx.sessions.preview(request, timeout)
-            step(f"answered by session {answer['session-run']} in {answer['seconds']:.2f}s")
+            log.info(f"answered by session {answer['session-run']} in {answer['seconds']:.2f}s")
             result = (answer["columns"], answer["rows"], answer["timed-out"])
         except SessionUnavailable as why:
-            step(f"{why}: previewing on local Spark")
+            log.info(f"{why}: previewing on local Spark")
     if result is None:
         from runner.analysis.preview import preview_query
 
-        ran = preview_query(found, manifest=manifest, sql=sql, limit=limit, timeout=timeout, log=step)
+        ran = preview_query(found, manifest=manifest, sql=sql, limit=limit, timeout=timeout)
         result = (ran.columns, [list(row) for row in ran.rows], ran.timed_out)
     columns, rows, timed_out = result
     table = Table(*columns, title=f"{len(rows)} row(s)")

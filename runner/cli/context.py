@@ -7,7 +7,6 @@ import tempfile
 from pathlib import Path
 
 from runner.authoring.project import Project, find_root, load_project
-from runner.cli.output import step
 from runner.core import layout
 from runner.core.errors import UserError
 from runner.core.placeholders import Sources
@@ -61,7 +60,6 @@ class Context:
         aws_region: str | None = None,
         need_project: bool = True,
     ):
-        self.log = step
         # with --from-store the manifests come from the bucket: no project folder is needed (EMR steps have none)
         self.state_root = _state_root(project, state, need_project=need_project and not from_store)
         self.store: Store = open_store(
@@ -130,7 +128,7 @@ class Context:
             once=once,
             placeholders=self.placeholders,
         )
-        return Deployer(self.project if with_project else None, settings, self.log, lease_wait=lease_wait)
+        return Deployer(self.project if with_project else None, settings, lease_wait=lease_wait)
 
 
 def _state_root(project: Path | None, state: Path | None, *, need_project: bool) -> Path:

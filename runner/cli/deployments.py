@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import click
@@ -9,10 +10,13 @@ import click
 from runner.cli import options, render, requires
 from runner.cli.context import Context
 from runner.cli.output import line, out
+from runner.core import logs
 from runner.core.errors import ProblemCollector, UserError
 from runner.core.manifest import Manifest
 from runner.core.reasons import rendered
 from runner.deploy.deployer import Decision, Deployer
+
+log = logging.getLogger(__name__)
 
 
 def decisions(ctx: Context, deployer: Deployer, paths: tuple[Path, ...], mode: str | None = None) -> list[Decision]:
@@ -183,7 +187,9 @@ def run(manifest: Path, once: bool, project: Path | None, state: Path | None, te
     deployer = ctx.deployer(foreground, once=once)
     decision = decisions(ctx, deployer, (manifest,))[0]
     deployer.release_spark()  # the job runs in its own JVM; the analysis one does not wait beside it
-    ctx.log(f"[{decision.name}] {decision.action.summary}: {'; '.join(rendered(decision.action.reasons))}")
+    log.info(
+        f"{decision.action.summary}: {'; '.join(rendered(decision.action.reasons))}", extra=logs.job(decision.name)
+    )
     result = deployer.carry_out(decision, purpose="run")
     if foreground.exit_code is None:
         line(f"{decision.name}: {result.summary}; nothing to run")

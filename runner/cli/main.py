@@ -11,11 +11,13 @@ import click
 
 from runner.cli import author, deployments, operate
 from runner.cli.session import session
+from runner.core import logs
 
 
 @click.group(help=__doc__, context_settings={"help_option_names": ["-h", "--help"]})
 def cli() -> None:
     """The command group; each command is registered below."""
+    logs.configure()  # progress on stderr, one line per step: HH:MM:SS [job vN] message
 
 
 for command in (

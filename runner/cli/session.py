@@ -101,7 +101,6 @@ def start(
         spark_submit=ctx.spark_submit,
         control=(control_address, control_port),
         placeholders=ctx.placeholders,
-        log=ctx.log,
     )
     if started.already:
         line(f"session already running: {started.job.job_id} ({started.job.identity.run_id})")
@@ -122,7 +121,7 @@ def stop(ctx: Context) -> None:
     from runner.session import launch
 
     # Each query may take up to the stop timeout; the session as a whole gets a generous multiple.
-    seconds = launch.stop(ctx.store, ctx.target, team=ctx.team, timeout=ctx.stop_timeout * 3, log=ctx.log)
+    seconds = launch.stop(ctx.store, ctx.target, team=ctx.team, timeout=ctx.stop_timeout * 3)
     if seconds is None:
         line("no session running")
         return

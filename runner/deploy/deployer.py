@@ -16,6 +16,7 @@ through this class; they differ only in the target a job starts on.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.authoring.project import Project
-from runner.core import layout
+from runner.core import layout, logs
 from runner.core.errors import UserError
 from runner.core.protocol.history import HistoryEntry, Outcome, SourceStart, write_history
 from runner.core.reasons import Reason
@@ -38,11 +39,11 @@ from runner.state.lease import lease
 from runner.state.records import DeploymentRecord
 from runner.targets.base import RunningJob
 
+log = logging.getLogger(__name__)
+
 __all__ = ["Decision", "Deployer", "Prepared", "Settings"]
 
 OBSERVERS = 16  # manifests observed at once when deciding many
-
-Log = Callable[[str], None]
 
 
 class Deployer:
@@ -50,7 +51,6 @@ class Deployer:
         self,
         project: Project | None,
         settings: Settings,
-        log: Log,
         clock: Callable[[], datetime] | None = None,
         spark: Callable[[], Any] | None = None,
         lease_holder: str | None = None,
@@ -61,11 +61,10 @@ class Deployer:
         self.settings = settings
         self.store = settings.store
         self.targets = settings.targets
-        self.log = log
         self.clock = clock or (lambda: datetime.now(UTC))
         self._spark_factory = spark
         self._spark = None
-        self.executor = Executor(settings, log, self.clock)
+        self.executor = Executor(settings, self.clock)
         self.lease_holder = lease_holder  # who this deployer's leases name (default: host and process)
         self.dead_holder = dead_holder  # which other holders are known to be gone (their leases are taken over)
         self.lease_wait = lease_wait  # seconds to wait for a lease another runner holds (0: stand down at once)
@@ -91,7 +90,7 @@ class Deployer:
             else:
                 from runner.analysis.session import local_session
 
-                self.log("starting local Spark to analyse the queries (no data is read)")
+                log.info("starting local Spark to analyse the queries (no data is read)")
                 self._spark = local_session("sql-runner-plan")
         return self._spark
 
@@ -178,7 +177,7 @@ class Deployer:
         with self._lease(name, purpose):
             reason = superseded() if superseded is not None else None
             if reason is not None:
-                self.log(f"[{name}] standing down: {reason}")
+                log.info(f"standing down: {reason}", extra=logs.job(name))
                 return self.record(
                     name,
                     "superseded",

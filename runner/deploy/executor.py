@@ -8,12 +8,13 @@ ends up in the decision's history record.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from runner.core import layout
+from runner.core import layout, logs
 from runner.core.bucket import PreconditionFailed
 from runner.core.errors import UserError
 from runner.core.manifest import Manifest, Meta
@@ -45,7 +46,7 @@ from runner.state.store import Store
 from runner.targets.base import JobIdentity, Launch, RunningJob
 from runner.targets.modes import Targets
 
-Log = Callable[[str], None]
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -85,11 +86,10 @@ class Run:
 
 
 class Executor:
-    def __init__(self, settings: Settings, log: Log, clock: Callable[[], datetime]):
+    def __init__(self, settings: Settings, clock: Callable[[], datetime]):
         self.settings = settings
         self.store = settings.store
         self.targets = settings.targets
-        self.log = log
         self.clock = clock
 
     def carry_out(self, decision: Decision, plan: tuple[Step, ...], outcome: Outcome) -> None:
@@ -198,7 +198,7 @@ class Executor:
         run.starts = planned.starts
         run.outcome.continuation = list(planned.notes)
         for note in planned.notes:
-            self.log(f"[{decision.name} v{decision.action.version}] {note}")
+            log.info(f"{note}", extra=logs.job(decision.name, decision.action.version))
 
     def _write_run_record(self, run: Run) -> None:
         decision = run.decision
@@ -234,7 +234,10 @@ class Executor:
             once=self.settings.once,
             placeholders=self.settings.placeholders,
         )
-        self.log(f"[{name} v{version}] starting on {target.kind} ({target.master()}), checkpoint {run.checkpoint_key}")
+        log.info(
+            f"starting on {target.kind} ({target.master()}), checkpoint {run.checkpoint_key}",
+            extra=logs.job(name, version),
+        )
         if target.kind == layout.SESSION_TARGET:  # a query in the session: it resolves placeholders itself
             launch = Launch(identity, spec, [], self.settings.values)
         else:
@@ -290,9 +293,10 @@ class Executor:
     def stop_job(self, record: DeploymentRecord, job: RunningJob) -> bool:
         """Stop at a batch boundary; killed after the timeout. True if it stopped itself."""
         timeout = self.settings.stop_timeout
-        self.log(
-            f"[{record.name} v{job.identity.version}] asking {job.job_id} to stop after its current micro-batch "
-            f"(waiting up to {timeout:.0f}s, then killing it)"
+        log.info(
+            f"asking {job.job_id} to stop after its current micro-batch "
+            f"(waiting up to {timeout:.0f}s, then killing it)",
+            extra=logs.job(record.name, job.identity.version),
         )
         return self.targets.of(job).stop_gracefully(job, timeout)
 
@@ -303,9 +307,9 @@ class Executor:
             self.store, record.name, record.version, checkpoint_key, now=self.clock(), graceful=graceful, reason=reason
         )
         how = "stopped at a batch boundary" if graceful else "killed (savepoint = latest checkpoint)"
-        self.log(
-            f"[{record.name} v{record.version}] {how}; savepoint {taken.ref.key} ({taken.files} files, "
-            f"last committed batch {taken.last_batch})"
+        log.info(
+            f"{how}; savepoint {taken.ref.key} ({taken.files} files, last committed batch {taken.last_batch})",
+            extra=logs.job(record.name, record.version),
         )
         return taken
 

@@ -15,11 +15,11 @@ savepoint, then the application ends.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import sys
 import threading
-import time
 from pathlib import Path
 
 if __package__ in (None, ""):
@@ -30,6 +30,7 @@ from pyspark.sql import SparkSession  # noqa: E402
 
 from jobs.jvm import check_spark_version  # noqa: E402
 from jobs.logs import quiet_python_logs  # noqa: E402
+from runner.core import logs  # noqa: E402
 from runner.core.bucket import bucket_from  # noqa: E402
 from runner.core.errors import UserError  # noqa: E402
 from runner.core.placeholders import Sources  # noqa: E402
@@ -44,23 +45,18 @@ from runner.state.store import Store  # noqa: E402
 from runner.targets import open_target  # noqa: E402
 from runner.targets.modes import Targets  # noqa: E402
 
-
-def log(message: str) -> None:
-    now = time.time()
-    print(
-        f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.localtime(now))}.{int(now % 1 * 1000):03d} [session] {message}",
-        flush=True,
-    )
+log = logging.getLogger("runner.session.app")  # also when spark-submit runs this file as __main__
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="runner/session/app.py", description=__doc__)
     parser.add_argument("--config-json", required=True)
     config = SessionConfig.from_json(parser.parse_args(argv).config_json)
+    logs.configure("session")  # a line about one query says which (name and version) instead
     try:
         check_spark_version()
     except UserError as error:
-        log(error.problems[0].render())
+        log.error(error.problems[0].render())
         return 2
     quiet_python_logs()
     spark = SparkSession.builder.getOrCreate()
@@ -74,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         master_web_ui=config.application.get("master-web-ui"),
         resource_manager=config.application.get("resource-manager"),
     )
-    host = QueryHost(spark, config.run_id, config.protection, log)
+    host = QueryHost(spark, config.run_id, config.protection)
     settings = Settings(
         store,
         Targets(application, host),
@@ -88,7 +84,6 @@ def main(argv: list[str] | None = None) -> int:
     deployer = Deployer(
         None,
         settings,
-        log,
         spark=lambda: analysis,
         lease_holder=me,
         # Only one session per team runs: a lease another session run left behind is a killed one's.
@@ -99,9 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         if config.project
         else Desired(bucket=bucket_from(config.store["manifests"]))
     )
-    session = Session(
-        deployer, host, desired, team=config.team, run_id=config.run_id, poll=config.poll, env=env, log=log
-    )
+    session = Session(deployer, host, desired, team=config.team, run_id=config.run_id, poll=config.poll, env=env)
     endpoint = ControlEndpoint(
         spark,
         store.manifests,
@@ -110,24 +103,23 @@ def main(argv: list[str] | None = None) -> int:
         port=config.control_port,
         env=env,
         build_timeout=config.protection.build_timeout,
-        log=log,
     )
     session.health.control_url = endpoint.url
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:
-        log(f"received signal {signum}: stopping every query with a savepoint")
+        log.info(f"received signal {signum}: stopping every query with a savepoint")
         stop.set()
 
     signal.signal(signal.SIGTERM, on_signal)
-    log(f"session {config.run_id} of team {config.team} up; watching {desired.describe()}")
+    log.info(f"session {config.run_id} of team {config.team} up; watching {desired.describe()}")
     endpoint.start()
     try:
         session.run(stop.is_set)
     finally:
         endpoint.stop()
         spark.stop()
-    log("session stopped")
+    log.info("session stopped")
     return 0
 
 

@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import hmac
 import json
+import logging
 import secrets
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -43,7 +44,8 @@ from runner.core.protocol.session import SessionControl, read_control, write_con
 from runner.core.tables import TableDef
 from runner.session.bounded import TimedOut, within
 
-Log = Callable[[str], None]
+log = logging.getLogger(__name__)
+
 MAX_BODY = 1 << 20  # bytes of one request
 MAX_ROWS = 1000
 MAX_SECONDS = 120.0
@@ -71,14 +73,12 @@ class ControlEndpoint:
         port: int,
         env: Mapping[str, str],
         build_timeout: float,
-        log: Log,
     ):
         self.spark = spark
         self.records = records
         self.run_id = run_id
         self.env = env
         self.build_timeout = build_timeout
-        self.log = log
         self.token = secrets.token_urlsafe(32)
         self.slots = threading.BoundedSemaphore(CONCURRENT_PREVIEWS)
         endpoint = self
@@ -106,7 +106,7 @@ class ControlEndpoint:
         self._thread = threading.Thread(target=self.server.serve_forever, name="sql-runner-control", daemon=True)
         self._thread.start()
         write_control(self.records, SessionControl(run_id=self.run_id, url=self.url, token=self.token))
-        self.log(f"control endpoint on {self.url} (token in {layout.SESSION_CONTROL} of the state store)")
+        log.info(f"control endpoint on {self.url} (token in {layout.SESSION_CONTROL} of the state store)")
 
     def stop(self) -> None:
         self.server.shutdown()
@@ -132,7 +132,7 @@ class ControlEndpoint:
                 self.slots.release()
             answer["seconds"] = round(time.monotonic() - started, 3)
             self._send(request, HTTPStatus.OK, answer)
-            self.log(f"preview answered: {len(answer['rows'])} row(s) in {answer['seconds']:.2f}s")
+            log.info(f"preview answered: {len(answer['rows'])} row(s) in {answer['seconds']:.2f}s")
         except Refused as refused:
             self._send(request, refused.status, {"error": str(refused), "problems": refused.problems})
         except Exception as error:  # noqa: BLE001 - answered, so the caller is not left waiting
@@ -142,7 +142,7 @@ class ControlEndpoint:
         given = request.headers.get("Authorization", "")
         scheme, _, token = given.partition(" ")
         if scheme != "Bearer" or not hmac.compare_digest(token.strip().encode(), self.token.encode()):
-            self.log(f"refused an unauthenticated request from {request.client_address[0]}")
+            log.info(f"refused an unauthenticated request from {request.client_address[0]}")
             raise Refused(HTTPStatus.UNAUTHORIZED, "a token is required: Authorization: Bearer <session token>")
 
     def _body(self, request: BaseHTTPRequestHandler) -> dict[str, Any]:

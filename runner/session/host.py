@@ -27,9 +27,9 @@ Isolation (the session supervises, the deployer never sees a crash):
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
@@ -38,7 +38,7 @@ from pyspark.sql.streaming import StreamingQuery
 from jobs import runtime
 from jobs.build import build_job
 from jobs.control import JobControl, failure_reason, refused_restore, stop_between_batches
-from runner.core import layout
+from runner.core import layout, logs
 from runner.core.errors import UserError
 from runner.core.placeholders import resolved_properties
 from runner.core.protocol.jobspec import JobSpec
@@ -50,7 +50,8 @@ from runner.session.bounded import TimedOut, within
 from runner.session.config import Protection
 from runner.targets.base import JobIdentity, Launch, RunningJob
 
-Log = Callable[[str], None]
+log = logging.getLogger(__name__)
+
 # A batch's tasks are looked at once it has been in flight this long (most batches end sooner, at no cost).
 BUSY_AFTER = 1.0
 
@@ -106,11 +107,10 @@ class QueryHost:
 
     kind = layout.SESSION_TARGET
 
-    def __init__(self, spark: SparkSession, session_run: str, protection: Protection, log: Log):
+    def __init__(self, spark: SparkSession, session_run: str, protection: Protection):
         self.spark = spark
         self.session_run = session_run
         self.protection = protection
-        self.log = log
         self.hosted: dict[str, Hosted] = {}
         self.stuck_builds = 0
         self._lock = threading.RLock()
@@ -131,7 +131,7 @@ class QueryHost:
             old = self.hosted.get(name)
             if old is not None and old.active:
                 self._stop_queries(old, force=True)
-            control = JobControl(launch.spec, self.log)
+            control = JobControl(launch.spec)
             control.labels.mode, control.labels.session_run = "session", self.session_run
             hosted = Hosted(launch, control)
             self.hosted[name] = hosted
@@ -215,7 +215,7 @@ class QueryHost:
         elif hosted.state == JobState.FAILING and hosted.retry_at is not None and now >= hosted.retry_at:
             hosted.retry_at = None
             hosted.restarts += 1
-            self.log(f"[{hosted.spec.label}] restart {hosted.restarts} from its checkpoint")
+            log.info(f"restart {hosted.restarts} from its checkpoint", extra=logs.label(hosted.spec.label))
             error = self._start_with_timeout(hosted)
             if error is not None:
                 return self._on_failure(hosted, str(error), now)
@@ -277,7 +277,7 @@ class QueryHost:
         if refusal is not None:
             hosted.state, hosted.error = JobState.FAILED, refusal
             hosted.control.refused(refusal)
-            self.log(f"[{label}] Spark refused the restored state: {refusal}")
+            log.info(f"Spark refused the restored state: {refusal}", extra=logs.label(label))
             return [
                 Event(
                     spec.manifest.name,
@@ -294,7 +294,7 @@ class QueryHost:
             hosted.state = JobState.FAILED
             self._note_failures(hosted)
             hosted.control.publish(JobState.FAILED, error=hosted.error, parked=True)
-            self.log(f"[{label}] failed {hosted.failures} times: parked until its manifest changes")
+            log.info(f"failed {hosted.failures} times: parked until its manifest changes", extra=logs.label(label))
             return [
                 Event(
                     spec.manifest.name,
@@ -308,7 +308,9 @@ class QueryHost:
         hosted.state, hosted.retry_at = JobState.FAILING, now + delay
         self._note_failures(hosted)
         hosted.control.publish(JobState.FAILING, error=hosted.error, retry_in=delay)
-        self.log(f"[{label}] failed ({hosted.failures}/{limit}): {hosted.error}; restarting in {delay:.0f}s")
+        log.info(
+            f"failed ({hosted.failures}/{limit}): {hosted.error}; restarting in {delay:.0f}s", extra=logs.label(label)
+        )
         return [
             Event(
                 spec.manifest.name,

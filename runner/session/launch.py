@@ -8,8 +8,9 @@ stop every query with a savepoint and waits for the application to end.
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,6 +29,8 @@ from runner.state.store import Store
 from runner.targets.base import JobIdentity, Launch, RunningJob, Target
 from runner.targets.session import SessionTarget
 
+log = logging.getLogger(__name__)
+
 APP = Path(__file__).with_name("app.py")
 # The session's own Spark settings: FAIR pools so one query's batches do not queue behind another's.
 SESSION_PROPERTIES = {
@@ -38,8 +41,6 @@ SESSION_PROPERTIES = {
 }
 # YARN restarts a session application that dies (a failed attempt), up to this many times an hour.
 YARN_ATTEMPTS = {"spark.yarn.maxAppAttempts": "4", "spark.yarn.am.attemptFailuresValidityInterval": "1h"}
-
-Log = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,6 @@ def start(
     control: tuple[str, int] = ("127.0.0.1", 0),
     placeholders: Sources | None = None,
     timeout: float = 180.0,
-    log: Log,
 ) -> Started:
     """Start the team's session (or find it running) and wait until it publishes its health."""
     began = time.monotonic()
@@ -107,7 +107,7 @@ def start(
         spark_submit=spark_submit,
         this_machine=application.kind != "yarn",
     )
-    log(f"starting the session of team {team} on {application.kind} ({application.master()})")
+    log.info(f"starting the session of team {team} on {application.kind} ({application.master()})")
     job = application.submit(Launch(identity, None, args, submit.environment(env)))
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -120,7 +120,7 @@ def start(
     raise UserError.of("SESSION_DID_NOT_START", detail=f"no health within {timeout:.0f}s; {job.detail}")
 
 
-def stop(store: Store, application: Target, *, team: str, timeout: float, log: Log) -> float | None:
+def stop(store: Store, application: Target, *, team: str, timeout: float) -> float | None:
     """Stop the session's queries with savepoints and end it; seconds taken, None if none was running."""
     began = time.monotonic()
     job = application.find(team, layout.SESSION_JOB)
@@ -128,16 +128,16 @@ def stop(store: Store, application: Target, *, team: str, timeout: float, log: L
         return None
     request = SessionStop(run_id=job.identity.run_id)
     write_session_stop(store.manifests, request)
-    log(f"asked session {job.identity.run_id} to stop every query with a savepoint (waiting up to {timeout:.0f}s)")
+    log.info(f"asked session {job.identity.run_id} to stop every query with a savepoint (waiting up to {timeout:.0f}s)")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and application.find(team, layout.SESSION_JOB) is not None:
         time.sleep(0.3)
     if application.find(team, layout.SESSION_JOB) is not None:
-        log("the session did not stop in time: killing it (its queries restore from their latest checkpoints)")
+        log.info("the session did not stop in time: killing it (its queries restore from their latest checkpoints)")
         application.stop(job, force=True)
     else:
         answer = read_session_stopped(store.manifests)
         if answer is None or answer.id != request.id:
-            log("the session ended without answering: its queries restore from their latest checkpoints")
+            log.info("the session ended without answering: its queries restore from their latest checkpoints")
     store.manifests.delete(layout.SESSION_STOP)
     return time.monotonic() - began

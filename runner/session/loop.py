@@ -16,6 +16,7 @@ reconciler's state; the supervisor hands it events through a queue.
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 import time
@@ -40,7 +41,7 @@ from runner.session.reconciler import Reconciler
 from runner.session.requests import RequestHandler
 from runner.state import records
 
-Log = Callable[[str], None]
+log = logging.getLogger(__name__)
 
 
 class Session:
@@ -54,7 +55,6 @@ class Session:
         run_id: str,
         poll: float,
         env: Mapping[str, str],
-        log: Log,
     ):
         self.deployer = deployer
         self.host = host
@@ -62,10 +62,7 @@ class Session:
         self.team = team
         self.run_id = run_id
         self.poll = poll
-        self.log = log
-        self.reconciler = Reconciler(
-            deployer, desired, target_kind=host.kind, prepare=self._prepare, check=self._check, log=log
-        )
+        self.reconciler = Reconciler(deployer, desired, target_kind=host.kind, prepare=self._prepare, check=self._check)
         self.requests = RequestHandler(
             host,
             self.reconciler,
@@ -73,7 +70,6 @@ class Session:
             run_id=run_id,
             env=env,
             stop_timeout=deployer.settings.stop_timeout,
-            log=log,
         )
         self.health = HealthPublisher(self.bucket, host, self.reconciler, team=team, run_id=run_id)
         self.events: queue.Queue[Event] = queue.Queue()  # from the supervisor thread to the loop
@@ -93,7 +89,7 @@ class Session:
                     break
                 self.round()
             except Exception as error:  # noqa: BLE001 - one bad round must not end the session
-                self.log(f"session round failed: {type(error).__name__}: {error}")
+                log.warning(f"session round failed: {type(error).__name__}: {error}")
             time.sleep(max(0.0, self.poll - (time.monotonic() - started)))
         done.set()
         supervisor.join()
@@ -115,7 +111,7 @@ class Session:
                     self.events.put(event)
                 self.health.publish("running")
             except Exception as error:  # noqa: BLE001 - supervision carries on
-                self.log(f"supervision failed: {type(error).__name__}: {error}")
+                log.warning(f"supervision failed: {type(error).__name__}: {error}")
 
     # ---- what the reconciler asks of the session -------------------------------------------
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.authoring.project import Project
-from runner.core import layout
+from runner.core import layout, logs
 from runner.core.errors import UserError
 from runner.core.manifest import Manifest
 from runner.core.protocol.control import DeployError, write_deploy_error
@@ -35,7 +36,8 @@ from runner.session.desired import Desired
 from runner.state import records
 from runner.state.lease import LeaseHeld
 
-Log = Callable[[str], None]
+log = logging.getLogger(__name__)
+
 PROJECT = "(project)"  # what ``invalid`` calls a project that does not load
 
 
@@ -48,7 +50,6 @@ class Reconciler:
         target_kind: str,
         prepare: Callable[[Project, Path], Prepared],
         check: Callable[[Manifest, str], None],
-        log: Log,
     ):
         """``prepare(project, path)``: load and analyse one manifest (UserError if it is not deployable);
         ``check(manifest, file)``: what else the session requires of it (UserError if not met)."""
@@ -58,7 +59,6 @@ class Reconciler:
         self.target_kind = target_kind  # the session's: only jobs deployed there are removed from it
         self.prepare = prepare
         self.check = check
-        self.log = log
         self.listing: dict[str, str] | None = None
         self.project: Project | None = None
         self.applied: dict[str, str] = {}  # name -> fingerprint of the manifest last deployed (or refused)
@@ -110,7 +110,7 @@ class Reconciler:
                 continue
             if self.held.get(manifest.name) == fingerprint:
                 self.applied[manifest.name] = fingerprint
-                self.log(f"[{manifest.name}] held stopped until its manifest changes")
+                log.info("held stopped until its manifest changes", extra=logs.job(manifest.name))
                 continue
             self.held.pop(manifest.name, None)
             self._deploy(project, manifest.name, path, fingerprint)
@@ -143,11 +143,11 @@ class Reconciler:
                 fingerprint = self._fingerprint(prepared.manifest.to_dict(), name, project)
             decision = self.deployer.decide(name, prepared)
             if decision.action.kind != "nothing":
-                self.log(f"[{name}] {decision.action.summary}")
+                log.info(f"{decision.action.summary}", extra=logs.job(name))
                 self.deployer.carry_out(decision, purpose="session")
-                self.log(f"[{name}] done in {time.monotonic() - started:.2f}s")
+                log.info(f"done in {time.monotonic() - started:.2f}s", extra=logs.job(name))
         except LeaseHeld as error:
-            self.log(f"[{name}] {error.problems[0].render()}; trying again next round")
+            log.info(f"{error.problems[0].render()}; trying again next round", extra=logs.job(name))
             self.retry.add(name)
             return
         except UserError as error:
@@ -169,7 +169,7 @@ class Reconciler:
             self._invalid[name] = "\n".join(lines)
         if said != "\n".join(lines):
             for line in lines:
-                self.log(f"not deployed: {line}")
+                log.info(f"not deployed: {line}")
         if name != PROJECT:
             write_deploy_error(self.bucket, DeployError(name=name, file=file, problems=lines))
 

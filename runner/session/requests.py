@@ -10,9 +10,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import logging
+from collections.abc import Mapping
 
-from runner.core import layout
+from runner.core import layout, logs
 from runner.core.errors import UserError
 from runner.core.protocol.control import (
     StartAnswer,
@@ -26,7 +27,7 @@ from runner.session.host import QueryHost
 from runner.session.reconciler import Reconciler
 from runner.targets.base import JobIdentity, Launch
 
-Log = Callable[[str], None]
+log = logging.getLogger(__name__)
 
 
 class RequestHandler:
@@ -39,7 +40,6 @@ class RequestHandler:
         run_id: str,
         env: Mapping[str, str],
         stop_timeout: float,
-        log: Log,
     ):
         self.host = host
         self.reconciler = reconciler
@@ -48,7 +48,6 @@ class RequestHandler:
         self.run_id = run_id
         self.env = env
         self.stop_timeout = stop_timeout
-        self.log = log
 
     def answer(self) -> None:
         """Answer every pending stop or start request for a query of this session."""
@@ -79,7 +78,7 @@ class RequestHandler:
         if hosted.control.answer_stop(stop) is None:
             return
         self.reconciler.hold(name)
-        self.log(f"[{name}] stopped on request; held until its manifest changes")
+        log.info("stopped on request; held until its manifest changes", extra=logs.job(name))
 
     def _answer_start(self, name: str) -> None:
         request = take_start_request(self.bucket, name)
