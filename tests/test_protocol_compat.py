@@ -116,3 +116,18 @@ def test_a_document_that_is_not_one_is_a_clear_error(tmp_path: Path):
     bucket.write("status/broken.json", b'{"name": "broken", "state": "dancing"}')
     with pytest.raises(Unreadable, match="status/broken.json is not a readable document"):
         read(bucket, "status/broken.json", JobStatus)
+
+
+@pytest.mark.parametrize(
+    "body", ['{"limit": 5}', '{"sql": "SELECT 1", "manifest": {"name": "q"}}', '{"sql": 5}', "not json"]
+)
+def test_a_preview_request_that_is_not_one_is_refused_with_its_reason(body: str):
+    """What the session's endpoint answers 400 to: neither or both of sql and manifest, a wrong type, not JSON."""
+    from pydantic import ValidationError
+
+    from runner.core.protocol.preview import PreviewRequest
+
+    with pytest.raises(ValidationError) as refused:
+        PreviewRequest.decode(body)
+    assert refused.value.errors(), "pydantic names what is wrong"
+    assert PreviewRequest.decode('{"sql": "SELECT 1", "limit": 5}').limit == 5

@@ -176,7 +176,7 @@ def test_a_session_query_follows_its_own_restart_strategy_and_others_the_session
     from runner.core.catalog import Catalog
     from runner.core.manifest import Manifest
     from runner.core.protocol.jobspec import JobSpec
-    from runner.session.config import Protection
+    from runner.core.protocol.session_config import Protection
     from runner.session.host import Hosted, QueryHost
     from runner.targets.base import JobIdentity, Launch
 

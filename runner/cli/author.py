@@ -61,6 +61,7 @@ def preview(manifest: Path | None, sql: str | None, limit: int, timeout: float, 
     --local, the preview runs on local Spark in this process."""
     from runner.authoring.project import load_project, project_of
     from runner.cli.context import Context
+    from runner.core.protocol.preview import PreviewRequest
     from runner.targets.session import SessionUnavailable
 
     if (manifest is None) == (sql is None):
@@ -71,18 +72,18 @@ def preview(manifest: Path | None, sql: str | None, limit: int, timeout: float, 
     result = None
     if not local:
         ctx = Context(project=found.root, **settings)
-        request = {
-            "sql": sql,
-            "manifest": loaded.to_dict() if loaded is not None else None,
-            "file": found.display(manifest) if manifest is not None else None,
-            "tables": [t.to_dict() for t in found.catalog.tables],
-            "limit": limit,
-            "timeout": timeout,
-        }
+        request = PreviewRequest(
+            sql=sql,
+            manifest=loaded.to_dict() if loaded is not None else None,
+            file=found.display(manifest) if manifest is not None else None,
+            tables=[t.to_dict() for t in found.catalog.tables],
+            limit=limit,
+            timeout=timeout,
+        )
         try:
-            answer = ctx.sessions.preview(request, timeout)
-            log.info(f"answered by session {answer['session-run']} in {answer['seconds']:.2f}s")
-            result = (answer["columns"], answer["rows"], answer["timed-out"])
+            answer = ctx.sessions.preview(request)
+            log.info(f"answered by session {answer.session_run} in {answer.seconds:.2f}s")
+            result = (answer.columns, answer.rows, answer.timed_out)
         except SessionUnavailable as why:
             log.info(f"{why}: previewing on local Spark")
     if result is None:

@@ -83,8 +83,8 @@ def start(
     control_port: int,
 ) -> None:
     """Start the team's session (in the background) and return once it is up; it applies the manifests by itself."""
+    from runner.core.protocol.session_config import Protection
     from runner.session import launch
-    from runner.session.config import Protection
 
     project = None if ctx.from_store else ctx.project.root
     started = launch.start(

@@ -34,9 +34,9 @@ from runner.core import logs  # noqa: E402
 from runner.core.bucket import bucket_from  # noqa: E402
 from runner.core.errors import UserError  # noqa: E402
 from runner.core.placeholders import Sources  # noqa: E402
+from runner.core.protocol.session_config import SessionConfig  # noqa: E402
 from runner.deploy.deployer import Deployer  # noqa: E402
 from runner.deploy.executor import Settings  # noqa: E402
-from runner.session.config import SessionConfig  # noqa: E402
 from runner.session.desired import Desired  # noqa: E402
 from runner.session.endpoint import ControlEndpoint  # noqa: E402
 from runner.session.host import QueryHost  # noqa: E402

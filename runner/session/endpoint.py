@@ -20,7 +20,6 @@ snippet) has the session's build timeout.
 from __future__ import annotations
 
 import hmac
-import json
 import logging
 import secrets
 import socket
@@ -31,6 +30,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from pydantic import ValidationError
 from pyspark.sql import SparkSession
 
 from jobs.build import BuiltQuery, build_query, sql_preview_query
@@ -40,6 +40,8 @@ from runner.core.bucket import Bucket
 from runner.core.catalog import Catalog
 from runner.core.errors import UserError
 from runner.core.manifest import Manifest
+from runner.core.protocol.document import Document
+from runner.core.protocol.preview import PreviewAnswer, PreviewRefusal, PreviewRequest
 from runner.core.protocol.session import SessionControl, read_control, write_control
 from runner.core.tables import TableDef
 from runner.session.bounded import TimedOut, within
@@ -51,6 +53,11 @@ MAX_ROWS = 1000
 MAX_SECONDS = 120.0
 CONCURRENT_PREVIEWS = 2
 POOL = "preview"
+
+
+def _plain(value: Any) -> Any:
+    """A row's value as JSON carries it: numbers, strings, booleans and None as they are, the rest as text."""
+    return value if value is None or isinstance(value, bool | int | float | str) else str(value)
 
 
 class Refused(Exception):
@@ -130,13 +137,14 @@ class ControlEndpoint:
                 answer = self.preview(body)
             finally:
                 self.slots.release()
-            answer["seconds"] = round(time.monotonic() - started, 3)
+            answer = answer.model_copy(update={"seconds": round(time.monotonic() - started, 3)})
             self._send(request, HTTPStatus.OK, answer)
-            log.info(f"preview answered: {len(answer['rows'])} row(s) in {answer['seconds']:.2f}s")
+            log.info(f"preview answered: {len(answer.rows)} row(s) in {answer.seconds:.2f}s")
         except Refused as refused:
-            self._send(request, refused.status, {"error": str(refused), "problems": refused.problems})
+            self._send(request, refused.status, PreviewRefusal(error=str(refused), problems=refused.problems))
         except Exception as error:  # noqa: BLE001 - answered, so the caller is not left waiting
-            self._send(request, HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"{type(error).__name__}: {error}"})
+            refusal = PreviewRefusal(error=f"{type(error).__name__}: {error}")
+            self._send(request, HTTPStatus.INTERNAL_SERVER_ERROR, refusal)
 
     def _authenticate(self, request: BaseHTTPRequestHandler) -> None:
         given = request.headers.get("Authorization", "")
@@ -145,20 +153,18 @@ class ControlEndpoint:
             log.info(f"refused an unauthenticated request from {request.client_address[0]}")
             raise Refused(HTTPStatus.UNAUTHORIZED, "a token is required: Authorization: Bearer <session token>")
 
-    def _body(self, request: BaseHTTPRequestHandler) -> dict[str, Any]:
+    def _body(self, request: BaseHTTPRequestHandler) -> PreviewRequest:
         length = int(request.headers.get("Content-Length") or 0)
         if length > MAX_BODY:
             raise Refused(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"a request may hold at most {MAX_BODY} bytes")
         try:
-            body = json.loads(request.rfile.read(length) or b"{}")
-        except json.JSONDecodeError as error:
-            raise Refused(HTTPStatus.BAD_REQUEST, f"the request is not JSON: {error}") from None
-        if not isinstance(body, dict) or (body.get("sql") is None) == (body.get("manifest") is None):
-            raise Refused(HTTPStatus.BAD_REQUEST, "give exactly one of sql and manifest")
-        return body
+            return PreviewRequest.decode(request.rfile.read(length) or b"{}")
+        except ValidationError as error:
+            reasons = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'request'}: {e['msg']}" for e in error.errors())
+            raise Refused(HTTPStatus.BAD_REQUEST, f"not a preview request: {reasons}") from None
 
-    def _send(self, request: BaseHTTPRequestHandler, status: HTTPStatus, body: dict[str, Any]) -> None:
-        data = json.dumps(body, default=str).encode()
+    def _send(self, request: BaseHTTPRequestHandler, status: HTTPStatus, body: Document) -> None:
+        data = body.encode()
         request.send_response(status)
         request.send_header("Content-Type", "application/json")
         request.send_header("Content-Length", str(len(data)))
@@ -167,30 +173,30 @@ class ControlEndpoint:
 
     # ---- the preview -------------------------------------------------------------------------
 
-    def preview(self, body: dict[str, Any]) -> dict[str, Any]:
-        limit = max(1, min(int(body.get("limit", 20)), MAX_ROWS))
-        timeout = max(1.0, min(float(body.get("timeout", 30.0)), MAX_SECONDS))
+    def preview(self, body: PreviewRequest) -> PreviewAnswer:
+        limit = max(1, min(body.limit, MAX_ROWS))
+        timeout = max(1.0, min(body.timeout, MAX_SECONDS))
         try:
-            catalog = Catalog(tuple(TableDef.from_dict(t) for t in body.get("tables", [])))
-            manifest = Manifest.model_validate(body["manifest"]) if body.get("manifest") is not None else None
+            catalog = Catalog(tuple(TableDef.from_dict(t) for t in body.tables))
+            manifest = Manifest.model_validate(body.manifest) if body.manifest is not None else None
         except (KeyError, TypeError, ValueError) as error:
             raise Refused(HTTPStatus.BAD_REQUEST, f"the tables or manifest cannot be read: {error}") from None
         spark = self.spark.newSession()
-        query = self._build(spark, manifest, body.get("sql"), catalog, body.get("file"))
+        query = self._build(spark, manifest, body.sql, catalog, body.file)
         context = spark.sparkContext
         context.setLocalProperty("spark.scheduler.pool", POOL)
         try:
             result = preview(query, limit=limit, timeout=timeout)
         finally:
             context.setLocalProperty("spark.scheduler.pool", None)
-        return {
-            "session-run": self.run_id,
-            "columns": result.columns,
-            "rows": [list(row) for row in result.rows],
-            "timed-out": result.timed_out,
-            "limit": limit,
-            "timeout": timeout,
-        }
+        return PreviewAnswer(
+            session_run=self.run_id,
+            columns=list(result.columns),
+            rows=[[_plain(value) for value in row] for row in result.rows],
+            timed_out=result.timed_out,
+            limit=limit,
+            timeout=timeout,
+        )
 
     def _build(
         self, spark: SparkSession, manifest: Manifest | None, sql: str | None, catalog: Catalog, file: str | None

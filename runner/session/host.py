@@ -43,11 +43,11 @@ from runner.core.errors import UserError
 from runner.core.placeholders import resolved_properties
 from runner.core.protocol.jobspec import JobSpec
 from runner.core.protocol.session import QueryCounts
+from runner.core.protocol.session_config import Protection
 from runner.core.protocol.status import JobState
 from runner.core.reasons import Reason
 from runner.core.restarts import Restarts, RestartStrategy
 from runner.session.bounded import TimedOut, within
-from runner.session.config import Protection
 from runner.targets.base import JobIdentity, Launch, RunningJob
 
 log = logging.getLogger(__name__)

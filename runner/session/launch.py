@@ -22,8 +22,8 @@ from runner.core.errors import UserError
 from runner.core.placeholders import Sources
 from runner.core.protocol.control import SessionStop, read_session_stopped, write_session_stop
 from runner.core.protocol.session import read_health
+from runner.core.protocol.session_config import Protection, SessionConfig
 from runner.deploy import submit
-from runner.session.config import Protection, SessionConfig
 from runner.state.savepoints import new_run_id
 from runner.state.store import Store
 from runner.targets.base import JobIdentity, Launch, RunningJob, Target

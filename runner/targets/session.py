@@ -18,11 +18,9 @@ the token the session published in the state store.
 
 from __future__ import annotations
 
-import json
 import time
 import urllib.error
 import urllib.request
-from typing import Any
 
 from runner.core import layout
 from runner.core.bucket import Bucket
@@ -34,6 +32,7 @@ from runner.core.protocol.control import (
     write_start_request,
     write_stop_request,
 )
+from runner.core.protocol.preview import PreviewAnswer, PreviewRefusal, PreviewRequest
 from runner.core.protocol.session import SessionHealth, read_control, read_health
 from runner.core.protocol.status import JobState, read_status
 from runner.core.restarts import RestartStrategy
@@ -86,7 +85,7 @@ class SessionTarget:
             return SessionHealth(state="starting", run_id=job.identity.run_id, team=self.team)
         return health
 
-    def preview(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
+    def preview(self, request: PreviewRequest) -> PreviewAnswer:
         """A live preview answered by the running session's control endpoint.
 
         SessionUnavailable when no session runs or its endpoint cannot be reached; UserError when
@@ -99,16 +98,20 @@ class SessionTarget:
             raise SessionUnavailable(f"session {health.run_id} has published no control endpoint")
         sent = urllib.request.Request(
             f"{control.url}/preview",
-            data=json.dumps(request).encode(),
+            data=request.encode(),
             headers={"Authorization": f"Bearer {control.token}", "Content-Type": "application/json"},
             method="POST",
         )
         try:
-            with urllib.request.urlopen(sent, timeout=timeout + 90.0) as response:  # noqa: S310 - the session's URL
-                return json.loads(response.read())
+            with urllib.request.urlopen(sent, timeout=request.timeout + 90.0) as response:  # noqa: S310 - its URL
+                return PreviewAnswer.decode(response.read())
         except urllib.error.HTTPError as error:
-            answer = json.loads(error.read() or b"{}")
-            reason = "\n".join(answer.get("problems") or [answer.get("error") or f"HTTP {error.code}"])
+            body = error.read()
+            try:
+                refusal = PreviewRefusal.decode(body)
+                reason = "\n".join(refusal.problems or [refusal.error])
+            except ValueError:  # not the endpoint's answer (a proxy's page, say)
+                reason = f"HTTP {error.code}"
             raise UserError.of("SESSION_PREVIEW_FAILED", run=control.run_id, reason=reason) from None
         except (urllib.error.URLError, OSError) as error:
             reason = f"the session's control endpoint {control.url} cannot be reached: {error}"

@@ -1,4 +1,8 @@
-"""What a session application is started with (no secrets: placeholders resolve in the session)."""
+"""What a session application is started with (no secrets: placeholders resolve in the session).
+
+``sql-runner session start`` writes it onto the session's command line (``--config-json``); the session
+application reads it (``SessionConfig.to_json`` / ``from_json``, its one writer and reader).
+"""
 
 from __future__ import annotations
 

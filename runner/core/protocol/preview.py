@@ -1,0 +1,44 @@
+"""A live preview asked of the team's session over its control endpoint (``POST /preview``).
+
+``sql-runner preview`` (``runner/targets/session.py``) sends a ``PreviewRequest`` and reads a
+``PreviewAnswer``, or a ``PreviewRefusal`` with an error status; the session's endpoint
+(``runner/session/endpoint.py``) reads the request and writes the answer or the refusal.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import model_validator
+
+from runner.core.protocol.document import Document
+
+
+class PreviewRequest(Document):
+    sql: str | None = None
+    manifest: dict[str, Any] | None = None  # the merged manifest (Manifest.to_dict()), placeholders unresolved
+    file: str | None = None  # the manifest's file, for the problems' locations
+    tables: list[dict[str, Any]] = []  # the project's tables (TableDef.to_dict())
+    limit: int = 20
+    timeout: float = 30.0
+
+    @model_validator(mode="after")
+    def _one_query(self) -> PreviewRequest:
+        if (self.sql is None) == (self.manifest is None):
+            raise ValueError("give exactly one of sql and manifest")
+        return self
+
+
+class PreviewAnswer(Document):
+    session_run: str
+    columns: list[str]
+    rows: list[list[Any]]
+    timed_out: bool
+    limit: int
+    timeout: float
+    seconds: float = 0.0  # how long the session took to answer
+
+
+class PreviewRefusal(Document):
+    error: str
+    problems: list[str] = []  # the query's problems, one line each, when it is not valid
