@@ -35,7 +35,7 @@ from jobs.query import first_line
 from runner.core import logs
 from runner.core.bucket import Bucket, bucket_from
 from runner.core.protocol.control import StopAck, StopRequest, read_stop_request, write_stop_ack
-from runner.core.protocol.history import HistoryEntry, Outcome, write_history
+from runner.core.protocol.history import HistoryEntry, Outcome, Result, write_history
 from runner.core.protocol.jobspec import JobSpec
 from runner.core.protocol.status import BatchProgress, JobState, JobStatus, write_status
 from runner.core.reasons import Reason
@@ -211,7 +211,7 @@ class JobControl:
             ],
             version=self.version,
             inputs={"run-id": self.spec.run_id, "checkpoint": self.spec.checkpoint},
-            outcome=Outcome(result="failed", error=reason),
+            outcome=Outcome(result=Result.FAILED, error=reason),
         )
         try:
             write_history(self.bucket, entry, datetime.now(UTC))

@@ -27,7 +27,7 @@ from typing import Any
 from runner.authoring.project import Project
 from runner.core import layout, logs
 from runner.core.errors import UserError
-from runner.core.protocol.history import HistoryEntry, Outcome, SourceStart, write_history
+from runner.core.protocol.history import HistoryEntry, Outcome, Result, SourceStart, write_history
 from runner.core.reasons import Reason
 from runner.core.stateref import StateRef
 from runner.deploy.executor import Executor, Settings, taken_summary
@@ -180,13 +180,13 @@ class Deployer:
                 log.info(f"standing down: {reason}", extra=logs.job(name))
                 return self.record(
                     name,
-                    "superseded",
-                    "nothing: a newer version of the manifest was pushed",
-                    [Reason.of("SUPERSEDED", detail=reason)],
-                    decision.action.version,
-                    {"desired": decision.prepared.file if decision.prepared else None},
-                    Outcome(),
-                    started,
+                    decision="superseded",
+                    summary="nothing: a newer version of the manifest was pushed",
+                    reasons=[Reason.of("SUPERSEDED", detail=reason)],
+                    version=decision.action.version,
+                    inputs={"desired": decision.prepared.file if decision.prepared else None},
+                    outcome=Outcome(),
+                    started=started,
                     target=self._target_kind(decision),
                 )
             if redecide:  # what was read before the lease may have changed
@@ -198,7 +198,7 @@ class Deployer:
             try:
                 self.executor.carry_out(decision, steps(decision.action), outcome)
             except Exception as error:
-                outcome.result = "failed"
+                outcome.result = Result.FAILED
                 outcome.error = (
                     error.problems[0].render() if isinstance(error, UserError) else f"{type(error).__name__}: {error}"
                 )
@@ -220,14 +220,14 @@ class Deployer:
         target = self._target_kind(decision)
         return self.record(
             decision.name,
-            action.kind,
-            action.summary,
-            list(action.reasons),
-            action.version,
-            inputs,
-            outcome,
-            started,
-            sources,
+            decision=action.kind,
+            summary=action.summary,
+            reasons=list(action.reasons),
+            version=action.version,
+            inputs=inputs,
+            outcome=outcome,
+            started=started,
+            sources=sources,
             target=target,
         )
 
@@ -245,6 +245,7 @@ class Deployer:
     def record(
         self,
         name: str,
+        *,
         decision: str,
         summary: str,
         reasons: list[Reason],
@@ -252,9 +253,8 @@ class Deployer:
         inputs: dict[str, Any],
         outcome: Outcome,
         started: float,
-        sources: list[SourceStart] | None = None,
-        *,
         target: str,
+        sources: list[SourceStart] | None = None,
     ) -> HistoryEntry:
         """Write ``history/<name>/<timestamp>.json`` and return it (``started``: time.monotonic() when the
         decision was taken up, so the entry says how long carrying it out took)."""
@@ -298,13 +298,13 @@ class Deployer:
                 outcome.graceful = self.executor.stop_job(record, job)
             return self.record(
                 name,
-                "stop",
-                "stop" + (" with savepoint" if savepoint else ""),
-                [Reason.of("STOP_REQUESTED")],
-                record.version,
-                {"running": job.job_id, "deployed-version": record.version},
-                outcome,
-                started,
+                decision="stop",
+                summary="stop" + (" with savepoint" if savepoint else ""),
+                reasons=[Reason.of("STOP_REQUESTED")],
+                version=record.version,
+                inputs={"running": job.job_id, "deployed-version": record.version},
+                outcome=outcome,
+                started=started,
                 target=job.target,
             )
 

@@ -6,7 +6,7 @@ import time
 from datetime import UTC, datetime
 
 from runner.core.bucket import Bucket
-from runner.core.protocol.session import SessionHealth, write_health
+from runner.core.protocol.session import SessionHealth, SessionState, write_health
 from runner.session.host import QueryHost
 from runner.session.reconciler import Reconciler
 
@@ -25,7 +25,7 @@ class HealthPublisher:
         self.control_url: str | None = None  # the control endpoint's address (its token is not published here)
         self._last: tuple[float, tuple] | None = None
 
-    def publish(self, state: str, *, force: bool = False) -> None:
+    def publish(self, state: SessionState, *, force: bool = False) -> None:
         """Publish the session's state and its queries' counts; unless ``force``d, only on a change or a
         heartbeat. Called from the supervisor thread and, at start and stop, from the loop thread."""
         counts = self.host.counts()

@@ -31,6 +31,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
@@ -56,13 +57,22 @@ log = logging.getLogger(__name__)
 BUSY_AFTER = 1.0
 
 
+class EventKind(StrEnum):
+    """What the host did on its own (the history entry's decision)."""
+
+    FAILING = "failing"  # failed at run time: restarting after a backoff
+    PARKED = "parked"  # failed too often: stopped until its manifest changes
+    REFUSED = "refused"  # Spark refused its restored state
+    RECOVERED = "recovered"  # a micro-batch completed after failures
+
+
 @dataclass(frozen=True)
 class Event:
     """Something the host did on its own, for the job's history: restarted, parked, refused."""
 
     name: str
     version: int
-    kind: str  # "failing" | "parked" | "refused" | "recovered"
+    kind: EventKind
     summary: str
     reasons: tuple[Reason, ...]
     at: float  # time.monotonic() when the host began to handle it: its history entry's seconds count from here
@@ -282,7 +292,7 @@ class QueryHost:
                 Event(
                     spec.manifest.name,
                     spec.manifest.version,
-                    "refused",
+                    EventKind.REFUSED,
                     "Spark refused the restored state",
                     (Reason.of("SPARK_REFUSED_STATE", refusal=refusal),),
                     now,
@@ -299,7 +309,7 @@ class QueryHost:
                 Event(
                     spec.manifest.name,
                     spec.manifest.version,
-                    "parked",
+                    EventKind.PARKED,
                     f"parked after {hosted.failures} failures; it stays stopped until its manifest changes",
                     (Reason.of("QUERY_FAILED", error=hosted.error or ""),),
                     now,
@@ -315,7 +325,7 @@ class QueryHost:
             Event(
                 spec.manifest.name,
                 spec.manifest.version,
-                "failing",
+                EventKind.FAILING,
                 f"failed at run time ({hosted.failures} of {limit} before it is parked): restart from its "
                 f"checkpoint in {delay:.0f}s",
                 (Reason.of("QUERY_FAILED", error=hosted.error or ""),),
@@ -343,7 +353,7 @@ class QueryHost:
         return Event(
             spec.manifest.name,
             spec.manifest.version,
-            "recovered",
+            EventKind.RECOVERED,
             f"running again after {failures} failure(s): a micro-batch completed",
             (),
             now,

@@ -21,7 +21,7 @@ from runner.core import layout
 from runner.core.errors import UserError
 from runner.core.placeholders import Sources
 from runner.core.protocol.control import SessionStop, read_session_stopped, write_session_stop
-from runner.core.protocol.session import read_health
+from runner.core.protocol.session import SessionState, read_health
 from runner.core.protocol.session_config import Protection, SessionConfig
 from runner.deploy import submit
 from runner.state.savepoints import new_run_id
@@ -112,7 +112,7 @@ def start(
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         health = read_health(store.manifests)
-        if health is not None and health.run_id == run_id and health.state == "running":
+        if health is not None and health.run_id == run_id and health.state == SessionState.RUNNING:
             return Started(job, time.monotonic() - began)
         if application.find(team, layout.SESSION_JOB) is None:
             raise UserError.of("SESSION_DID_NOT_START", detail=job.detail)

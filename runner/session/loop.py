@@ -28,7 +28,8 @@ from runner.core import layout
 from runner.core.errors import UserError
 from runner.core.manifest import Manifest
 from runner.core.protocol.control import SessionStopped, read_session_stop, write_session_stopped
-from runner.core.protocol.history import Outcome
+from runner.core.protocol.history import Outcome, Result
+from runner.core.protocol.session import SessionState
 from runner.core.reasons import Reason
 from runner.deploy.deployer import Deployer
 from runner.deploy.executor import taken_summary
@@ -36,7 +37,7 @@ from runner.deploy.inputs import Prepared
 from runner.session.bounded import TimedOut, within
 from runner.session.desired import Desired
 from runner.session.health import HealthPublisher
-from runner.session.host import Event, QueryHost
+from runner.session.host import Event, EventKind, QueryHost
 from runner.session.reconciler import Reconciler
 from runner.session.requests import RequestHandler
 from runner.state import records
@@ -78,7 +79,7 @@ class Session:
 
     def run(self, should_stop: Callable[[], bool]) -> None:
         """Reconcile until asked to stop (the session stop request, or ``should_stop``)."""
-        self.health.publish("running", force=True)
+        self.health.publish(SessionState.RUNNING, force=True)
         done = threading.Event()
         supervisor = threading.Thread(target=self._supervise, args=(done,), name="sql-runner-supervisor", daemon=True)
         supervisor.start()
@@ -109,7 +110,7 @@ class Session:
                 for event in self.host.supervise():
                     self._record_event(event)
                     self.events.put(event)
-                self.health.publish("running")
+                self.health.publish(SessionState.RUNNING)
             except Exception as error:  # noqa: BLE001 - supervision carries on
                 log.warning(f"supervision failed: {type(error).__name__}: {error}")
 
@@ -139,28 +140,28 @@ class Session:
         """What the host did on its own, in the job's history."""
         self.deployer.record(
             event.name,
-            event.kind,
-            event.summary,
-            list(event.reasons),
-            event.version,
-            {"session-run": self.run_id},
-            Outcome(result="failed" if event.kind in ("failing", "parked", "refused") else "ok"),
-            event.at,
+            decision=event.kind,
+            summary=event.summary,
+            reasons=list(event.reasons),
+            version=event.version,
+            inputs={"session-run": self.run_id},
+            outcome=Outcome(result=Result.OK if event.kind == EventKind.RECOVERED else Result.FAILED),
+            started=event.at,
             target=self.host.kind,
         )
 
     def _on_event(self, event: Event) -> None:
         """A parked job is held until its manifest changes; a refused restore is planned again at once."""
-        if event.kind == "parked":
+        if event.kind == EventKind.PARKED:
             self.reconciler.hold(event.name)
-        if event.kind == "refused":
+        if event.kind == EventKind.REFUSED:
             self.reconciler.plan_again(event.name)
 
     # ---- stopping the session --------------------------------------------------------------
 
     def shutdown(self) -> None:
         """Stop every query between micro-batches with a savepoint, then say the session stopped."""
-        self.health.publish("stopping", force=True)
+        self.health.publish(SessionState.STOPPING, force=True)
         for name, hosted in sorted(self.host.hosted.items()):
             if not hosted.active:
                 continue
@@ -173,19 +174,19 @@ class Session:
                 taken = self.deployer.executor.stop_with_savepoint(record, job, reason="session stopped")
                 outcome = Outcome(savepoint=taken_summary(taken))
             except Exception as error:  # noqa: BLE001 - keep stopping the others
-                outcome = Outcome(result="failed", error=f"{type(error).__name__}: {error}")
+                outcome = Outcome(result=Result.FAILED, error=f"{type(error).__name__}: {error}")
             self.deployer.record(
                 name,
-                "stop",
-                "session stopped: stop with savepoint",
-                [Reason.of("SESSION_STOPPED")],
-                record.version,
-                {"session-run": self.run_id},
-                outcome,
-                started,
+                decision="stop",
+                summary="session stopped: stop with savepoint",
+                reasons=[Reason.of("SESSION_STOPPED")],
+                version=record.version,
+                inputs={"session-run": self.run_id},
+                outcome=outcome,
+                started=started,
                 target=self.host.kind,
             )
         request = read_session_stop(self.bucket)
-        self.health.publish("stopped", force=True)
+        self.health.publish(SessionState.STOPPED, force=True)
         write_session_stopped(self.bucket, SessionStopped(id=request.id if request else None, run_id=self.run_id))
         self.bucket.delete(layout.SESSION_STOP)

@@ -33,7 +33,7 @@ from runner.core.protocol.control import (
     write_stop_request,
 )
 from runner.core.protocol.preview import PreviewAnswer, PreviewRefusal, PreviewRequest
-from runner.core.protocol.session import SessionHealth, read_control, read_health
+from runner.core.protocol.session import SessionHealth, SessionState, read_control, read_health
 from runner.core.protocol.status import JobState, read_status
 from runner.core.restarts import RestartStrategy
 from runner.targets.base import JobIdentity, Launch, RunningJob, Target
@@ -82,7 +82,7 @@ class SessionTarget:
             return None
         health = read_health(self.records)
         if health is None or health.run_id != job.identity.run_id:
-            return SessionHealth(state="starting", run_id=job.identity.run_id, team=self.team)
+            return SessionHealth(state=SessionState.STARTING, run_id=job.identity.run_id, team=self.team)
         return health
 
     def preview(self, request: PreviewRequest) -> PreviewAnswer:
@@ -91,7 +91,7 @@ class SessionTarget:
         SessionUnavailable when no session runs or its endpoint cannot be reached; UserError when
         the session refuses the query (the problems it found)."""
         health = self.health()
-        if health is None or health.state != "running":
+        if health is None or health.state != SessionState.RUNNING:
             raise SessionUnavailable(f"no session of team {self.team} is running")
         control = read_control(self.records)
         if control is None or control.run_id != health.run_id:

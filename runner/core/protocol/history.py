@@ -9,6 +9,7 @@ the one reader.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator, ConfigDict, PlainSerializer
@@ -40,12 +41,17 @@ class SourceStart(Part):
     detail: str = ""
 
 
+class Result(StrEnum):
+    OK = "ok"
+    FAILED = "failed"
+
+
 class Outcome(Part):
     """What carrying a decision out did; filled in step by step, so it is not frozen."""
 
     model_config = ConfigDict(frozen=False)
 
-    result: str = "ok"  # "ok" | "failed"
+    result: Result = Result.OK
     error: str | None = None
     job: str | None = None  # the started job's id on its target
     run_id: str | None = None
@@ -59,7 +65,7 @@ class Outcome(Part):
 
     @property
     def failed(self) -> bool:
-        return self.result == "failed"
+        return self.result == Result.FAILED
 
 
 class HistoryEntry(Document):

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import json
+from enum import StrEnum
 
 from runner.core import layout
 from runner.core.bucket import Bucket
@@ -23,8 +24,15 @@ class QueryCounts(Part):
     stuck_builds: int = 0  # query builds (code snippets) that never returned
 
 
+class SessionState(StrEnum):
+    STARTING = "starting"  # its application runs, its health is not published yet
+    RUNNING = "running"
+    STOPPING = "stopping"  # stopping its queries with savepoints
+    STOPPED = "stopped"
+
+
 class SessionHealth(Document):
-    state: str  # starting | running | stopping | stopped
+    state: SessionState
     run_id: str
     team: str = ""
     started_at: str | None = None
