@@ -71,8 +71,8 @@ def deploy_records(folder: Path, count: int, team: str) -> None:
     from runner.core import layout
     from runner.core.bucket import S3Bucket
     from runner.core.manifest import Meta
+    from runner.core.protocol.deployed import DeploymentRecord
     from runner.core.starts import Source
-    from runner.state.records import DeploymentRecord
     from runner.state.savepoints import new_run_id
     from runner.targets.base import JobIdentity
     from runner.targets.local import process_start_ticks

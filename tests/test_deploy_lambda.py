@@ -11,12 +11,15 @@ from __future__ import annotations
 import json
 import os
 import urllib.parse
+from datetime import UTC, datetime
 
 import boto3
 import pytest
 from moto import mock_aws
 
 from runner.aws import deploy_lambda
+from runner.core.manifest import Manifest, Meta
+from runner.core.protocol.deployed import DeploymentRecord
 from tests.clihelpers import parsed_command
 
 BUCKET = "team-a-manifests"
@@ -203,7 +206,10 @@ def test_session_mode_manifests_are_validated_but_left_to_the_session(aws):
 
     # deletions: the deployed record says where the job runs
     for name, target in (("high-value", "session"), ("other", "yarn")):
-        s3.put_object(Bucket=BUCKET, Key=f"deployed/{name}.yaml", Body=f"deployment:\n  target: {target}\n".encode())
+        meta = Meta(query_id="q", query_version=1, query_create_timestamp=datetime(2026, 11, 21, tzinfo=UTC))
+        manifest = Manifest(name=name, target_table="`demo`.`out`", sql="SELECT 1", meta=meta)
+        record = DeploymentRecord(manifest, (), (), "run-1", target, datetime(2026, 11, 21, tzinfo=UTC))
+        s3.put_object(Bucket=BUCKET, Key=f"deployed/{name}.yaml", Body=record.to_yaml().encode())
         marker = s3.delete_object(Bucket=BUCKET, Key=f"manifests/{name}.yaml")["VersionId"]
         deploy_lambda.handler(s3_event(f"manifests/{name}.yaml", marker, created=False), None)
     assert [s["Name"] for s in steps(emr, cluster)][1:] == [f"sql-runner undeploy other ({marker})"]

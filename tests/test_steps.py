@@ -19,6 +19,7 @@ import yaml
 from runner.core import layout
 from runner.core.errors import UserError
 from runner.core.manifest import Manifest, Meta
+from runner.core.protocol.deployed import DeploymentRecord
 from runner.core.protocol.history import Outcome
 from runner.core.reasons import Reason
 from runner.core.starts import Source
@@ -40,7 +41,6 @@ from runner.deploy.steps import (
     steps,
 )
 from runner.state import records
-from runner.state.records import DeploymentRecord
 from runner.state.store import open_store
 from runner.targets.base import JobIdentity, Launch, RunningJob
 from runner.targets.modes import Targets

@@ -46,8 +46,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import yaml
-
 from runner.authoring.manifest_file import parse_manifest, parse_template
 from runner.aws.steps import StepCommand
 from runner.core import layout
@@ -55,6 +53,7 @@ from runner.core.bucket import PreconditionFailed, S3Bucket
 from runner.core.errors import Problem, UserError
 from runner.core.manifest import BUILT_IN_DEFAULTS
 from runner.core.protocol.control import DeployError, write_deploy_error
+from runner.core.protocol.deployed import DeploymentRecord
 from runner.core.protocol.ownership import DeployClaim
 
 PREFIX = layout.DESIRED_PREFIX
@@ -228,8 +227,7 @@ class Handler:
         blob = self.bucket.read(layout.deployed(name))
         if blob is None:
             return False
-        record = yaml.safe_load(blob.text) or {}
-        return record.get("deployment", {}).get("target") == layout.SESSION_TARGET
+        return DeploymentRecord.from_yaml(blob.text).target == layout.SESSION_TARGET
 
     def _template(self) -> dict[str, Any]:
         blob = self.bucket.read(TEMPLATE_KEY)

@@ -27,6 +27,7 @@ from typing import Any
 from runner.authoring.project import Project
 from runner.core import layout, logs
 from runner.core.errors import UserError
+from runner.core.protocol.deployed import DeploymentRecord
 from runner.core.protocol.history import HistoryEntry, Outcome, Result, SourceStart, write_history
 from runner.core.reasons import Reason
 from runner.core.stateref import StateRef
@@ -36,7 +37,6 @@ from runner.deploy.plan import Action, Observed, plan, plan_one
 from runner.deploy.steps import steps
 from runner.state import records
 from runner.state.lease import lease
-from runner.state.records import DeploymentRecord
 from runner.targets.base import RunningJob
 
 log = logging.getLogger(__name__)

@@ -20,6 +20,7 @@ from runner.core.errors import UserError
 from runner.core.manifest import Manifest, Meta
 from runner.core.placeholders import Sources, Values
 from runner.core.protocol.control import clear_stop
+from runner.core.protocol.deployed import DeploymentRecord
 from runner.core.protocol.history import Outcome, SavepointTaken
 from runner.core.protocol.jobspec import JobSpec
 from runner.core.reasons import rendered
@@ -41,7 +42,6 @@ from runner.deploy.steps import (
     WriteRecord,
 )
 from runner.state import continuation, savepoints
-from runner.state.records import DeploymentRecord
 from runner.state.store import Store
 from runner.targets.base import JobIdentity, Launch, RunningJob
 from runner.targets.modes import Targets

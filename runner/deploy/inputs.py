@@ -24,6 +24,7 @@ from runner.core.catalog import Catalog
 from runner.core.errors import Problem, ProblemCollector, UserError
 from runner.core.manifest import Manifest
 from runner.core.placeholders import Sources
+from runner.core.protocol.deployed import DeploymentRecord
 from runner.core.protocol.jobspec import JobSpec
 from runner.core.protocol.status import JobState, read_status
 from runner.core.querydiff import QueryDiff
@@ -31,7 +32,6 @@ from runner.core.starts import Source, Starts
 from runner.core.tables import TableDef
 from runner.deploy.plan import Action, Deployed, Desired, Observed
 from runner.state import records, savepoints
-from runner.state.records import DeploymentRecord
 from runner.state.store import Store
 from runner.targets.base import RunningJob, Target
 
