@@ -72,6 +72,7 @@ def deploy_records(folder: Path, count: int, team: str) -> None:
     from runner.core.bucket import S3Bucket
     from runner.core.manifest import Meta
     from runner.core.protocol.deployed import DeploymentRecord
+    from runner.core.protocol.ownership import JobRecord
     from runner.core.starts import Source
     from runner.state.savepoints import new_run_id
     from runner.targets.base import JobIdentity
@@ -85,7 +86,7 @@ def deploy_records(folder: Path, count: int, team: str) -> None:
     sources = tuple(Source(t.name, t.connector) for t in analysed.reads)
     bucket = S3Bucket(buckets(count)["manifests"])
     now = datetime.now(UTC)
-    me = {"host": socket.gethostname(), "pid": os.getpid(), "start-ticks": process_start_ticks(os.getpid())}
+    me = {"host": socket.gethostname(), "pid": os.getpid(), "start_ticks": process_start_ticks(os.getpid())}
 
     def one(i: int) -> None:
         loaded_manifest = loaded.load_manifest(folder / "manifests" / f"q-{i:04d}.yaml")
@@ -95,14 +96,9 @@ def deploy_records(folder: Path, count: int, team: str) -> None:
             loaded_manifest.model_copy(update={"meta": meta}), analysed.tables, sources, run_id, "local", now
         )
         bucket.write(layout.deployed(loaded_manifest.name), record.to_yaml().encode())
-        job = {
-            "target": "local",
-            "identity": JobIdentity(team, loaded_manifest.name, 1, run_id).to_dict(),
-            **me,
-            "log": "/dev/null",
-            "master": "local[*]",
-        }
-        bucket.write(layout.job_record(loaded_manifest.name), json.dumps(job).encode())
+        identity = JobIdentity(team, loaded_manifest.name, 1, run_id).to_dict()
+        job = JobRecord(target="local", identity=identity, **me, log="/dev/null", master="local[*]")
+        bucket.write(layout.job_record(loaded_manifest.name), job.encode())
 
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(one, range(count)))

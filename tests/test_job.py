@@ -476,7 +476,7 @@ def test_each_micro_batch_stamps_its_own_time_and_its_code_is_compiled_once(spar
 
 def test_without_the_rule_each_micro_batch_compiles_its_code_again(spark, demo_project, tmp_path: Path, monkeypatch):
     """The check above can fail: the same job without the rule compiles code in every batch."""
-    monkeypatch.setattr(batchtime, "install", lambda _spark, _report: False)
+    monkeypatch.setattr(batchtime, "install", lambda _spark, _name, _version: False)
     counts, stamps, _ = stamped_batches(spark.newSession(), demo_project, tmp_path / "state", files=4)
     assert counts[2] > counts[1] and counts[3] > counts[2], counts
     assert all(len(at) == 1 for at in stamps.values())
