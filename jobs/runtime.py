@@ -192,13 +192,16 @@ def wait(spark: SparkSession, queries: list[StreamingQuery], *, once: bool) -> N
 
 
 def stop_all(queries: list[StreamingQuery]) -> None:
-    """Stop each active query; a query that cannot be stopped is logged."""
-    for query in queries:
+    """Stop each active query; a query that cannot be stopped is logged. Never raises: it runs while a job
+    ends, when the JVM may be gone already (a SIGTERM to the process group reaches it too), and then
+    every call into it fails, even asking a query its name."""
+    for position, query in enumerate(queries, start=1):
         try:
             if query.isActive:
                 query.stop()
         except Exception as error:  # noqa: BLE001 - keep stopping the others
-            if "stopped SparkContext" in str(error):  # e.g. a signal to the process group reached the JVM too
-                log.warning(f"{query.name}: Spark is shutting down, the query stops with it")
+            said = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            if "stopped SparkContext" in said:
+                log.warning(f"query {position}: Spark is shutting down, the query stops with it")
             else:
-                log.warning(f"stopping {query.name} failed: {str(error).strip().splitlines()[0]}")
+                log.warning(f"stopping query {position} failed: {said}")

@@ -197,3 +197,29 @@ def test_a_session_query_follows_its_own_restart_strategy_and_others_the_session
     assert [host._judge(session) for _ in range(3)] == [(False, 1.0, "3"), (False, 2.0, "3"), (True, 0.0, "3")]
     host._recovered(own, 0.0)
     assert host._judge(own)[0], "a manifest's own strategy counts every failure within its window, recovered or not"
+
+
+def test_stopping_the_queries_never_raises_when_the_jvm_is_gone(caplog):
+    """A SIGTERM to a job's process group reaches its JVM too: every call into it then fails, even asking a
+    query its name. Stopping the queries must still return, so the job says it stopped rather than failed."""
+    import logging
+
+    from jobs import runtime
+
+    class Gone:
+        def __getattr__(self, name: str):
+            raise ConnectionRefusedError(111, "Connection refused")
+
+    class Stopping:
+        isActive = True
+
+        def stop(self) -> None:
+            raise RuntimeError("Cannot call methods on a stopped SparkContext.")
+
+    with caplog.at_level(logging.WARNING, logger="jobs.runtime"):
+        runtime.stop_all([Gone(), Stopping()])  # type: ignore[list-item]
+    said = [record.getMessage() for record in caplog.records]
+    assert said == [
+        "stopping query 1 failed: [Errno 111] Connection refused",
+        "query 2: Spark is shutting down, the query stops with it",
+    ]
