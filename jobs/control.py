@@ -35,6 +35,7 @@ from jobs.query import first_line
 from runner.core import logs
 from runner.core.bucket import Bucket, bucket_from
 from runner.core.protocol.control import StopAck, StopRequest, read_stop_request, write_stop_ack
+from runner.core.protocol.document import now
 from runner.core.protocol.history import HistoryEntry, Outcome, Result, write_history
 from runner.core.protocol.jobspec import JobSpec
 from runner.core.protocol.status import BatchProgress, JobState, JobStatus, write_status
@@ -90,10 +91,6 @@ def failure_reason(text: str) -> str:
     return re.sub(r"^.*?terminated with exception: ", "", first_line(text))
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
-
-
 @dataclass
 class Labels:
     """What every status of the run carries besides its state (the session it runs in, its restarts)."""
@@ -112,7 +109,7 @@ class JobControl:
         self.label = logs.job(spec.manifest.name, spec.manifest.version)  # extra= for its log lines
         self.bucket: Bucket | None = bucket_from(spec.store["manifests"]) if spec.store else None
         self.version = spec.manifest.version
-        self.started = _now()
+        self.started = now()
         self.stop_requested = threading.Event()
         self._done = threading.Event()
         self._lock = threading.Lock()
@@ -163,7 +160,7 @@ class JobControl:
                 run_id=self.spec.run_id,
                 state=state,
                 started_at=self.started,
-                updated_at=_now(),
+                updated_at=now(),
                 **asdict(self.labels),
                 **said,
                 # a stopped or failed job still shows where it got to
@@ -202,7 +199,7 @@ class JobControl:
             return
         entry = HistoryEntry(
             name=self.spec.manifest.name,
-            at=_now(),
+            at=now(),
             decision="refused",
             summary="Spark refused the restored state: the job stopped",
             reasons=[

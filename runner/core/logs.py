@@ -30,15 +30,16 @@ def label(text: str) -> dict[str, str]:
 
 
 class _Format(logging.Formatter):
-    def __init__(self, label: str | None, clock: str):
+    def __init__(self, label: str | None, clock: str, *, millis: bool):
         super().__init__()
         self.label = label
         self.clock = clock
+        self.millis = millis
 
     def format(self, record: logging.LogRecord) -> str:
         label = getattr(record, "label", None) or self.label
         stamp = self.formatTime(record, self.clock)
-        if self.clock.endswith("%S") and self.label is not None:
+        if self.millis:
             stamp += f".{int(record.msecs):03d}"
         text = f"{stamp} {f'[{label}] ' if label else ''}{record.getMessage()}"
         if record.exc_info:
@@ -63,13 +64,13 @@ def configure(label: str | None = None, *, stream: TextIO | None = None) -> None
     None: the CLI, ``HH:MM:SS`` lines on ``stream`` (stderr)."""
     if label is None:
         handlers: list[logging.Handler] = [logging.StreamHandler(stream or sys.stderr)]
-        form = _Format(None, "%H:%M:%S")
+        form = _Format(None, "%H:%M:%S", millis=False)
     else:
         out, err = logging.StreamHandler(stream or sys.stdout), logging.StreamHandler(sys.stderr)
         out.addFilter(_Below(logging.WARNING))
         err.setLevel(logging.WARNING)
         handlers = [out, err]
-        form = _Format(label, "%Y-%m-%dT%H:%M:%S")
+        form = _Format(label, "%Y-%m-%dT%H:%M:%S", millis=True)
     for handler in handlers:
         handler.setFormatter(form)
     for tree in TREES:

@@ -6,6 +6,7 @@ import time
 from datetime import UTC, datetime
 
 from runner.core.bucket import Bucket
+from runner.core.protocol.document import now
 from runner.core.protocol.session import SessionHealth, SessionState, write_health
 from runner.session.host import QueryHost
 from runner.session.reconciler import Reconciler
@@ -31,20 +32,20 @@ class HealthPublisher:
         counts = self.host.counts()
         invalid = self.reconciler.invalid_now()
         summary = (state, counts, tuple(invalid))
-        now = time.monotonic()
+        moment = time.monotonic()
         last = self._last
-        if not force and last and last[1] == summary and now - last[0] < HEARTBEAT_SECONDS:
+        if not force and last and last[1] == summary and moment - last[0] < HEARTBEAT_SECONDS:
             return
         health = SessionHealth(
             state=state,
             team=self.team,
             run_id=self.run_id,
             started_at=self.started_at,
-            updated_at=datetime.now(UTC).isoformat(timespec="milliseconds"),
-            uptime_seconds=round(now - self.started, 1),
+            updated_at=now(),
+            uptime_seconds=round(moment - self.started, 1),
             queries=counts,
             invalid=invalid,
             control_url=self.control_url,
         )
         write_health(self.bucket, health)
-        self._last = (now, summary)
+        self._last = (moment, summary)

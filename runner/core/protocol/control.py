@@ -12,21 +12,16 @@
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
 
 from pydantic import Field
 
 from runner.core import layout
 from runner.core.bucket import Bucket
-from runner.core.protocol.document import Document, read
+from runner.core.protocol.document import Document, now, read
 
 
 def request_id() -> str:
     return uuid.uuid4().hex[:12]
-
-
-def now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 class StopRequest(Document):

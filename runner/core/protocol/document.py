@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -9,6 +10,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from runner.core.bucket import Bucket
 
 SCHEMA = 1  # the version of the documents this release writes
+
+
+def now() -> str:
+    """The time a document says something happened: UTC, ISO 8601, milliseconds."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 def _kebab(name: str) -> str:
