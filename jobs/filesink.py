@@ -59,6 +59,18 @@ class HadoopFiles:
         finally:
             stream.close()
 
+    def names(self, uri: str) -> list[str]:
+        """The names of the entries in folder ``uri`` (none when it does not exist)."""
+        fs, path = self._resolve(uri)
+        if not fs.exists(path):
+            return []
+        return [status.getPath().getName() for status in fs.listStatus(path)]
+
+    def delete(self, uri: str) -> None:
+        """Remove ``uri`` (a file, or a folder and all it holds); nothing when it does not exist."""
+        fs, path = self._resolve(uri)
+        fs.delete(path, True)
+
     def has_entries(self, uri: str) -> bool:
         fs, path = self._resolve(uri)
         return bool(fs.exists(path)) and len(fs.listStatus(path)) > 0

@@ -119,3 +119,28 @@ def scala_list(values: Any) -> list[Any]:
 def scala_none(jvm: Any) -> Any:
     """Scala's ``None``."""
     return getattr(java_class(jvm, "scala.None$"), "MODULE$")
+
+
+def expression_classes(frame: DataFrame) -> set[str]:
+    """The class names of every expression in ``frame``'s analysed plan, subqueries included."""
+    jvm = jvm_of(frame.sparkSession)
+    subquery = java_class(jvm, "java.lang.Class").forName(
+        "org.apache.spark.sql.catalyst.expressions.SubqueryExpression"
+    )
+    names: set[str] = set()
+
+    def visit_plan(node: Any) -> None:
+        for child in scala_list(node.children()) + scala_list(node.innerChildren()):
+            visit_plan(child)
+        for expression in scala_list(node.expressions()):
+            visit_expression(expression)
+
+    def visit_expression(expression: Any) -> None:
+        names.add(expression.getClass().getSimpleName())
+        if subquery.isInstance(expression):
+            visit_plan(expression.plan())
+        for child in scala_list(expression.children()):
+            visit_expression(child)
+
+    visit_plan(analysed_plan(frame))
+    return names

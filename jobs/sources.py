@@ -27,7 +27,7 @@ import json
 import logging
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,20 +35,19 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from jobs import change_records as changelog_records
 from jobs import kafka, kafka_admin, kafka_check, sqltext
 from jobs.datagen import datagen_frame
 from jobs.jvm import hadoop_configuration, jvm_of, spark_configuration
-from jobs.schema import spark_schema, type_sql
+from jobs.records import ERROR, KAFKA_ORIGIN, NO_ERRORS, RAW, Checks, json_reason, kafka_checks
+from jobs.schema import spark_schema
 from runner.core import jars, platform
-from runner.core.avro import value_schema
 from runner.core.errors import UserError
 from runner.core.placeholders import resolve, resolved_options
 from runner.core.starts import FILE_URI_PREFIX, FILE_URI_SPELLING, KafkaOffsets, SkipFiles, Start, kafka_topics
 from runner.core.tables import TableDef
 
-RAW = "__sql_runner_raw"
 SKIP_PATH = "__sql_runner_file"
-ERROR = "__sql_runner_error"
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +55,7 @@ log = logging.getLogger(__name__)
 def require_connector(spark: SparkSession, table: TableDef) -> None:
     """Fail clearly when a table needs jars that are not on the classpath: Spark's Kafka connector for a
     Kafka table, spark-avro for Avro values."""
-    if table.connector == "kafka":
+    if table.connector in KAFKA_CONNECTORS:
         require_feature(spark, "kafka", "KAFKA_CONNECTOR_MISSING", file=table.file, line=table.line, table=table.name)
     if table.value_format == "avro":
         require_feature(spark, "avro", "AVRO_CONNECTOR_MISSING", file=table.file, line=table.line, table=table.name)
@@ -105,7 +104,8 @@ def require_s3(spark: SparkSession, uri: str, where: str) -> None:
     require_feature(spark, "s3", "S3_CONNECTOR_MISSING", where=where)
 
 
-SOURCE_CONNECTORS = ("filesystem", "datagen", "kafka")
+KAFKA_CONNECTORS = ("kafka", "upsert-kafka")
+SOURCE_CONNECTORS = ("filesystem", "datagen", *KAFKA_CONNECTORS)
 
 
 def require_source(table: TableDef) -> None:
@@ -120,7 +120,7 @@ def table_options(spark: SparkSession, table: TableDef, values: Mapping[str, str
     """The table's options, placeholders resolved; a Kafka table's over the platform's client defaults
     (``spark.sqlrunner.kafka.properties.*`` in the application's Spark properties)."""
     options = resolved_options(table, values)
-    if table.connector != "kafka":
+    if table.connector not in KAFKA_CONNECTORS:
         return options
     found = spark_configuration(spark).getAllWithPrefix(kafka.PLATFORM_DEFAULTS_PREFIX)
     defaults = {
@@ -147,22 +147,6 @@ def tap_marker(index: int, which: int) -> str:
 
 def tap(frame: DataFrame, marker: str) -> DataFrame:
     return frame.where(f"NOT isnan(spark_partition_id() + {marker}D)")
-
-
-@dataclass(frozen=True)
-class Checks:
-    """How a source's rows become its declared columns, and which records are malformed.
-
-    ``columns`` turns the reader's rows into the physical columns, RAW and any helper
-    columns; over those, ``readable`` (SQL) holds for a record that could be parsed and
-    ``reason`` gives the SQL that says why one could not, over the physical columns at hand
-    (a file source reads only those the query uses: Spark prunes the others)."""
-
-    columns: Callable[[DataFrame], DataFrame]
-    readable: str
-    reason: Callable[[Sequence[str]], str]
-    helpers: tuple[str, ...] = ()
-    origin: tuple[str, ...] = ()  # where a record came from (a Kafka record's topic, partition, offset)
 
 
 @dataclass(frozen=True)
@@ -205,6 +189,10 @@ def open_source(spark: SparkSession, table: TableDef, env: Mapping[str, str], st
         return _filesystem(spark, table, options, schema, start)
     if connector == "datagen":
         return Source(table, datagen_frame(spark, table, options), NO_ERRORS)
+    return _kafka(spark, table, options, start)
+
+
+def _kafka(spark: SparkSession, table: TableDef, options: dict[str, str], start: Start | None) -> Source:
     kafka_check.check(spark, table, options)
     reader_options = kafka.source_options(table, options)
     if isinstance(start, KafkaOffsets):
@@ -216,11 +204,9 @@ def open_source(spark: SparkSession, table: TableDef, env: Mapping[str, str], st
             log.info(f"{table.name}: {note}")
         reader_options["startingOffsets"] = json.dumps(offsets)
     frame = spark.readStream.format("kafka").options(**reader_options).load()
+    if table.changelog:
+        return Source(table, frame, changelog_records.kafka_change_checks(table))
     return Source(table, frame, kafka_checks(table))
-
-
-# Sources whose records always match their schema (datagen, parquet, orc): only NOT NULL is checked.
-NO_ERRORS = Checks(lambda frame: frame.withColumn(RAW, F.lit(None).cast("string")), "TRUE", lambda _: "NULL")
 
 
 def _skip_files(spark: SparkSession, frame: DataFrame, start: Start | None) -> DataFrame:
@@ -231,7 +217,9 @@ def _skip_files(spark: SparkSession, frame: DataFrame, start: Start | None) -> D
     """
     if not isinstance(start, SkipFiles):
         return frame
-    normalise = F.regexp_replace(F.col("_metadata.file_path"), FILE_URI_PREFIX, FILE_URI_SPELLING)
+    # A changelog file source carries the file of each row already (it orders the row's changes by it).
+    path = F.col(changelog_records.FILE) if changelog_records.FILE in frame.columns else F.col("_metadata.file_path")
+    normalise = F.regexp_replace(path, FILE_URI_PREFIX, FILE_URI_SPELLING)
     read = spark.read.schema("path STRING").json(start.uri).select(F.col("path").alias(SKIP_PATH))
     tagged = frame.select("*", normalise.alias(SKIP_PATH))
     return tagged.join(F.broadcast(read), on=SKIP_PATH, how="left_anti").drop(SKIP_PATH)
@@ -246,6 +234,9 @@ def _filesystem(
     if "://" not in path or path.startswith("file://"):
         # The file source refuses a missing folder; a job waiting for its first file is normal.
         Path(path.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
+    if table.changelog:
+        rows, checks = changelog_records.file_changes(spark, table, options, path)
+        return Source(table, _skip_files(spark, rows, start), checks)
     reader = spark.readStream.format(fmt)
     if "source.max-files-per-trigger" in options:
         reader = reader.option("maxFilesPerTrigger", options["source.max-files-per-trigger"])
@@ -264,7 +255,7 @@ def _filesystem(
                 if ours in options:
                     reader = reader.option(spark_name, options[ours])
         reason = (
-            functools.partial(_json_reason, table)
+            functools.partial(json_reason, table)
             if fmt == "json"
             else lambda _: "'CSV line does not match the declared columns (count or types)'"
         )
@@ -273,117 +264,22 @@ def _filesystem(
     return Source(table, _skip_files(spark, reader.schema(schema).load(path), start), NO_ERRORS)
 
 
-CORRUPT = "__sql_runner_corrupt"
-
-
-# A Kafka record's place, kept beside a malformed record in the dead letters (as topic, partition, offset).
-KAFKA_ORIGIN = {"topic": "__sql_runner_topic", "partition": "__sql_runner_partition", "offset": "__sql_runner_offset"}
-TOMBSTONE = "message has no value (tombstone)"
-
-
-def _origin(frame: DataFrame) -> list:
-    """The record's place, under the names the checks carry it by (a frame of bare values has none)."""
-    return [F.col(column).alias(alias) for column, alias in KAFKA_ORIGIN.items() if column in frame.columns]
-
-
-def _origin_names(frame: DataFrame) -> list[str]:
-    return [alias for column, alias in KAFKA_ORIGIN.items() if column in frame.columns]
-
-
-def kafka_checks(table: TableDef) -> Checks:
-    """Kafka records (binary ``value``) decoded against the declared schema: JSON, or Avro with the schema
-    derived from the declared columns (``runner/core/avro.py``)."""
-    if table.value_format == "avro":
-        return _avro_checks(table)
-    schema = spark_schema(table)
-    parse_schema = T.StructType([*schema.fields, T.StructField(RAW, T.StringType())])
-
-    def decode(frame: DataFrame) -> DataFrame:
-        text = F.col("value").cast("string")
-        record = F.from_json(text, parse_schema, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": RAW})
-        return frame.select(record.alias("record"), text.alias(RAW), *_origin(frame)).select(
-            *[F.col("record").getField(f.name).alias(f.name) for f in schema.fields],
-            F.col("record").getField(RAW).alias(CORRUPT),
-            F.col(RAW),
-            *_origin_names(frame),
-        )
-
-    raw, corrupt = sqltext.identifier(RAW), sqltext.identifier(CORRUPT)
-    return Checks(
-        decode,
-        f"{raw} IS NOT NULL AND {corrupt} IS NULL",
-        lambda present: (
-            f"CASE WHEN {raw} IS NULL THEN {sqltext.string(TOMBSTONE)} ELSE {_json_reason(table, present)} END"
-        ),
-        helpers=(CORRUPT,),
-        origin=tuple(KAFKA_ORIGIN.values()),
-    )
-
-
-def _avro_checks(table: TableDef) -> Checks:
-    """Avro values: a record that does not decode is malformed; its raw value is kept as base64.
-
-    Spark's ``from_avro`` in PERMISSIVE mode gives a record it cannot decode as a row of nulls. A record
-    whose fields are all null is only valid where every field is nullable, and then it is encoded as one
-    zero byte per field (each union's "null" branch), so a row of nulls from any other value is malformed.
-    """
-    from pyspark.sql.avro.functions import from_avro
-
-    schema = spark_schema(table)
-    avro_schema = json.dumps(value_schema(table))
-    all_null = functools.reduce(lambda a, b: a & b, [F.col("record").getField(f.name).isNull() for f in schema.fields])
-    if all(f.nullable for f in schema.fields):
-        all_null = all_null & (F.col("value") != F.lit(bytearray(len(schema.fields))))
-
-    def decode(frame: DataFrame) -> DataFrame:
-        record = from_avro(F.col("value"), avro_schema, {"mode": "PERMISSIVE"})
-        return frame.select(
-            record.alias("record"), F.col("value"), F.base64("value").alias(RAW), *_origin(frame)
-        ).select(
-            *[F.col("record").getField(f.name).cast(f.dataType).alias(f.name) for f in schema.fields],
-            F.when(all_null, F.lit(True)).alias(CORRUPT),
-            F.col(RAW),
-            *_origin_names(frame),
-        )
-
-    raw, corrupt = sqltext.identifier(RAW), sqltext.identifier(CORRUPT)
-    malformed = "malformed Avro: the value does not decode with the schema derived from the declared columns"
-    return Checks(
-        decode,
-        f"{raw} IS NOT NULL AND {corrupt} IS NULL",
-        lambda _: f"CASE WHEN {raw} IS NULL THEN {sqltext.string(TOMBSTONE)} ELSE {sqltext.string(malformed)} END",
-        helpers=(CORRUPT,),
-        origin=tuple(KAFKA_ORIGIN.values()),
-    )
-
-
 def decode_json_values(frame: DataFrame, table: TableDef) -> DataFrame:
     """Kafka records decoded, with RAW and ERROR (``Source.parse`` of a Kafka table)."""
     return _with_error(kafka_checks(table), table, frame)
 
 
-def _json_reason(table: TableDef, present: Sequence[str]) -> str:
-    """Why a JSON record was rejected: not JSON at all, or which of the ``present`` fields have the wrong
-    type (SQL)."""
-    as_map = f"from_json({sqltext.identifier(RAW)}, 'map<string,string>')"
-    field_errors = []
-    for f in (f for f in spark_schema(table).fields if f.name in present):
-        value = f"{as_map}[{sqltext.string(f.name)}]"
-        message = ", ".join(
-            (sqltext.string(f"field '{f.name}': "), value, sqltext.string(f" is not a valid {type_sql(f.dataType)}"))
-        )
-        wrong_type = f"{value} IS NOT NULL AND {sqltext.identifier(f.name)} IS NULL"
-        field_errors.append(f"CASE WHEN {wrong_type} THEN concat({message}) END")
-    detail = f"concat_ws('; ', {', '.join(field_errors)})"
-    return (
-        f"CASE WHEN {as_map} IS NULL THEN 'malformed JSON: not a JSON object' WHEN {detail} != '' THEN {detail} "
-        "ELSE 'record does not match the declared schema' END"
-    )
-
-
 def _required(table: TableDef) -> list[str]:
     """The physical columns declared NOT NULL."""
     return [c.name for c in table.columns if not c.computed and not c.nullable]
+
+
+def _missing(checks: Checks, table: TableDef, name: str) -> str:
+    """SQL: the NOT NULL column ``name`` is missing from a record (a delete needs only its key)."""
+    null = f"{sqltext.identifier(name)} IS NULL"
+    if checks.deletes is None or name in table.primary_key:
+        return null
+    return f"{null} AND NOT coalesce({checks.deletes}, FALSE)"
 
 
 def _with_error(checks: Checks, table: TableDef, rows: DataFrame) -> DataFrame:
@@ -398,9 +294,9 @@ def _with_error(checks: Checks, table: TableDef, rows: DataFrame) -> DataFrame:
     null_errors = []
     for name in (name for name in _required(table) if name in present):
         missing = sqltext.string(f"field '{name}' is missing (declared NOT NULL)")
-        null_errors.append(f"CASE WHEN {sqltext.identifier(name)} IS NULL THEN {missing} END")
+        null_errors.append(f"CASE WHEN {_missing(checks, table, name)} THEN {missing} END")
     null_error = f"nullif(concat_ws('; ', {', '.join(null_errors)}), '')" if null_errors else "NULL"
-    parse_error = f"CASE WHEN NOT ({checks.readable}) THEN {checks.reason(present)} END"
+    parse_error = f"CASE WHEN NOT coalesce({checks.readable}, FALSE) THEN {checks.reason(present)} END"
     error = f"CAST(coalesce({parse_error}, {null_error}) AS STRING)"
     physical = ", ".join(sqltext.identifier(name) for name in present)
     raw, error_column = sqltext.identifier(RAW), sqltext.identifier(ERROR)
@@ -412,7 +308,7 @@ def _good(checks: Checks, table: TableDef, rows: DataFrame) -> DataFrame:
     """The rows ``_with_error`` gives no ERROR, as the physical columns: the same conditions, without the
     reasons, so a job's query checks each record without building text it does not need."""
     condition = " AND ".join(
-        [f"({checks.readable})", *(f"{sqltext.identifier(name)} IS NOT NULL" for name in _required(table))]
+        [f"({checks.readable})", *(f"NOT ({_missing(checks, table, name)})" for name in _required(table))]
     )
     return checks.columns(rows).where(condition).drop(RAW, *checks.helpers, *checks.origin)
 

@@ -31,8 +31,11 @@ class ConnectorSpec:
         )
 
 
-FILE_FORMATS = ("json", "csv", "parquet")
-KAFKA_FORMATS = ("json", "avro")
+FILE_FORMATS = ("json", "csv", "parquet", "debezium-json")
+KAFKA_FORMATS = ("json", "avro", "debezium-json")
+UPSERT_KAFKA_FORMATS = ("json",)
+# 'changelog-mode' = 'upsert': a keyed file or Kafka table whose records are each its key's latest row.
+CHANGELOG_MODES = ("append", "upsert")
 DATAGEN_FIELD_OPTIONS = ("kind", "min", "max", "length", "start", "end", "cardinality", "null-rate", "values")
 
 CONNECTORS: dict[str, ConnectorSpec] = {
@@ -51,9 +54,10 @@ CONNECTORS: dict[str, ConnectorSpec] = {
                     "csv.quote-character",
                     "csv.null-literal",
                     "csv.header",
+                    "changelog-mode",
                 }
             ),
-            choices={"format": FILE_FORMATS, "csv.header": ("true", "false")},
+            choices={"format": FILE_FORMATS, "csv.header": ("true", "false"), "changelog-mode": CHANGELOG_MODES},
             integers=("source.max-files-per-trigger",),
         ),
         ConnectorSpec(
@@ -88,12 +92,14 @@ CONNECTORS: dict[str, ConnectorSpec] = {
                     "scan.startup.timestamp-millis",
                     "scan.max-offsets-per-trigger",
                     "scan.fail-on-data-loss",
+                    "changelog-mode",
                 }
             ),
             allowed_prefixes=("properties.",),
             choices={
                 "format": KAFKA_FORMATS,
                 "value.format": KAFKA_FORMATS,
+                "changelog-mode": CHANGELOG_MODES,
                 "scan.startup.mode": (
                     "earliest-offset",
                     "latest-offset",
@@ -104,6 +110,30 @@ CONNECTORS: dict[str, ConnectorSpec] = {
                 "scan.fail-on-data-loss": ("true", "false"),
             },
             integers=("scan.startup.timestamp-millis", "scan.max-offsets-per-trigger"),
+        ),
+        ConnectorSpec(
+            "upsert-kafka",
+            source=True,
+            sink=True,
+            required=("topic", "properties.bootstrap.servers", "key.format", "value.format"),
+            allowed=frozenset(
+                {"key.fields-prefix", "value.fields-include", "scan.max-offsets-per-trigger", "scan.fail-on-data-loss"}
+            ),
+            allowed_prefixes=("properties.",),
+            choices={
+                "key.format": UPSERT_KAFKA_FORMATS,
+                "value.format": UPSERT_KAFKA_FORMATS,
+                "value.fields-include": ("ALL", "EXCEPT_KEY"),
+                "scan.fail-on-data-loss": ("true", "false"),
+            },
+            integers=("scan.max-offsets-per-trigger",),
+        ),
+        ConnectorSpec(
+            "jdbc",
+            source=False,
+            sink=True,
+            required=("url", "table-name"),
+            allowed=frozenset({"username", "password"}),
         ),
     )
 }
@@ -162,6 +192,72 @@ def check_options(
         _check_kafka(options, problem)
     if connector == "datagen":
         _check_datagen(options, columns, problem)
+    if connector == "jdbc":
+        _check_jdbc(options, problem)
+    return problems
+
+
+def _check_jdbc(options: dict[str, str], problem: Callable[..., None]) -> None:
+    url = options.get("url", "")
+    if url and not placeholders.names_in(url) and not url.startswith("jdbc:postgresql://"):
+        problem(
+            "DDL_INVALID_CONNECTOR_OPTION",
+            reason=f"option 'url' = {url!r} is not a PostgreSQL JDBC URL",
+            hint="'jdbc:postgresql://<host>:<port>/<database>' (PostgreSQL is the database the jdbc sink writes)",
+        )
+    password = options.get("password")
+    if (password and not placeholders.names_in(password)) or "password=" in url.lower():
+        problem(
+            "DDL_INVALID_CONNECTOR_OPTION",
+            reason="a literal password is declared (it would be kept in the deployed state)",
+            hint="'password' = '${DB_PASSWORD}' (a placeholder, resolved only where the job runs), not in the 'url'",
+        )
+
+
+def check_changelog(
+    options: dict[str, str], primary_key: tuple[str, ...], *, file: str | None, line: int | None, table: str
+) -> list[Problem]:
+    """Problems of a table whose rows change (``runner/core/changelog.py``): it needs a PRIMARY KEY, and its
+    options must agree on how its records carry changes."""
+    problems: list[Problem] = []
+    connector = options.get("connector")
+    fmt = options.get("value.format") or options.get("format")
+    mode = options.get("changelog-mode")
+    changelog = connector == "upsert-kafka" or mode == "upsert" or fmt == "debezium-json"
+    if mode == "upsert" and fmt == "debezium-json":
+        problems.append(
+            Problem.of(
+                "DDL_INVALID_CONNECTOR_OPTION",
+                file=file,
+                line=line,
+                table=table,
+                reason="'changelog-mode' = 'upsert' and 'format' = 'debezium-json' disagree",
+                hint="a debezium-json record says itself whether it inserts, updates or deletes: drop 'changelog-mode'",
+            )
+        )
+    if changelog and not primary_key:
+        what = (
+            "connector 'upsert-kafka'"
+            if connector == "upsert-kafka"
+            else "'changelog-mode' = 'upsert'"
+            if mode == "upsert"
+            else "format 'debezium-json'"
+        )
+        problems.append(Problem.of("DDL_CHANGELOG_WITHOUT_KEY", file=file, line=line, table=table, what=what))
+    prefix = options.get("key.fields-prefix")
+    if connector == "upsert-kafka" and prefix:
+        for key in primary_key:
+            if not key.startswith(prefix):
+                problems.append(
+                    Problem.of(
+                        "DDL_INVALID_CONNECTOR_OPTION",
+                        file=file,
+                        line=line,
+                        table=table,
+                        reason=f"primary key column '{key}' does not start with 'key.fields-prefix' {prefix!r}",
+                        hint="the key's fields are the PRIMARY KEY columns named with the prefix",
+                    )
+                )
     return problems
 
 

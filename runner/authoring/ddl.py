@@ -274,6 +274,15 @@ def check_table(table: TableDef) -> list[Problem]:
             table.options, [c.name for c in table.columns], file=table.file, line=table.line, table=table.name
         )
     )
+    problems.extend(
+        connectors.check_changelog(
+            table.options,
+            table.primary_key,
+            file=table.file,
+            line=table.line,
+            table=table.name,
+        )
+    )
     if table.options.get("connector") == "kafka" and table.value_format == "avro":
         for column, why in avro.unsupported(table):
             problems.append(

@@ -77,9 +77,26 @@ class TableDef:
     @property
     def value_format(self) -> str | None:
         """How a Kafka table's record values are encoded (``value.format``, else ``format``); None otherwise."""
-        if self.connector != "kafka":
+        if self.connector not in ("kafka", "upsert-kafka"):
             return None
         return self.options.get("value.format") or self.options.get("format")
+
+    @property
+    def record_format(self) -> str | None:
+        """How a record of a file or Kafka table is encoded: ``format`` (or a Kafka table's ``value.format``)."""
+        return self.value_format if self.connector in ("kafka", "upsert-kafka") else self.options.get("format")
+
+    @property
+    def changelog(self) -> str | None:
+        """How the table's records change its rows, when they do (``runner/core/changelog.py``):
+        ``upsert`` (each record is its key's latest row, a tombstone deletes the key: ``upsert-kafka``, or
+        ``'changelog-mode' = 'upsert'``), ``debezium`` (``op`` c/r/u/d with ``before``/``after`` images:
+        ``'format' = 'debezium-json'``); None for a table that only grows."""
+        if self.connector == "upsert-kafka" or self.options.get("changelog-mode") == "upsert":
+            return "upsert"
+        if self.record_format == "debezium-json":
+            return "debezium"
+        return None
 
     @property
     def physical_schema(self) -> T.Struct:
@@ -89,10 +106,10 @@ class TableDef:
     @property
     def can_dead_letter(self) -> bool:
         """A source whose records can be malformed (datagen rows never are)."""
-        if self.connector == "kafka":
+        if self.connector in ("kafka", "upsert-kafka"):
             return True
         return self.connector == "filesystem" and (
-            self.options.get("format") in ("json", "csv") or any(not c.nullable for c in self.columns)
+            self.options.get("format") in ("json", "csv", "debezium-json") or any(not c.nullable for c in self.columns)
         )
 
     @property
@@ -104,6 +121,10 @@ class TableDef:
             return "exactly-once"
         if self.connector == "kafka":
             return "at-least-once, keyed" if self.primary_key else "at-least-once"
+        if self.connector == "upsert-kafka":
+            return "at-least-once, keyed"
+        if self.connector == "jdbc":
+            return "exactly-once"
         if self.connector == "print":
             return "at-least-once"
         return "-"
