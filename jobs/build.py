@@ -17,6 +17,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs import sources
+from jobs.changelog import stream
+from jobs.changelog.sinks import check_target
+from jobs.jvm import expression_classes
 from jobs.metadata import with_metadata
 from jobs.query import BoundSql, Location, analysed, bind, view_name
 from jobs.sinks import check_sink
@@ -41,19 +44,31 @@ class Tapped:
         return self.source.table
 
 
+@dataclass(frozen=True)
+class ChangelogPlan:
+    """A query over tables whose rows change (``jobs/changelog/``): its SQL runs in batch over the tables'
+    current rows every micro-batch; the stream is every source's changes."""
+
+    sql: str  # the query's SQL over the tables' views
+    stream: DataFrame  # jobs/changelog/stream.py:changes
+    views: tuple[tuple[str, TableDef], ...]  # (view, table), in the stream's source order
+
+
 @dataclass
 class BuiltQuery:
-    result: DataFrame  # the query's own columns
+    result: DataFrame  # the query's own columns (a batch frame over empty tables for a changelog query)
     sources: dict[str, TableDef] = field(default_factory=dict)  # view name -> table
     frames: dict[str, DataFrame] = field(default_factory=dict)  # view name -> the frame registered
     dead_letters: list[Tapped] = field(default_factory=list)
+    changelog: ChangelogPlan | None = None
 
 
 @dataclass
 class BuiltJob:
-    output: DataFrame  # conformed to the target, metadata columns added
+    output: DataFrame  # conformed to the target, metadata columns added (a changelog query: its change stream)
     target: TableDef
     query: BuiltQuery
+    result: DataFrame | None = None  # the query's result conformed to the target, without metadata
 
 
 class _Sources:
@@ -82,6 +97,8 @@ class _Sources:
         view = view_name(table)
         if view in self.frames:
             return self.frames[view]
+        if table.changelog:
+            raise UserError.of("CHANGELOG_QUERY_NOT_SQL", table=table.name)
         earlier = self.reuse.sources.get(view) if self.reuse else None
         if self.reuse and earlier is not None and earlier.definition() == table.definition():
             # The same relation object for an unchanged table lets Spark compare two queries.
@@ -90,24 +107,60 @@ class _Sources:
             sources.require_source(table)
             frame = sources.stand_in(self.spark, table)
         else:
-            source = sources.open_source(self.spark, table, self.env, self.starts.get(MAIN, {}).get(table.name))
-            if table.can_dead_letter:
-                # Read once: the taps tell which micro-batches hold malformed records (jobs/deadletters.py).
-                index = len(self.dead_letters)
-                tapped = Tapped(
-                    source,
-                    sources.tap_marker(index, sources.ROWS_READ),
-                    sources.tap_marker(index, sources.ROWS_GOOD),
-                )
-                self.dead_letters.append(tapped)
-                good = tapped.source.good(sources.tap(source.rows, tapped.rows_read))
-                frame = sources.finish(sources.tap(good, tapped.rows_good), table)
-            else:
-                frame = sources.finish(source.good(source.rows), table)
+            frame = sources.finish(self._good_rows(table), table)
         frame.createOrReplaceTempView(view)
         self.frames[view] = frame
         self.tables[view] = table
         return frame
+
+    def _good_rows(self, table: TableDef) -> DataFrame:
+        """The table's readable records, read live; a table whose records can be malformed is tapped."""
+        source = sources.open_source(self.spark, table, self.env, self.starts.get(MAIN, {}).get(table.name))
+        if not table.can_dead_letter:
+            return source.good(source.rows)
+        # Read once: the taps tell which micro-batches hold malformed records (jobs/deadletters.py).
+        index = len(self.dead_letters)
+        tapped = Tapped(
+            source,
+            sources.tap_marker(index, sources.ROWS_READ),
+            sources.tap_marker(index, sources.ROWS_GOOD),
+        )
+        self.dead_letters.append(tapped)
+        good = tapped.source.good(sources.tap(source.rows, tapped.rows_read))
+        return sources.tap(good, tapped.rows_good)
+
+    def changes(self, table: TableDef) -> DataFrame:
+        """A changelog table's changes as a stream (``jobs/changelog/stream.py:rows``); its rows, as the query
+        reads them, are a batch view under the table's view name."""
+        view = view_name(table)
+        stream.table_view(self.spark, table).createOrReplaceTempView(view)
+        if not self.live:
+            sources.require_source(table)
+            frame = stream.stand_in_rows(sources.stand_in(self.spark, table), table)
+        else:
+            frame = stream.rows(self._good_rows(table), table)
+        self.frames[view] = frame
+        self.tables[view] = table
+        return frame
+
+    def bind_changelog(self, bound: BoundSql, where: Location) -> ChangelogPlan | None:
+        """The changelog plan of a query that reads changelog tables (None for one that reads none)."""
+        changing = [t for t in bound.tables.values() if t.changelog]
+        if not changing:
+            return None
+        growing = [t for t in bound.tables.values() if not t.changelog]
+        if growing:
+            raise UserError.of(
+                "CHANGELOG_MIXED",
+                file=where.file,
+                field=where.field,
+                line=where.line,
+                changing=", ".join(t.name for t in changing),
+                growing=", ".join(t.name for t in growing),
+            )
+        views = tuple(bound.tables.items())
+        frames = [self.changes(table) for _, table in views]
+        return ChangelogPlan(bound.text, stream.changes(frames), views)
 
     def bind_sql(self, sql: str, where: Location) -> BoundSql:
         bound = bind(self.spark, sql, self.catalog, where)
@@ -153,13 +206,20 @@ def build_query(
     so the two results can be compared with ``sameSemantics``.
     """
     registry = _Sources(spark, catalog, env, live, reuse, starts)
+    changelog = None
     if manifest.sql is not None:
         where = Location(file, "sql", line, manifest.sql)
-        bound = registry.bind_sql(manifest.sql, where)
+        bound = bind(spark, manifest.sql, catalog, where)
+        changelog = registry.bind_changelog(bound, where)
+        if changelog is None:
+            for table in bound.tables.values():
+                registry.register(table)
         result = analysed(lambda: spark.sql(bound.text), where, bound)
+        if changelog is not None:
+            refuse_nondeterministic(result, where)
     else:
         result = _run_code(spark, manifest, registry, file, line)
-    return BuiltQuery(result, dict(registry.tables), dict(registry.frames), registry.dead_letters)
+    return BuiltQuery(result, dict(registry.tables), dict(registry.frames), registry.dead_letters, changelog)
 
 
 def sql_preview_query(spark: SparkSession, sql: str, catalog: Catalog, env: Mapping[str, str]) -> BuiltQuery:
@@ -218,6 +278,37 @@ def _run_code(
     return analysed(lambda: output, where)
 
 
+# Functions whose value depends on when or where they run, not on the tables' rows: a changelog query's
+# result is recomputed every micro-batch, and would change with nothing changing in the tables.
+NONDETERMINISTIC = {
+    "CurrentTimestamp": "current_timestamp()",
+    "Now": "now()",
+    "CurrentDate": "current_date()",
+    "LocalTimestamp": "localtimestamp()",
+    "CurrentBatchTimestamp": "current_timestamp()",
+    "Rand": "rand()",
+    "Randn": "randn()",
+    "Uuid": "uuid()",
+    "Shuffle": "shuffle()",
+    "MonotonicallyIncreasingID": "monotonically_increasing_id()",
+    "SparkPartitionID": "spark_partition_id()",
+    "InputFileName": "input_file_name()",
+}
+
+
+def refuse_nondeterministic(result: DataFrame, where: Location) -> None:
+    """A changelog query must give the same result for the same rows: refuse functions that do not."""
+    found = sorted({NONDETERMINISTIC[name] for name in expression_classes(result) if name in NONDETERMINISTIC})
+    if found:
+        raise UserError.of(
+            "CHANGELOG_NONDETERMINISTIC",
+            file=where.file,
+            field=where.field,
+            line=where.line,
+            functions=", ".join(found),
+        )
+
+
 def build_job(
     spark: SparkSession,
     manifest: Manifest,
@@ -257,5 +348,9 @@ def build_job(
             "TARGET_IS_SOURCE", file=file, field="target-table", line=lines.get("target-table"), table=target.name
         )
     conformed = conform(query.result, target, file=file, field="target-table")
+    if query.changelog is not None:
+        check_target(target, file=file, line=lines.get("target-table"))
+        # The engine adds the metadata columns to the rows it writes (jobs/changelog/sinks.py).
+        return BuiltJob(query.changelog.stream, target, query, conformed)
     output = with_metadata(conformed, manifest) if live else conformed
-    return BuiltJob(output, target, query)
+    return BuiltJob(output, target, query, conformed)

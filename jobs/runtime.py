@@ -31,9 +31,13 @@ from pyspark.sql.streaming import StreamingQuery
 
 from jobs import batchtime, boundary, localfs, sources
 from jobs.build import BuiltJob
+from jobs.changelog import stream
+from jobs.changelog.engine import ChangelogQuery
+from jobs.changelog.sinks import change_sink
 from jobs.deadletters import OUTPUT_TAP, DeadLetterTable, Taps
 from jobs.jvm import frame_of, java_class, java_frame, java_query, jvm_of
 from jobs.sinks import OutputSink, Trigger, output_sink
+from jobs.target_schema import conform
 from runner.core import logs
 from runner.core.placeholders import resolved_options
 from runner.core.protocol.jobspec import JobSpec
@@ -103,7 +107,11 @@ class BatchWriter:
         if not self.dead_letters and not self.counting:
             return
         taps = Taps(execution.executedPlan(), self.tap_places)
-        written = 0 if replayed else (taps.rows(OUTPUT_TAP) or 0)
+        changes = self.sink.changes.last if self.sink.changes is not None else None
+        if changes is not None:
+            written = changes.upserts + changes.deletes if changes.written else 0
+        else:
+            written = 0 if replayed else (taps.rows(OUTPUT_TAP) or 0)
         dead = sum(table.set_aside(taps, batch_id, replayed=replayed) for table in self.dead_letters)
         with self.counts.lock:
             self.counts.written += written
@@ -116,7 +124,10 @@ class BatchWriter:
             return
         watermark = int(execution.offsetSeqMetadata().batchWatermarkMs())  # 0: none yet
         at = datetime.fromtimestamp(watermark / 1000, UTC).isoformat(timespec="milliseconds") if watermark else ""
-        log.info(f"batch {batch_id}: {written} rows written" + (f", watermark {at}" if at else ""), extra=label)
+        if changes is not None:
+            log.info(f"batch {batch_id}: {changes.summary()}", extra=label)
+        else:
+            log.info(f"batch {batch_id}: {written} rows written" + (f", watermark {at}" if at else ""), extra=label)
         if dead:
             log.info(f"batch {batch_id}: {dead} malformed records to the dead-letter location", extra=label)
 
@@ -150,7 +161,11 @@ def start(
             spark.conf.set(key, value)
     batchtime.install(spark, spec.manifest.name, spec.manifest.version)
     trigger = Trigger(interval=manifest.trigger_interval, available_now=spec.once)
-    sink = output_sink(sources.tap(built.output, OUTPUT_TAP), built.target, env, checkpoint=spec.checkpoint)
+    output = sources.tap(built.output, OUTPUT_TAP)
+    if built.query.changelog is not None:
+        sink = changelog_sink(spark, output, built, spec, env)
+    else:
+        sink = output_sink(output, built.target, env, checkpoint=spec.checkpoint, query=fence_name(spec))
     writer = BatchWriter(spark, sink, built, spec, counts, report=counts is not None and not spec.once)
     stream = (
         sink.frame.writeStream.queryName(query_name(spec))
@@ -161,6 +176,35 @@ def start(
     query = trigger.apply(stream).start()
     writer.bind(query)
     return [query]
+
+
+def fence_name(spec: JobSpec) -> str:
+    """The job's identity in a database's batch fence (``jobs/jdbc.py``): its name and version. A version's
+    batch ids run on across its restores (its checkpoint carries them); a new version starts from 0."""
+    return f"{spec.manifest.name}/v{spec.manifest.version}"
+
+
+def changelog_sink(
+    spark: SparkSession, output: DataFrame, built: BuiltJob, spec: JobSpec, env: Mapping[str, str]
+) -> OutputSink:
+    """A changelog query's sink: each micro-batch of changes goes through its engine (``jobs/changelog/``)."""
+    plan = built.query.changelog
+    assert plan is not None
+    target = built.target
+
+    def compute() -> DataFrame:
+        return conform(spark.sql(plan.sql), target, file=None, field="target-table")
+
+    engine = ChangelogQuery(
+        spark,
+        stream.sources(plan.stream, list(plan.views)),
+        compute,
+        target.primary_key,
+        compute().schema,
+        change_sink(spark, target, env, spec.manifest, fence_name(spec)),
+        spec.checkpoint,
+    )
+    return OutputSink(output, engine, "append", changes=engine)
 
 
 def _source_properties(built: BuiltJob, env: Mapping[str, str]) -> dict[str, str]:

@@ -17,12 +17,13 @@ import json
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter
 
-from jobs import kafka, kafka_check
+from jobs import jdbc, kafka, kafka_check
 from jobs.filesink import file_sink_writer
 from jobs.jvm import java_frame
 from jobs.sources import require_connector, require_s3, table_options
@@ -70,10 +71,14 @@ class OutputSink:
     # ``write`` only runs the batch's executed plan (Spark's file sink, the noop sink), so it can take the
     # micro-batch as Spark hands it to its own sinks (``jobs/runtime.py:streamed``).
     runs_plan: bool = False
+    changes: Any = None  # a changelog query's engine (jobs/changelog/engine.py), which says what each batch did
 
 
-def output_sink(frame: DataFrame, target: TableDef, env: Mapping[str, str], *, checkpoint: str) -> OutputSink:
-    """The sink that writes ``frame``'s micro-batches to ``target``."""
+def output_sink(
+    frame: DataFrame, target: TableDef, env: Mapping[str, str], *, checkpoint: str, query: str
+) -> OutputSink:
+    """The sink that writes ``frame``'s micro-batches to ``target``; ``query``: the job's identity in a
+    database's batch fence (``jobs/jdbc.py``)."""
     check_sink(target)
     spark = frame.sparkSession
     options = table_options(spark, target, env)
@@ -95,7 +100,17 @@ def output_sink(frame: DataFrame, target: TableDef, env: Mapping[str, str], *, c
             partition_by=target.partitioned_by,
         )
         return OutputSink(frame, writer, mode, writer.committed, runs_plan=True)
-    if connector == "kafka":
+    if connector == "jdbc":
+        db = jdbc.database(target, options)
+        writer = jdbc.Writer(target, db, query, jdbc.check_table(target, db))
+        columns = [F.col(f"`{c}`") for c in jdbc.output_columns(target)]
+        return OutputSink(
+            frame,
+            lambda batch, batch_id: writer.write(batch_id, batch.select(*columns).toLocalIterator()),
+            mode,
+            writer.committed,
+        )
+    if connector in ("kafka", "upsert-kafka"):
         require_connector(spark, target)
         kafka_check.check(spark, target, options)
         producer = kafka.sink_options(target, options)
@@ -118,8 +133,14 @@ def _discard(batch: DataFrame, _batch_id: int) -> None:
 def kafka_records(frame: DataFrame, target: TableDef) -> DataFrame:
     """``key`` (JSON of the primary key, or NULL) and ``value``: the whole row as JSON, or as Avro with the
     schema derived from the target's columns (``runner/core/avro.py``)."""
-    columns = [F.col(f"`{name}`") for name in frame.columns]
-    key = F.to_json(F.struct(*[F.col(f"`{k}`") for k in target.primary_key])) if target.primary_key else F.lit(None)
+    prefix = target.options.get("key.fields-prefix", "") if target.connector == "upsert-kafka" else ""
+    except_key = target.connector == "upsert-kafka" and target.options.get("value.fields-include") == "EXCEPT_KEY"
+    columns = [F.col(f"`{name}`") for name in frame.columns if not (except_key and name in target.primary_key)]
+    key = (
+        F.to_json(F.struct(*[F.col(f"`{k}`").alias(k.removeprefix(prefix)) for k in target.primary_key]))
+        if target.primary_key
+        else F.lit(None)
+    )
     if target.value_format == "avro":
         from pyspark.sql.avro.functions import to_avro
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from jobs import jdbc
 from jobs.build import BuiltJob, BuiltQuery, build_job
 from jobs.sinks import output_mode
 from runner.analysis import streaming
@@ -77,6 +78,8 @@ def analyse(
     problems = placeholders.job_problems(manifest.spark_properties, file, analysed.tables, env)
     if problems:
         raise UserError(problems)
+    if built.target.connector == "jdbc":  # the database's own table has what the job writes
+        jdbc.check_table(built.target, jdbc.database(built.target, placeholders.resolved_options(built.target, env)))
     return analysed
 
 

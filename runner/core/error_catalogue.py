@@ -130,6 +130,11 @@ _ENTRIES = (
         "table {table}: {kind} column '{column}' is not declared",
         "declare the column, or name one the table declares",
     ),
+    ErrorCode(
+        "DDL_CHANGELOG_WITHOUT_KEY",
+        "table {table}: {what} makes a table whose rows change, and it declares no PRIMARY KEY",
+        "declare PRIMARY KEY (<columns>) NOT ENFORCED: the runner keeps each key's current row",
+    ),
     ErrorCode("DDL_DUPLICATE_TABLE", "table {table} is also declared in {first}", "declare each table once"),
     ErrorCode("DDL_MISSING_CONNECTOR", "table {table}: WITH (...) has no 'connector'", "one of: {connectors}"),
     ErrorCode("DDL_UNKNOWN_CONNECTOR", "table {table}: unknown connector {connector!r}", "one of: {connectors}"),
@@ -174,6 +179,45 @@ _ENTRIES = (
         "build it from table(...) or sql(...) so it reads the streaming sources",
     ),
     ErrorCode("STREAMING_UNSUPPORTED", "cannot run as a stream in {mode} mode: {reason}", "{hint}"),
+    ErrorCode(
+        "CHANGELOG_QUERY_NOT_SQL",
+        "table {table}'s rows change (a changelog table): a query over it is written in SQL, not code",
+        "write the query as 'sql:' in the manifest",
+    ),
+    ErrorCode(
+        "CHANGELOG_MIXED",
+        "the query reads tables whose rows change ({changing}) together with tables that only grow ({growing})",
+        "declare the growing tables as changelog tables (a PRIMARY KEY and 'changelog-mode' = 'upsert'), or "
+        "split the query",
+    ),
+    ErrorCode(
+        "CHANGELOG_NONDETERMINISTIC",
+        "the query reads tables whose rows change and calls {functions}: its result would change with no change "
+        "in the tables",
+        "compute the value in the source (a column of the table), or drop the call",
+    ),
+    ErrorCode("CHANGELOG_TARGET_APPEND_ONLY", "target {table} cannot take updates and deletes: {reason}", "{hint}"),
+    ErrorCode(
+        "JDBC_UNREACHABLE",
+        "table {table}: cannot reach PostgreSQL at {where}: {reason}",
+        "check the 'url', that the database accepts connections from here, and the username and password",
+    ),
+    ErrorCode(
+        "JDBC_TABLE_MISSING",
+        "table {table}: the database has no table {where_db}",
+        "create it in the database (the declared columns and the six metadata columns), or fix 'table-name'",
+    ),
+    ErrorCode(
+        "JDBC_COLUMN_MISSING",
+        "table {table}: the database's {where_db} has no column {columns}",
+        "add the columns to the database table (metadata columns: __create_timestamp TIMESTAMP, __query_name TEXT, "
+        "__query_description TEXT, __query_id TEXT, __query_version INTEGER, __query_create_timestamp TIMESTAMP)",
+    ),
+    ErrorCode(
+        "JDBC_KEY_MISMATCH",
+        "table {table}: PRIMARY KEY ({key}) is not a key of the database's {where_db} (its keys: {keys})",
+        "declare the database table's primary key or a unique index on these columns: upserts need one",
+    ),
     ErrorCode("TARGET_IS_SOURCE", "the query reads its own target {table}", "write to a different table"),
     ErrorCode("TARGET_SCHEMA_MISMATCH", "{reason}", "{hint}"),
     ErrorCode(
@@ -184,12 +228,12 @@ _ENTRIES = (
     ErrorCode(
         "CONNECTOR_NOT_A_SINK",
         "table {table} uses connector '{connector}', which cannot be written",
-        "write to a filesystem, kafka, print or blackhole table",
+        "write to a filesystem, kafka, upsert-kafka, jdbc, print or blackhole table",
     ),
     ErrorCode(
         "SINK_PRIMARY_KEY_UNSUPPORTED",
         "target {table} declares a PRIMARY KEY, but file sinks are append-only",
-        "drop the PRIMARY KEY, or write to a kafka table for upserts",
+        "drop the PRIMARY KEY, or write to a jdbc, upsert-kafka or keyed kafka table for upserts",
     ),
     ErrorCode(
         "KAFKA_CONNECTOR_MISSING",

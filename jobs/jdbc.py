@@ -1,0 +1,293 @@
+"""The jdbc sink's database: PostgreSQL, written from the driver, one transaction per micro-batch.
+
+Each micro-batch's rows go to the table in one transaction that also records the
+query's batch id in a fence table (``sql_runner_batches``, created on first use in the
+target's schema). A batch whose id the fence already holds is skipped: a batch replayed
+after a crash writes nothing twice, and a crash before the commit leaves nothing of the
+batch. With a PRIMARY KEY rows are upserted (``INSERT ... ON CONFLICT (key) DO UPDATE``)
+and keys deleted; without one rows are appended.
+
+Rows travel with ``COPY`` into a temporary table, then one statement moves them: the
+cost per row is PostgreSQL's, not a round trip's. Spark's own JDBC writer commits per
+partition, so it could not make a micro-batch all or nothing; psycopg from the driver can.
+
+Secrets: ``username`` and ``password`` are placeholders resolved in the driver
+(``runner/core/placeholders.py``); they are passed to the driver library as arguments,
+never put in a URL, a log line or an error message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from urllib.parse import parse_qsl, urlsplit
+
+from runner.core.errors import UserError
+from runner.core.tables import METADATA_COLUMNS, TableDef
+
+FENCE_TABLE = "sql_runner_batches"
+
+
+@dataclass(frozen=True)
+class Database:
+    """Where a jdbc table is: connection settings (without secrets in any text) and the table's name."""
+
+    host: str
+    port: int
+    dbname: str
+    schema: str
+    table: str
+    user: str | None
+    password: str | None
+    params: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def where(self) -> str:
+        """For messages: host, port, database and table, no credentials."""
+        return f"{self.host}:{self.port}/{self.dbname} table {self.schema}.{self.table}"
+
+    def connect(self, *, timeout: int = 10):  # psycopg.Connection
+        import psycopg
+
+        settings = dict(self.params)
+        return psycopg.connect(
+            host=self.host,
+            port=self.port,
+            dbname=self.dbname,
+            user=self.user,
+            password=self.password,
+            connect_timeout=timeout,
+            application_name="sql-runner",
+            **settings,
+        )
+
+
+def database(target: TableDef, options: dict[str, str]) -> Database:
+    """The database of a jdbc table, from its resolved options."""
+    url = options["url"]
+    if not url.startswith("jdbc:postgresql://"):
+        raise UserError.of(
+            "DDL_INVALID_CONNECTOR_OPTION",
+            file=target.file,
+            line=target.line,
+            table=target.name,
+            reason="option 'url' is not a PostgreSQL JDBC URL",
+            hint="'jdbc:postgresql://<host>:<port>/<database>'",
+        )
+    parts = urlsplit(url.removeprefix("jdbc:"))
+    params = [(k, v) for k, v in parse_qsl(parts.query) if k in ("sslmode", "sslrootcert", "options")]
+    name = options["table-name"]
+    schema, _, table = name.rpartition(".")
+    return Database(
+        host=parts.hostname or "localhost",
+        port=parts.port or 5432,
+        dbname=parts.path.lstrip("/") or "postgres",
+        schema=schema or "public",
+        table=table,
+        user=options.get("username"),
+        password=options.get("password"),
+        params=tuple(params),
+    )
+
+
+def _identifier(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def qualified(db: Database) -> str:
+    return f"{_identifier(db.schema)}.{_identifier(db.table)}"
+
+
+def output_columns(target: TableDef) -> list[str]:
+    """The columns a jdbc target receives: its declared columns, then the metadata columns."""
+    metadata = [name for name, _ in METADATA_COLUMNS]
+    return [c.name for c in target.columns if not c.computed and c.name not in metadata] + metadata
+
+
+def unreachable(target: TableDef, db: Database, error: Exception) -> UserError:
+    said = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return UserError.of(
+        "JDBC_UNREACHABLE", file=target.file, line=target.line, table=target.name, where=db.where, reason=said
+    )
+
+
+def check_table(target: TableDef, db: Database) -> dict[str, str]:
+    """The database's own table has every column the target writes, and the target's PRIMARY KEY is a key of
+    it (upserts need one); raises a UserError naming what is missing. Names match as PostgreSQL folds them
+    (``accountId`` is the column ``accountid``, or ``"accountId"``): the declared name -> the database's."""
+    try:
+        with db.connect() as conn:
+            columns = {
+                row[0]
+                for row in conn.execute(
+                    "SELECT column_name FROM information_schema.columns WHERE table_schema = %s AND table_name = %s",
+                    (db.schema, db.table),
+                )
+            }
+            keys = _unique_keys(conn, db) if columns else []
+    except UserError:
+        raise
+    except Exception as error:  # noqa: BLE001 - psycopg's OperationalError and friends
+        raise unreachable(target, db, error) from None
+    where = {"file": target.file, "line": target.line, "table": target.name}
+    if not columns:
+        raise UserError.of("JDBC_TABLE_MISSING", where_db=db.where, **where)
+    names = {name: _match(name, columns) for name in output_columns(target)}
+    missing = [name for name, found in names.items() if found is None]
+    if missing:
+        raise UserError.of("JDBC_COLUMN_MISSING", where_db=db.where, columns=", ".join(missing), **where)
+    key = sorted(str(names[k]) for k in target.primary_key)
+    if target.primary_key and key not in [sorted(k) for k in keys]:
+        raise UserError.of(
+            "JDBC_KEY_MISMATCH",
+            where_db=db.where,
+            key=", ".join(target.primary_key),
+            keys="; ".join("(" + ", ".join(k) + ")" for k in keys) or "none",
+            **where,
+        )
+    return {name: str(found) for name, found in names.items()}
+
+
+def _match(name: str, columns: set[str]) -> str | None:
+    """The database column ``name`` denotes: itself, else the one equal but for case (if only one is)."""
+    if name in columns:
+        return name
+    same = [c for c in columns if c.lower() == name.lower()]
+    return same[0] if len(same) == 1 else None
+
+
+def _unique_keys(conn, db: Database) -> list[list[str]]:
+    """The column lists of the table's primary key and unique constraints or indexes."""
+    rows = conn.execute(
+        """
+        SELECT array_agg(a.attname ORDER BY k.ordinality)
+        FROM pg_index i
+        JOIN pg_class c ON c.oid = i.indrelid
+        JOIN pg_namespace n ON n.oid = c.relnamespace
+        CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ordinality)
+        JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum
+        WHERE n.nspname = %s AND c.relname = %s AND i.indisunique AND i.indpred IS NULL
+        GROUP BY i.indexrelid
+        """,
+        (db.schema, db.table),
+    ).fetchall()
+    return [list(row[0]) for row in rows]
+
+
+class Writer:
+    """Writes micro-batches to one table, each in one transaction fenced by the query's batch id."""
+
+    def __init__(self, target: TableDef, db: Database, query: str, names: dict[str, str]):
+        """``names``: each output column's name in the database (``check_table``)."""
+        self.target, self.db, self.query = target, db, query
+        self.columns = [names[c] for c in output_columns(target)]
+        self.key = [names[k] for k in target.primary_key]
+        self._conn = None
+
+    def _connection(self):
+        if self._conn is None or self._conn.closed:
+            try:
+                self._conn = self.db.connect()
+            except Exception as error:  # noqa: BLE001 - a clear error; the restart strategy retries
+                raise ConnectionError(f"PostgreSQL {self.db.where}: {_first_line(error)}") from None
+            self._conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {_identifier(self.db.schema)}.{FENCE_TABLE} "
+                "(query TEXT PRIMARY KEY, batch_id BIGINT NOT NULL, committed_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+            )
+            self._conn.commit()
+        return self._conn
+
+    def committed(self, batch_id: int) -> bool:
+        """The fence holds ``batch_id`` (or a later batch) of this query."""
+        conn = self._connection()
+        row = conn.execute(
+            f"SELECT batch_id FROM {_identifier(self.db.schema)}.{FENCE_TABLE} WHERE query = %s", (self.query,)
+        ).fetchone()
+        conn.rollback()
+        return row is not None and row[0] >= batch_id
+
+    def write(
+        self,
+        batch_id: int,
+        rows: Iterable[Sequence],
+        deleted_keys: Iterable[Sequence] = (),
+        *,
+        replace: bool = False,
+    ) -> bool:
+        """Write one micro-batch: ``rows`` (every output column) upserted or appended, ``deleted_keys`` (the
+        key columns) deleted, and with ``replace`` every other row removed first. False when the fence shows
+        the batch written already (nothing is written)."""
+        conn = self._connection()
+        try:
+            with conn.transaction():
+                fence = f"{_identifier(self.db.schema)}.{FENCE_TABLE}"
+                conn.execute(
+                    f"INSERT INTO {fence} (query, batch_id) VALUES (%s, -1) ON CONFLICT (query) DO NOTHING",
+                    (self.query,),
+                )
+                last = conn.execute(f"SELECT batch_id FROM {fence} WHERE query = %s FOR UPDATE", (self.query,))
+                (done,) = last.fetchone()
+                if done >= batch_id:
+                    return False
+                table = qualified(self.db)
+                if replace:
+                    conn.execute(f"DELETE FROM {table}")
+                self._delete(conn, table, deleted_keys)
+                self._insert(conn, table, rows)
+                conn.execute(
+                    f"UPDATE {fence} SET batch_id = %s, committed_at = now() WHERE query = %s", (batch_id, self.query)
+                )
+            return True
+        except Exception as error:
+            if conn.closed or conn.broken:
+                self._conn = None
+            raise ConnectionError(f"PostgreSQL {self.db.where}: {_first_line(error)}") from error
+
+    def _insert(self, conn, table: str, rows: Iterable[Sequence]) -> None:
+        names = ", ".join(_identifier(c) for c in self.columns)
+        if not self.key:
+            with conn.cursor().copy(f"COPY {table} ({names}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+            return
+        conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS sql_runner_upserts (LIKE {table}) ON COMMIT DELETE ROWS")
+        with conn.cursor().copy(f"COPY sql_runner_upserts ({names}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+        keys = ", ".join(_identifier(k) for k in self.key)
+        others = [c for c in self.columns if c not in self.key]
+        update = (
+            "DO UPDATE SET " + ", ".join(f"{_identifier(c)} = EXCLUDED.{_identifier(c)}" for c in others)
+            if others
+            else "DO NOTHING"
+        )
+        conn.execute(
+            f"INSERT INTO {table} ({names}) SELECT {names} FROM sql_runner_upserts ON CONFLICT ({keys}) {update}"
+        )
+
+    def _delete(self, conn, table: str, keys_rows: Iterable[Sequence]) -> None:
+        if not self.key:
+            return
+        rows = iter(keys_rows)
+        first = next(rows, None)
+        if first is None:
+            return
+        keys = ", ".join(_identifier(k) for k in self.key)
+        conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS sql_runner_deletes AS SELECT {keys} FROM {table} WITH NO DATA")
+        conn.execute("DELETE FROM sql_runner_deletes")
+        with conn.cursor().copy(f"COPY sql_runner_deletes ({keys}) FROM STDIN") as copy:
+            copy.write_row(first)
+            for row in rows:
+                copy.write_row(row)
+        match = " AND ".join(f"t.{_identifier(k)} IS NOT DISTINCT FROM d.{_identifier(k)}" for k in self.key)
+        conn.execute(f"DELETE FROM {table} t USING sql_runner_deletes d WHERE {match}")
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+def _first_line(error: BaseException) -> str:
+    said = str(error).strip()
+    return said.splitlines()[0] if said else type(error).__name__
