@@ -95,13 +95,16 @@ def compare(
         incompatible.append(Reason.of("TARGET_CHANGED", before=old.target_table, after=new.target_table))
     old_state, new_state = state_of(before), state_of(after)
     changed = not same_semantics or not same_schema or bool(changed_tables) or target_changed
-    if changed:
+    if changed and (before.query.changelog is not None or after.query.changelog is not None):
+        # Its state is the tables' rows and the last result; the result of another query is not the target's.
+        incompatible.append(Reason.of("CHANGELOG_QUERY_CHANGED"))
+    elif changed:
         incompatible.extend(_state_changes(old_state, new_state))
     return QueryDiff(
         changed=changed,
         state_compatible=not incompatible,
         reasons=tuple(reasons + incompatible),
-        held_state=bool(old_state.operators),
+        held_state=bool(old_state.operators) or before.query.changelog is not None,
     )
 
 

@@ -42,6 +42,10 @@ REASONS: dict[str, str] = {
     "STATE_CARRIES_OVER": "the change is state-compatible: the state carries over",
     "STATE_NOT_CARRIED": "state of v{version} cannot carry over: v{next} starts with clean state",
     "NOTHING_TO_CONTINUE": "v{version} left no state to continue from",
+    "CHANGELOG_REREAD": (
+        "changelog tables are read again from their startup position, not continued: the rows they hold are "
+        "state v{version} does not hand over"
+    ),
     "HELD_ROWS_LOST": (
         "rows v{version} still holds in its state (windows not yet closed, unmatched join rows) are emitted by "
         "neither version; on-query-change: reprocess recomputes them from the sources' startup position"
@@ -51,6 +55,10 @@ REASONS: dict[str, str] = {
     "OUTPUT_COLUMNS_CHANGED": "output columns changed: {before} -> {after}",
     "SOURCES_CHANGED": "sources changed: {before} -> {after}",
     "SOURCE_DEFINITION_CHANGED": "source table definition changed: {tables}",
+    "CHANGELOG_QUERY_CHANGED": (
+        "a query over changelog tables changed: its state (each key's current row, the last result) is rebuilt "
+        "from the tables' start, and the target's rows replaced by the new result"
+    ),
     "TARGET_CHANGED": "target changed: {before} -> {after}",
     "STATE_UNSURE": (
         "unsure whether the state carries over: the {which} query has {what}, which the runner cannot judge "

@@ -29,6 +29,7 @@ class Source:
 
     table: str  # `demo`.`card-transactions`
     connector: str  # kafka, filesystem, datagen
+    changelog: bool = False  # its rows change (runner/core/tables.py: TableDef.changelog)
 
 
 def kafka_topics(options: dict[str, str]) -> list[str]:

@@ -156,7 +156,7 @@ class Preparer:
         reuse = before.query if before is not None else None
         analysed = analyse(self.spark(), manifest, project.catalog, self.env, file=file, reuse=reuse)
         tables = analysed.tables
-        sources = tuple(Source(t.name, t.connector) for t in analysed.reads)
+        sources = tuple(Source(t.name, t.connector, bool(t.changelog)) for t in analysed.reads)
         diff = None
         if record is not None:
             if same_text(record, manifest, tables):

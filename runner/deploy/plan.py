@@ -213,6 +213,9 @@ def plan_one(name: str, desired: Desired | None, deployed: Deployed | None, obse
     if query_incompatible or new_version_keys or refused:
         version = deployed.version + 1
         policy = desired.manifest.on_query_change
+        if policy == "continue" and any(s.changelog for s in desired.sources):
+            policy = "reprocess"
+            reasons.append(Reason.of("CHANGELOG_REREAD", version=deployed.version))
         previous_state = StateRef("stop-savepoint", deployed.version) if running else _latest(observed)
         continue_from = previous_state if policy == "continue" else None
         reasons.append(Reason.of("STATE_NOT_CARRIED", version=deployed.version, next=version))
