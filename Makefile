@@ -10,7 +10,7 @@ CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 SOURCES := runner jobs infra demo tests bench
 
-.PHONY: run test bench lint venv jars kafka clean synth deploy-infra destroy-infra package package-lambda push-artifacts
+.PHONY: run test bench lint venv jars kafka postgres clean synth deploy-infra destroy-infra package package-lambda push-artifacts
 
 venv: $(STAMP)
 
@@ -23,6 +23,14 @@ jars: $(STAMP)
 # A Kafka broker on 127.0.0.1:9092 (KRaft, data in a temporary folder) until Ctrl-C, to try the Kafka tables.
 kafka: jars
 	@$(BIN)/python -m demo.kafka_broker $(if $(TOPICS),$(foreach t,$(TOPICS),--topic $(t)))
+
+# PostgreSQL's server for the jdbc tests and benchmarks (Debian's postgresql-15), installed where it is missing;
+# each test run starts a throwaway cluster of its own (demo/postgres_server.py).
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+postgres:
+	@test -x /usr/lib/postgresql/15/bin/pg_ctl || { \
+		echo "==> installing PostgreSQL 15 (Debian's postgresql-15)"; \
+		$(SUDO) apt-get update -q >/dev/null && $(SUDO) apt-get install -y -q postgresql-15 >/dev/null; }
 
 $(STAMP): pyproject.toml
 	@echo "==> preparing $(VENV) (first time: downloads pyspark, about 450 MB)"
@@ -44,7 +52,7 @@ run: jars
 
 # Two test processes share the two cores (a test mostly waits on its Spark jobs); the tests
 # marked `alone` time what they check, so they run afterwards, one at a time.
-test: jars $(CHECKOV_STAMP)
+test: jars postgres $(CHECKOV_STAMP)
 	@$(BIN)/ruff check $(SOURCES)
 	@$(BIN)/ruff format --check --quiet $(SOURCES)
 	@$(BIN)/python -m pytest -q -n 2 --dist worksteal -m "not alone"

@@ -51,6 +51,14 @@ def kafka():
     return shared_broker()
 
 
+@pytest.fixture(scope="session")
+def postgres():
+    """The test run's PostgreSQL server (one per run, shared by the test processes; tables per test)."""
+    from tests.services import shared_postgres
+
+    return shared_postgres()
+
+
 @pytest.fixture
 def topic(kafka, request):
     """A function making topics unique to the test: ``topic("in", partitions=3)``."""

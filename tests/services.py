@@ -1,4 +1,5 @@
-"""Servers shared by a whole test run: one Kafka broker, whichever of the test processes needs it first.
+"""Servers shared by a whole test run: one Kafka broker and one PostgreSQL server, each started by whichever
+of the test processes needs it first.
 
 ``make test`` runs the tests in two processes (pytest-xdist). The controlling process makes a run folder
 (``SQL_RUNNER_TEST_RUN``) before the workers start; a worker that needs the broker takes a lock in it and
@@ -18,6 +19,7 @@ import tempfile
 from pathlib import Path
 
 from demo.kafka_broker import KafkaBroker, KafkaClient
+from demo.postgres_server import PostgresServer
 
 RUN_ENV = "SQL_RUNNER_TEST_RUN"
 
@@ -58,11 +60,30 @@ def shared_broker() -> KafkaClient:
         return broker.client()
 
 
+def shared_postgres() -> PostgresServer:
+    """The run's PostgreSQL server, started now if no test process has started it yet."""
+    folder = _run_folder()
+    with open(folder / "postgres.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        record = folder / "postgres.json"
+        if record.exists():
+            known = json.loads(record.read_text())
+            return PostgresServer(known["port"], folder=Path(known["folder"]), password=known["password"])
+        server = PostgresServer().start()
+        record.touch(mode=0o600)
+        record.write_text(json.dumps({"port": server.port, "password": server.password, "folder": str(server.folder)}))
+        return server
+
+
 def stop_shared() -> None:
     """Stop what the run started and remove its folder (the controlling process, at the end)."""
     folder = os.environ.pop(RUN_ENV, None)
     if not folder:
         return
+    postgres = Path(folder) / "postgres.json"
+    if postgres.exists():
+        known = json.loads(postgres.read_text())
+        PostgresServer(known["port"], folder=Path(known["folder"])).stop()
     record = Path(folder) / "kafka.json"
     if record.exists():
         pid = json.loads(record.read_text())["pid"]
