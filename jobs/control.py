@@ -31,6 +31,7 @@ from typing import Any
 from pyspark.sql.streaming import StreamingQuery
 
 from jobs import boundary
+from jobs.changelog.engine import BatchOutcome, changelog_of
 from jobs.query import first_line
 from runner.core import logs
 from runner.core.bucket import Bucket, bucket_from
@@ -189,7 +190,10 @@ class JobControl:
             if not new:
                 return False
             self.published_batch = new[-1].batchId
-            self.publish(JobState.RUNNING, [progress_record(p) for p in new])
+            engine = changelog_of(queries[0])
+            self.publish(
+                JobState.RUNNING, [progress_record(p, engine.outcome(p.batchId) if engine else None) for p in new]
+            )
             return True
 
     def refused(self, reason: str) -> None:
@@ -326,10 +330,19 @@ def progress_since(query: StreamingQuery, published: int | None) -> list[Any]:
     return new
 
 
-def progress_record(progress: Any) -> BatchProgress:
-    """What the status shows of one micro-batch (a ``StreamingQueryProgress``)."""
+def progress_record(progress: Any, changes: BatchOutcome | None = None) -> BatchProgress:
+    """What the status shows of one micro-batch (a ``StreamingQueryProgress``; ``changes``: what a changelog
+    query's engine did in it). A source table's changes/s is its share of the batch's input rate."""
     event_time = progress.eventTime or {}
+    rates = None
+    if changes is not None:
+        total = sum(changes.changes.values())
+        rate = progress.inputRowsPerSecond or 0.0
+        rates = {table: (rate * n / total if total else 0.0) for table, n in changes.changes.items()}
     return BatchProgress(
+        changes=changes.changes if changes else None,
+        changes_per_second=rates,
+        keys=changes.keys if changes else None,
         batch=progress.batchId,
         timestamp=progress.timestamp,
         input_rows=progress.numInputRows,

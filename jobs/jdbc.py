@@ -178,8 +178,10 @@ class Writer:
     """Writes micro-batches to one table, each in one transaction fenced by the query's batch id."""
 
     def __init__(self, target: TableDef, db: Database, query: str, names: dict[str, str]):
-        """``names``: each output column's name in the database (``check_table``)."""
-        self.target, self.db, self.query = target, db, query
+        """``query``: the job's identity (``jobs/runtime.py:fence_name``); the fence keeps one batch id per
+        query and table. ``names``: each output column's name in the database (``check_table``)."""
+        self.target, self.db = target, db
+        self.query = f"{query} -> {db.schema}.{db.table}"
         self.columns = [names[c] for c in output_columns(target)]
         self.key = [names[k] for k in target.primary_key]
         self._conn = None

@@ -31,6 +31,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from jobs import batchtime, boundary, localfs, sources
 from jobs.build import BuiltJob
+from jobs.changelog import engine as changelog_engine
 from jobs.changelog import stream
 from jobs.changelog.engine import ChangelogQuery
 from jobs.changelog.sinks import change_sink
@@ -175,13 +176,17 @@ def start(
     )
     query = trigger.apply(stream).start()
     writer.bind(query)
+    if sink.changes is not None:
+        changelog_engine.attach(query, sink.changes)
     return [query]
 
 
 def fence_name(spec: JobSpec) -> str:
-    """The job's identity in a database's batch fence (``jobs/jdbc.py``): its name and version. A version's
-    batch ids run on across its restores (its checkpoint carries them); a new version starts from 0."""
-    return f"{spec.manifest.name}/v{spec.manifest.version}"
+    """The job's identity in a database's batch fence (``jobs/jdbc.py``): its name, query id and version. A
+    version's batch ids run on across its restores (its checkpoint carries them); a new version starts from 0."""
+    meta = spec.manifest.meta
+    query_id = meta.query_id if meta is not None else "-"
+    return f"{spec.manifest.name} {query_id} v{spec.manifest.version}"
 
 
 def changelog_sink(

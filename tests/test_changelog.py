@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from demo.kafka_broker import Message
 from jobs import runtime
 from jobs.build import build_job
 from runner.authoring.project import load_project
@@ -55,8 +56,46 @@ def pg_table(postgres):
     return make
 
 
-def test_count_by_account_follows_updates_and_deletes(spark, project: ProjectDir, postgres, pg_table, tmp_path):
-    table = pg_table("accountid TEXT, usercount BIGINT", "accountid")
+PG_TYPES = {"STRING": "TEXT", "BIGINT": "BIGINT"}
+
+
+class Target:
+    """A keyed target table of one kind (a PostgreSQL table or an upsert-kafka topic), and its rows as read back
+    from the database or the topic's compacted view."""
+
+    def __init__(self, kind: str, request):
+        self.kind, self.request = kind, request
+
+    def ddl(self, name: str, columns: list[tuple[str, str]], key: str) -> str:
+        declared = ", ".join(f"{n} {t}" for n, t in columns)
+        if self.kind == "jdbc":
+            postgres = self.request.getfixturevalue("postgres")
+            self.where = self.request.getfixturevalue("pg_table")(
+                ", ".join(f"{n.lower()} {PG_TYPES[t]}" for n, t in columns), key.lower()
+            )
+            self.read = lambda: postgres.execute(
+                f"SELECT {', '.join(n.lower() for n, _ in columns)} FROM {self.where} ORDER BY 1, 2"
+            )
+            options = (
+                f"'connector' = 'jdbc', 'url' = '{postgres.url}', 'table-name' = '{self.where}', "
+                "'username' = 'runner', 'password' = '${PG_PASSWORD}'"
+            )
+            self.env = {"PG_PASSWORD": postgres.password}
+        else:
+            kafka = self.request.getfixturevalue("kafka")
+            self.where = self.request.getfixturevalue("topic")("out")
+            self.read = lambda: sorted(tuple(v[n] for n, _ in columns) for v in compacted(kafka, self.where).values())
+            options = (
+                f"'connector' = 'upsert-kafka', 'topic' = '{self.where}', "
+                f"'properties.bootstrap.servers' = '{kafka.bootstrap}', 'key.format' = 'json', 'value.format' = 'json'"
+            )
+            self.env = {}
+        return f"CREATE TABLE {name} ({declared}{METADATA_DDL}, PRIMARY KEY ({key}) NOT ENFORCED) WITH ({options});"
+
+
+@pytest.mark.parametrize("sink", ["jdbc", "upsert-kafka"])
+def test_count_by_account_follows_updates_and_deletes(spark, project: ProjectDir, sink, request, tmp_path):
+    target = Target(sink, request)
     project.ddl(
         "tables",
         f"""
@@ -64,13 +103,8 @@ def test_count_by_account_follows_updates_and_deletes(spark, project: ProjectDir
           uid STRING, accountId STRING, id STRING, fullName STRING,
           PRIMARY KEY (uid) NOT ENFORCED
         ) WITH ('connector' = 'filesystem', 'path' = '{project.root}/data/users', 'format' = 'debezium-json');
-
-        CREATE TABLE user_count_by_account (
-          accountId STRING, userCount BIGINT{METADATA_DDL},
-          PRIMARY KEY (accountId) NOT ENFORCED
-        ) WITH ('connector' = 'jdbc', 'url' = '{postgres.url}', 'table-name' = '{table}',
-                'username' = 'runner', 'password' = '${{PG_PASSWORD}}');
-        """,
+        """
+        + target.ddl("user_count_by_account", [("accountId", "STRING"), ("userCount", "BIGINT")], "accountId"),
     )
     project.manifest(
         "user-count",
@@ -80,28 +114,22 @@ def test_count_by_account_follows_updates_and_deletes(spark, project: ProjectDir
         sql: SELECT accountId, COUNT(1) AS userCount FROM users GROUP BY accountId
         """,
     )
-    env = {"PG_PASSWORD": postgres.password}
     users = project.root / "data" / "users"
+    state = tmp_path / "state"
     debezium(
         users,
         "001",
         [{"op": "c", "after": user(u, u.split("-")[0])} for u in ("100-1", "100-2", "101-1", "101-2")]
         + [{"op": "u", "before": user("100-1", "100"), "after": user("100-1", "100", "renamed")}],
     )
-    run_changelog(spark, project, "user-count", tmp_path / "state", env)
-    rows = postgres.execute(f"SELECT accountid, usercount FROM {table} ORDER BY accountid")
-    assert rows == [("100", 2), ("101", 2)]
+    run_changelog(spark, project, "user-count", state, target.env)
+    assert target.read() == [("100", 2), ("101", 2)]  # the update replaces 100-1's row: not a third user
     debezium(users, "002", [{"op": "d", "before": user("101-2", "101")}])
-    run_changelog(spark, project, "user-count", tmp_path / "state", env)
-    assert postgres.execute(f"SELECT accountid, usercount FROM {table} ORDER BY accountid") == [
-        ("100", 2),
-        ("101", 1),
-    ]
+    run_changelog(spark, project, "user-count", state, target.env)
+    assert target.read() == [("100", 2), ("101", 1)]
     debezium(users, "003", [{"op": "d", "before": user("101-1", "101")}])
-    run_changelog(spark, project, "user-count", tmp_path / "state", env)
-    assert postgres.execute(f"SELECT accountid, usercount FROM {table} ORDER BY accountid") == [("100", 2)]
-    names = postgres.execute(f"SELECT DISTINCT __query_name FROM {table}")
-    assert names == [("user-count",)]
+    run_changelog(spark, project, "user-count", state, target.env)
+    assert target.read() == [("100", 2)]
 
 
 def upserts(folder: Path, name: str, rows: list[dict]) -> None:
@@ -109,8 +137,9 @@ def upserts(folder: Path, name: str, rows: list[dict]) -> None:
     (folder / f"{name}.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
-def test_three_table_left_join_follows_updates_and_deletes(spark, project: ProjectDir, postgres, pg_table, tmp_path):
-    table = pg_table("accountid TEXT, uid TEXT, favoritecolor TEXT, favoritecheese TEXT", "uid")
+@pytest.mark.parametrize("sink", ["jdbc", "upsert-kafka"])
+def test_three_table_left_join_follows_updates_and_deletes(spark, project: ProjectDir, sink, request, tmp_path):
+    target = Target(sink, request)
     data = project.root / "data"
     project.ddl(
         "tables",
@@ -125,13 +154,12 @@ def test_three_table_left_join_follows_updates_and_deletes(spark, project: Proje
 
         CREATE TABLE user_favorite_cheese (userUid STRING, favoriteCheese STRING, PRIMARY KEY (userUid) NOT ENFORCED)
         WITH ('connector' = 'filesystem', 'path' = '{data}/cheese', 'format' = 'json', 'changelog-mode' = 'upsert');
-
-        CREATE TABLE user_favorite_color_and_cheese (
-          accountId STRING, uid STRING, favoriteColor STRING, favoriteCheese STRING{METADATA_DDL},
-          PRIMARY KEY (uid) NOT ENFORCED
-        ) WITH ('connector' = 'jdbc', 'url' = '{postgres.url}', 'table-name' = '{table}',
-                'username' = 'runner', 'password' = '${{PG_PASSWORD}}');
-        """,
+        """
+        + target.ddl(
+            "user_favorite_color_and_cheese",
+            [("accountId", "STRING"), ("uid", "STRING"), ("favoriteColor", "STRING"), ("favoriteCheese", "STRING")],
+            "uid",
+        ),
     )
     project.manifest(
         "color-and-cheese",
@@ -145,25 +173,20 @@ def test_three_table_left_join_follows_updates_and_deletes(spark, project: Proje
           LEFT JOIN user_favorite_cheese ch ON u.uid = ch.userUid
         """,
     )
-    env = {"PG_PASSWORD": postgres.password}
     state = tmp_path / "state"
-
-    def rows() -> list[tuple]:
-        return postgres.execute(f"SELECT accountid, uid, favoritecolor, favoritecheese FROM {table} ORDER BY uid")
-
     debezium(data / "users", "001", [{"op": "c", "after": user("103-1", "103")}])
-    run_changelog(spark, project, "color-and-cheese", state, env)
-    assert rows() == [("103", "103-1", None, None)]
+    run_changelog(spark, project, "color-and-cheese", state, target.env)
+    assert target.read() == [("103", "103-1", None, None)]
     upserts(data / "color", "001", [{"userUid": "103-1", "favoriteColor": "blue"}])
     upserts(data / "cheese", "001", [{"userUid": "103-1", "favoriteCheese": "cheddar"}])
-    run_changelog(spark, project, "color-and-cheese", state, env)
-    assert rows() == [("103", "103-1", "blue", "cheddar")]
+    run_changelog(spark, project, "color-and-cheese", state, target.env)
+    assert target.read() == [("103", "103-1", "blue", "cheddar")]
     upserts(data / "cheese", "002", [{"userUid": "103-1", "favoriteCheese": "brie"}])
-    run_changelog(spark, project, "color-and-cheese", state, env)
-    assert rows() == [("103", "103-1", "blue", "brie")]
+    run_changelog(spark, project, "color-and-cheese", state, target.env)
+    assert target.read() == [("103", "103-1", "blue", "brie")]
     debezium(data / "users", "002", [{"op": "d", "before": user("103-1", "103")}])
-    run_changelog(spark, project, "color-and-cheese", state, env)
-    assert rows() == []
+    run_changelog(spark, project, "color-and-cheese", state, target.env)
+    assert target.read() == []
 
 
 def test_malformed_changes_are_set_aside_and_unknown_keys_upserted(
@@ -223,3 +246,77 @@ def test_malformed_changes_are_set_aside_and_unknown_keys_upserted(
         "debezium record has no op (c, r, u or d)",
         "malformed JSON: not a JSON object",
     ]
+
+
+def compacted(kafka, topic: str) -> dict[str, dict]:
+    """A keyed topic as a compacted view: each key's latest value, keys whose latest record is a tombstone gone."""
+    latest: dict[str, bytes | None] = {}
+    for record in kafka.records(topic):
+        assert record.key is not None, "every record of an upsert-kafka topic has a key"
+        latest[record.key.decode()] = record.value
+    return {key: json.loads(value) for key, value in latest.items() if value is not None}
+
+
+def test_upsert_kafka_tables_in_and_out(spark, project: ProjectDir, kafka, topic, tmp_path):
+    users, colors, out = topic("users", partitions=2), topic("colors"), topic("out")
+    bootstrap = kafka.bootstrap
+    project.ddl(
+        "tables",
+        f"""
+        CREATE TABLE users (
+          uid STRING, accountId STRING, id STRING, fullName STRING,
+          PRIMARY KEY (uid) NOT ENFORCED
+        ) WITH ('connector' = 'upsert-kafka', 'topic' = '{users}', 'properties.bootstrap.servers' = '{bootstrap}',
+                'key.format' = 'json', 'value.format' = 'json');
+
+        CREATE TABLE user_favorite_color (k_userUid STRING, favoriteColor STRING, PRIMARY KEY (k_userUid) NOT ENFORCED)
+        WITH ('connector' = 'upsert-kafka', 'topic' = '{colors}', 'properties.bootstrap.servers' = '{bootstrap}',
+              'key.format' = 'json', 'value.format' = 'json', 'key.fields-prefix' = 'k_',
+              'value.fields-include' = 'EXCEPT_KEY');
+
+        CREATE TABLE account_colors (
+          accountId STRING, users BIGINT, blue BIGINT{METADATA_DDL},
+          PRIMARY KEY (accountId) NOT ENFORCED
+        ) WITH ('connector' = 'upsert-kafka', 'topic' = '{out}', 'properties.bootstrap.servers' = '{bootstrap}',
+                'key.format' = 'json', 'value.format' = 'json');
+        """,
+    )
+    project.manifest(
+        "account-colors",
+        """
+        name: account-colors
+        target-table: account_colors
+        sql: |
+          SELECT u.accountId, COUNT(*) AS users, COUNT_IF(c.favoriteColor = 'blue') AS blue
+          FROM users u LEFT JOIN user_favorite_color c ON u.uid = c.k_userUid
+          GROUP BY u.accountId
+        """,
+    )
+
+    def key(uid: str) -> str:
+        return json.dumps({"uid": uid})
+
+    def row(uid: str) -> str:
+        return json.dumps(user(uid, uid.split("-")[0]))
+
+    kafka.produce(
+        users,
+        [Message(row(u), key=key(u), partition=i % 2) for i, u in enumerate(("100-1", "100-2", "101-1", "101-2"))],
+    )
+    kafka.produce(colors, [Message(json.dumps({"favoriteColor": "blue"}), key=json.dumps({"userUid": "100-1"}))])
+    state = tmp_path / "state"
+    run_changelog(spark, project, "account-colors", state, {})
+    view = compacted(kafka, out)
+    assert {k: (v["users"], v["blue"]) for k, v in view.items()} == {
+        json.dumps({"accountId": "100"}, separators=(",", ":")): (2, 1),
+        json.dumps({"accountId": "101"}, separators=(",", ":")): (2, 0),
+    }
+    # 101-2 deleted (tombstone), 100-2 turns blue, all of 101 goes: its key is a tombstone in the output
+    kafka.produce(users, [Message(None, key=key("101-2"), partition=1), Message(None, key=key("101-1"), partition=0)])
+    kafka.produce(colors, [Message(json.dumps({"favoriteColor": "blue"}), key=json.dumps({"userUid": "100-2"}))])
+    run_changelog(spark, project, "account-colors", state, {})
+    view = compacted(kafka, out)
+    assert {k: (v["users"], v["blue"]) for k, v in view.items()} == {
+        json.dumps({"accountId": "100"}, separators=(",", ":")): (2, 2),
+    }
+    assert all(v["__query_name"] == "account-colors" for v in view.values())

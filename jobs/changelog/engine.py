@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.streaming import StreamingQuery
 
 from jobs.change_records import DELETE, SEQ
 from jobs.changelog.state import StateStore, Version
@@ -88,12 +89,19 @@ class ChangelogQuery:
         self.result_schema, self.sink = result_schema, sink
         self.store = StateStore(spark, checkpoint)
         self.last: BatchOutcome | None = None
+        self._outcomes: dict[int, BatchOutcome] = {}
+
+    def outcome(self, batch_id: int) -> BatchOutcome | None:
+        """What micro-batch ``batch_id`` did, while it is among the recent ones."""
+        return self._outcomes.get(batch_id)
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         # The batch's rows in the order its partitions hold them: a file's lines in line order.
         batch = batch.withColumn(ORDER, F.monotonically_increasing_id()).persist()
         try:
-            self.last = self._apply(batch, batch_id)
+            self.last = self._outcomes[batch_id] = self._apply(batch, batch_id)
+            for old in [b for b in self._outcomes if b < batch_id - 100]:
+                del self._outcomes[old]
         finally:
             batch.unpersist()
 
@@ -144,6 +152,18 @@ class ChangelogQuery:
             deletes=counts.get("delete", 0),
             written=written,
         )
+
+
+_ATTRIBUTE = "_sql_runner_changelog"
+
+
+def attach(query: StreamingQuery, engine: ChangelogQuery) -> None:
+    """Keep a changelog query's engine with the query object ``jobs/runtime.py`` returns."""
+    setattr(query, _ATTRIBUTE, engine)
+
+
+def changelog_of(query: StreamingQuery) -> ChangelogQuery | None:
+    return getattr(query, _ATTRIBUTE, None)
 
 
 def _last_changes(batch: DataFrame, index: int, source: ChangelogSource) -> DataFrame:

@@ -30,6 +30,9 @@ from runner.core.errors import UserError
 from runner.core.manifest import Manifest
 from runner.core.tables import TableDef
 
+# A NULL column is written as null, as Flink's JSON format writes it (a reader tells it from a missing column).
+WITH_NULLS = {"ignoreNullFields": "false"}
+
 
 class ChangeSink(Protocol):
     def write(self, difference: DataFrame, batch_id: int, *, replace: bool) -> bool:
@@ -123,7 +126,7 @@ class KafkaChanges:
                 F.col("after").getField(n).alias(n) for n in after_names if not (except_key and n in target.primary_key)
             ]
             value = F.when(F.col(KIND) == "delete", F.lit(None).cast("string")).otherwise(
-                F.to_json(F.struct(*fields, *[F.col(m) for m in METADATA_NAMES]))
+                F.to_json(F.struct(*fields, *[F.col(m) for m in METADATA_NAMES]), WITH_NULLS)
             )
         else:
             op = F.when(F.col(KIND) == "insert", F.lit("c")).when(F.col(KIND) == "update", F.lit("u")).otherwise("d")
@@ -133,7 +136,8 @@ class KafkaChanges:
                     before.alias("before"),
                     F.when(F.col(KIND) == "delete", F.lit(None)).otherwise(after).alias("after"),
                     op.alias("op"),
-                )
+                ),
+                WITH_NULLS,
             )
         records = meta.select(key.alias("key"), value.alias("value"))
         records.write.format("kafka").options(**self.producer).save()

@@ -20,6 +20,8 @@ STATUS_COLUMNS = (
     "restarts",
     "last progress",
     "input rows/s",
+    "changes/s",
+    "keys held",
     "batch ms",
     "watermark",
     "latest savepoint",

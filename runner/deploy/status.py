@@ -11,6 +11,13 @@ from runner.state.store import Store
 from runner.targets.modes import Targets
 
 
+def _per_table(values: dict[str, Any] | None, shown) -> str | None:
+    """``users 12.5, colors 0.0``: one value per source table of a changelog query."""
+    if values is None:
+        return None
+    return ", ".join(f"{table} {shown(value)}" for table, value in values.items())
+
+
 def job_status(store: Store, targets: Targets, team: str, name: str) -> dict[str, Any]:
     """One deployed job's state: running, stopped, failed, not running or removed, with its progress."""
     record, _ = records.read_deployed(store.manifests, name)
@@ -43,6 +50,8 @@ def job_status(store: Store, targets: Targets, team: str, name: str) -> dict[str
         "restarts": mine.restarts if mine else 0,
         "last progress": progress.timestamp,
         "input rows/s": None if rate is None else round(rate, 1),
+        "changes/s": _per_table(progress.changes_per_second, lambda rate: round(rate, 1)),
+        "keys held": _per_table(progress.keys, lambda keys: keys),
         "batch ms": progress.batch_duration_ms,
         "watermark": progress.watermark,
         "latest savepoint": latest[-1].key.rstrip("/").rsplit("/", 1)[-1] if latest else None,

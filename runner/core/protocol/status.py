@@ -37,6 +37,10 @@ class BatchProgress(Part):
     processed_rows_per_second: float | None = None
     batch_duration_ms: int | None = None
     watermark: str | None = None
+    # A changelog query (jobs/changelog/): changes read per source table, their rate, and the keys each holds.
+    changes: dict[str, int] | None = None
+    changes_per_second: dict[str, float] | None = None
+    keys: dict[str, int] | None = None
 
 
 class JobStatus(Document):
