@@ -18,8 +18,9 @@ never put in a URL, a log line or an error message.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from runner.core.errors import UserError
@@ -208,17 +209,19 @@ class Writer:
         conn.rollback()
         return row is not None and row[0] >= batch_id
 
-    def write(
-        self,
-        batch_id: int,
-        rows: Iterable[Sequence],
-        deleted_keys: Iterable[Sequence] = (),
-        *,
-        replace: bool = False,
-    ) -> bool:
-        """Write one micro-batch: ``rows`` (every output column) upserted or appended, ``deleted_keys`` (the
-        key columns) deleted, and with ``replace`` every other row removed first. False when the fence shows
-        the batch written already (nothing is written)."""
+    def write(self, batch_id: int, rows: Iterable[Sequence]) -> bool:
+        """Write one micro-batch of an ordinary query: ``rows`` (every output column) upserted by the key, or
+        appended without one. False when the fence shows the batch written already (nothing is written)."""
+        return self._transaction(batch_id, lambda conn: self._copy_rows(conn, rows)) is not None
+
+    def write_changes(self, batch_id: int, changes: Iterable[Sequence], *, replace: bool) -> tuple[int, int] | None:
+        """Write one micro-batch of a changelog query: each change is its kind (insert, update, delete), then
+        every output column (a delete's key, the rest NULL). With ``replace`` every other row goes first (the
+        changes are the whole result). The number of upserts and deletes; None when the fence shows the batch
+        written already (nothing is written)."""
+        return self._transaction(batch_id, lambda conn: self._copy_changes(conn, changes, replace))
+
+    def _transaction(self, batch_id: int, body: Callable[[Any], Any]) -> Any:
         conn = self._connection()
         try:
             with conn.transaction():
@@ -230,32 +233,66 @@ class Writer:
                 last = conn.execute(f"SELECT batch_id FROM {fence} WHERE query = %s FOR UPDATE", (self.query,))
                 (done,) = last.fetchone()
                 if done >= batch_id:
-                    return False
-                table = qualified(self.db)
-                if replace:
-                    conn.execute(f"DELETE FROM {table}")
-                self._delete(conn, table, deleted_keys)
-                self._insert(conn, table, rows)
+                    return None
+                result = body(conn)
                 conn.execute(
                     f"UPDATE {fence} SET batch_id = %s, committed_at = now() WHERE query = %s", (batch_id, self.query)
                 )
-            return True
+            return result
         except Exception as error:
             if conn.closed or conn.broken:
                 self._conn = None
             raise ConnectionError(f"PostgreSQL {self.db.where}: {_first_line(error)}") from error
 
-    def _insert(self, conn, table: str, rows: Iterable[Sequence]) -> None:
+    def _staging(self, conn, name: str, *, kind: bool) -> None:
+        """A temporary table of the target's columns (no constraints: a delete's row is only its key)."""
+        table = qualified(self.db)
         names = ", ".join(_identifier(c) for c in self.columns)
-        if not self.key:
-            with conn.cursor().copy(f"COPY {table} ({names}) FROM STDIN") as copy:
-                for row in rows:
-                    copy.write_row(row)
-            return
-        conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS sql_runner_upserts (LIKE {table}) ON COMMIT DELETE ROWS")
-        with conn.cursor().copy(f"COPY sql_runner_upserts ({names}) FROM STDIN") as copy:
+        extra = "''::text AS __sql_runner_kind, " if kind else ""
+        conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {name} AS SELECT {extra}{names} FROM {table} WITH NO DATA")
+        conn.execute(f"TRUNCATE {name}")
+
+    def _copy_rows(self, conn, rows: Iterable[Sequence]) -> int:
+        table = qualified(self.db)
+        names = ", ".join(_identifier(c) for c in self.columns)
+        count = 0
+        target = table if not self.key else "sql_runner_rows"
+        if self.key:
+            self._staging(conn, "sql_runner_rows", kind=False)
+        with conn.cursor().copy(f"COPY {target} ({names}) FROM STDIN") as copy:
             for row in rows:
                 copy.write_row(row)
+                count += 1
+        if self.key:
+            self._upsert(conn, "sql_runner_rows", "TRUE")
+        return count
+
+    def _copy_changes(self, conn, changes: Iterable[Sequence], replace: bool) -> tuple[int, int]:
+        table = qualified(self.db)
+        names = ", ".join(_identifier(c) for c in self.columns)
+        self._staging(conn, "sql_runner_changes", kind=True)
+        deletes = upserts = 0
+        with conn.cursor().copy(f"COPY sql_runner_changes (__sql_runner_kind, {names}) FROM STDIN") as copy:
+            for change in changes:
+                copy.write_row(change)
+                if change[0] == "delete":
+                    deletes += 1
+                else:
+                    upserts += 1
+        if replace:
+            conn.execute(f"DELETE FROM {table}")
+        elif deletes:
+            match = " AND ".join(f"t.{_identifier(k)} IS NOT DISTINCT FROM d.{_identifier(k)}" for k in self.key)
+            conn.execute(
+                f"DELETE FROM {table} t USING sql_runner_changes d WHERE d.__sql_runner_kind = 'delete' AND {match}"
+            )
+        if upserts:
+            self._upsert(conn, "sql_runner_changes", "__sql_runner_kind <> 'delete'")
+        return upserts, deletes
+
+    def _upsert(self, conn, staged: str, which: str) -> None:
+        table = qualified(self.db)
+        names = ", ".join(_identifier(c) for c in self.columns)
         keys = ", ".join(_identifier(k) for k in self.key)
         others = [c for c in self.columns if c not in self.key]
         update = (
@@ -264,25 +301,8 @@ class Writer:
             else "DO NOTHING"
         )
         conn.execute(
-            f"INSERT INTO {table} ({names}) SELECT {names} FROM sql_runner_upserts ON CONFLICT ({keys}) {update}"
+            f"INSERT INTO {table} ({names}) SELECT {names} FROM {staged} WHERE {which} ON CONFLICT ({keys}) {update}"
         )
-
-    def _delete(self, conn, table: str, keys_rows: Iterable[Sequence]) -> None:
-        if not self.key:
-            return
-        rows = iter(keys_rows)
-        first = next(rows, None)
-        if first is None:
-            return
-        keys = ", ".join(_identifier(k) for k in self.key)
-        conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS sql_runner_deletes AS SELECT {keys} FROM {table} WITH NO DATA")
-        conn.execute("DELETE FROM sql_runner_deletes")
-        with conn.cursor().copy(f"COPY sql_runner_deletes ({keys}) FROM STDIN") as copy:
-            copy.write_row(first)
-            for row in rows:
-                copy.write_row(row)
-        match = " AND ".join(f"t.{_identifier(k)} IS NOT DISTINCT FROM d.{_identifier(k)}" for k in self.key)
-        conn.execute(f"DELETE FROM {table} t USING sql_runner_deletes d WHERE {match}")
 
     def close(self) -> None:
         if self._conn is not None:

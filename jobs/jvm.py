@@ -8,12 +8,14 @@ Everything else goes through these functions, so a change of pyspark's private a
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from functools import reduce
 from typing import Any
 
 import pyspark
 from pyspark import SparkContext
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from runner.core.errors import UserError
@@ -144,3 +146,18 @@ def expression_classes(frame: DataFrame) -> set[str]:
 
     visit_plan(analysed_plan(frame))
     return names
+
+
+def observed(observation: Observation, fallback: Callable[[], dict[str, Any]], timeout: float = 10.0) -> dict[str, Any]:
+    """The metrics ``observation`` collected in the action just run, or ``fallback()`` when Spark did not
+    report them within ``timeout`` seconds (an action whose inner plan reports none, such as the Kafka
+    writer's): never waits for ever, as ``Observation.get`` would."""
+    java = getattr(observation, "_jo", None)
+    deadline = time.monotonic() + timeout
+    while java is not None:
+        found = java.getOrEmpty()  # waits up to 100 ms
+        if found.size() > 0:
+            return {key: found.apply(key) for key in scala_list(found.keys())}
+        if time.monotonic() > deadline:
+            break
+    return fallback()

@@ -24,13 +24,14 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.streaming import StreamingQuery
 
 from jobs.change_records import DELETE, SEQ
 from jobs.changelog.state import StateStore, Version
+from jobs.jvm import observed
 from runner.core.tables import TableDef
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,7 @@ log = logging.getLogger(__name__)
 SOURCE = "__sql_runner_source"
 KIND = "__sql_runner_kind"  # insert, update, delete
 ORDER = "__sql_runner_order"
+COUNT = "__sql_runner_count"
 
 
 def row_column(index: int) -> str:
@@ -106,6 +108,9 @@ class ChangelogQuery:
             batch.unpersist()
 
     def _apply(self, batch: DataFrame, batch_id: int) -> BatchOutcome:
+        """Each Spark job costs a fixed time whatever its size, so a micro-batch runs few: the count of each
+        source's changes (which also caches the batch), one write per changed source, one of the result, and
+        the sink's. Keys held and duplicate keys are observed while those jobs run."""
         previous = self.store.latest_before(batch_id)
         counted = {row[0]: row[1] for row in batch.groupBy(SOURCE).count().collect()}
         tables: dict[str, str] = {}
@@ -114,43 +119,43 @@ class ChangelogQuery:
         for index, source in enumerate(self.sources):
             slot = str(index)
             earlier = previous.tables.get(slot) if previous else None
-            old = self.store.read(earlier, source.schema) if earlier else self.store.empty(source.schema)
             read = counted.get(index, 0)
             changes[source.table.name] = read
-            if read == 0 and earlier:
-                tables[slot] = earlier
-                keys[slot] = previous.keys.get(slot, 0) if previous else 0
+            if read == 0 and earlier and previous:
+                tables[slot], keys[slot] = earlier, previous.keys.get(slot, 0)
             else:
+                old = self.store.read(earlier, source.schema) if earlier else self.store.empty(source.schema)
+                held = Observation()
                 rows = _apply_changes(old, _last_changes(batch, index, source), source)
                 folder = self.store.folder(batch_id, f"t{index}")
-                rows = self.store.write(rows, folder)
+                written = self.store.write(rows.observe(held, F.count(F.lit(1)).alias("rows")), folder)
                 tables[slot] = folder
-                keys[slot] = rows.count()
-            current = self.store.read(tables[slot], source.schema)
-            current.createOrReplaceTempView(source.view)
-        result = self.store.write(self.compute(), self.store.folder(batch_id, "result"))
+                keys[slot] = int(observed(held, lambda frame=written: {"rows": frame.count()})["rows"])
+            self.store.read(tables[slot], source.schema).createOrReplaceTempView(source.view)
+        result = self.compute()
+        if self.key:
+            duplicates = Observation()
+            per_key = F.count(F.lit(1)).over(Window.partitionBy(*[F.col(f"`{k}`") for k in self.key]))
+            counted_keys = result.withColumn(COUNT, per_key).observe(duplicates, F.max(COUNT).alias("most"))
+            result = self.store.write(counted_keys.drop(COUNT), self.store.folder(batch_id, "result"))
+            _refuse_duplicates(
+                observed(duplicates, lambda: {"most": _most_per_key(result, self.key)})["most"], self.key
+            )
+        else:
+            result = self.store.write(result, self.store.folder(batch_id, "result"))
         before = (
             self.store.read(previous.result, self.result_schema) if previous else self.store.empty(self.result_schema)
         )
-        if self.key:
-            _check_unique(result, self.key)
-            difference = keyed_difference(before, result, self.key)
-        else:
-            difference = multiset_difference(before, result)
-        difference = difference.persist()
-        try:
-            counts = {row[0]: row[1] for row in difference.groupBy(KIND).count().collect()}
-            written = self.sink.write(difference, batch_id, replace=previous is None)
-        finally:
-            difference.unpersist()
+        difference = keyed_difference(before, result, self.key) if self.key else multiset_difference(before, result)
+        written = self.sink.write(difference, batch_id, replace=previous is None)
         version = Version(batch_id, tables, self.store.folder(batch_id, "result"), keys)
         self.store.commit(version)
         return BatchOutcome(
             changes,
             {s.table.name: keys[str(i)] for i, s in enumerate(self.sources)},
-            upserts=counts.get("insert", 0) + counts.get("update", 0),
-            deletes=counts.get("delete", 0),
-            written=written,
+            upserts=written.upserts if written else 0,
+            deletes=written.deletes if written else 0,
+            written=written is not None,
         )
 
 
@@ -185,13 +190,18 @@ def _apply_changes(old: DataFrame, last: DataFrame, source: ChangelogSource) -> 
     return kept.unionByName(added)
 
 
-def _check_unique(result: DataFrame, key: tuple[str, ...]) -> None:
-    duplicate = result.groupBy(*[F.col(f"`{k}`") for k in key]).count().where("count > 1").limit(1).collect()
-    if duplicate:
-        values = ", ".join(f"{k} = {duplicate[0][i]!r}" for i, k in enumerate(key))
+def _most_per_key(result: DataFrame, key: tuple[str, ...]) -> int | None:
+    found = result.groupBy(*[F.col(f"`{k}`") for k in key]).count().agg(F.max("count")).collect()
+    return found[0][0] if found else None
+
+
+def _refuse_duplicates(most: int | None, key: tuple[str, ...]) -> None:
+    """A keyed target holds one row per key: a result with more fails the micro-batch (before anything is
+    written), rather than leave the target with one of them."""
+    if most is not None and most > 1:
         raise ValueError(
-            f"the query gives {duplicate[0]['count']} rows for one key of the target's PRIMARY KEY ({values}); "
-            "a keyed target holds one row per key: group by the key, or declare the key the query's rows have"
+            f"the query gives {most} rows for one value of the target's PRIMARY KEY ({', '.join(key)}); a keyed "
+            "target holds one row per key: group by the key, or declare the key the query's rows have"
         )
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Protocol
 
 from pyspark.sql import DataFrame, SparkSession
@@ -34,10 +35,23 @@ from runner.core.tables import TableDef
 WITH_NULLS = {"ignoreNullFields": "false"}
 
 
+@dataclass(frozen=True)
+class Written:
+    upserts: int  # rows inserted or updated
+    deletes: int  # keys (or rows) deleted
+
+
 class ChangeSink(Protocol):
-    def write(self, difference: DataFrame, batch_id: int, *, replace: bool) -> bool:
-        """Write a micro-batch's difference (KIND, ``before``, ``after``); False when the sink held it already."""
+    def write(self, difference: DataFrame, batch_id: int, *, replace: bool) -> Written | None:
+        """Write a micro-batch's difference (KIND, ``before``, ``after``); None when the sink held it already.
+        ``replace``: the first micro-batch of a query without state (the difference is its whole result)."""
         ...
+
+
+def _kinds(difference: DataFrame) -> Written:
+    counts = {row[0]: row[1] for row in difference.groupBy(KIND).count().collect()}
+    deletes = counts.get("delete", 0)
+    return Written(sum(counts.values()) - deletes, deletes)
 
 
 def check_target(target: TableDef, *, file: str | None = None, line: int | None = None) -> None:
@@ -82,21 +96,22 @@ def change_sink(
     return Discard()
 
 
-def _after(difference: DataFrame, manifest: Manifest) -> DataFrame:
-    """The rows inserted or updated, with the metadata columns."""
-    return with_metadata(difference.where(F.col(KIND) != "delete").select("after.*"), manifest)
-
-
 class JdbcChanges:
     def __init__(self, writer: jdbc.Writer, target: TableDef, manifest: Manifest):
         self.writer, self.target, self.manifest = writer, target, manifest
 
-    def write(self, difference: DataFrame, batch_id: int, *, replace: bool) -> bool:
-        rows = _after(difference, self.manifest).select(*[F.col(f"`{c}`") for c in jdbc.output_columns(self.target)])
-        keys = difference.where(F.col(KIND) == "delete").select(
-            *[F.col("before").getField(k).alias(k) for k in self.target.primary_key]
+    def write(self, difference: DataFrame, batch_id: int, *, replace: bool) -> Written | None:
+        """One pass over the difference: each change is its kind and the output columns (a delete's key from
+        its ``before`` row, the rest NULL)."""
+        deleted = F.col(KIND) == "delete"
+        image = F.when(deleted, F.col("before")).otherwise(F.col("after"))
+        names = difference.schema["after"].dataType.fieldNames()
+        rows = with_metadata(
+            difference.select(F.col(KIND), *[image.getField(n).alias(n) for n in names]), self.manifest
         )
-        return self.writer.write(batch_id, rows.toLocalIterator(), keys.toLocalIterator(), replace=replace)
+        columns = [F.col(KIND), *[F.col(f"`{c}`") for c in jdbc.output_columns(self.target)]]
+        counted = self.writer.write_changes(batch_id, rows.select(*columns).toLocalIterator(), replace=replace)
+        return Written(*counted) if counted is not None else None
 
 
 class KafkaChanges:
@@ -105,8 +120,15 @@ class KafkaChanges:
     def __init__(self, target: TableDef, manifest: Manifest, producer: dict[str, str]):
         self.target, self.manifest, self.producer = target, manifest, producer
 
-    def write(self, difference: DataFrame, batch_id: int, *, replace: bool) -> bool:
+    def write(self, difference: DataFrame, batch_id: int, *, replace: bool) -> Written | None:
         del batch_id, replace  # a replayed batch writes the same values again: the keyed topic ends the same
+        difference = difference.persist()
+        try:
+            return self._write(difference)
+        finally:
+            difference.unpersist()
+
+    def _write(self, difference: DataFrame) -> Written:
         target = self.target
         prefix = target.options.get("key.fields-prefix", "") if target.connector == "upsert-kafka" else ""
         image = F.when(F.col(KIND) == "delete", F.col("before")).otherwise(F.col("after"))
@@ -141,16 +163,17 @@ class KafkaChanges:
             )
         records = meta.select(key.alias("key"), value.alias("value"))
         records.write.format("kafka").options(**self.producer).save()
-        return True
+        return _kinds(difference)
 
 
 class PrintChanges:
     def __init__(self, identifier: str, max_rows: int):
         self.identifier, self.max_rows = identifier, max_rows
 
-    def write(self, difference: DataFrame, batch_id: int, *, replace: bool) -> bool:
+    def write(self, difference: DataFrame, batch_id: int, *, replace: bool) -> Written | None:
         del replace
-        rows = difference.limit(self.max_rows + 1).collect()
+        rows = difference.collect()
+        deletes = sum(1 for row in rows if row[KIND] == "delete")
         for row in rows[: self.max_rows]:
             for sign, image in _signs(row[KIND], row["before"], row["after"]):
                 values = ", ".join("NULL" if v is None else str(v) for v in image)
@@ -158,7 +181,7 @@ class PrintChanges:
         if len(rows) > self.max_rows:
             sys.stdout.write(f"{self.identifier}> ... batch {batch_id} has more changes (print.max-rows)\n")
         sys.stdout.flush()
-        return True
+        return Written(len(rows) - deletes, deletes)
 
 
 def _signs(kind: str, before, after) -> list[tuple[str, object]]:
@@ -170,6 +193,6 @@ def _signs(kind: str, before, after) -> list[tuple[str, object]]:
 
 
 class Discard:
-    def write(self, difference: DataFrame, batch_id: int, *, replace: bool) -> bool:
-        del difference, batch_id, replace
-        return True
+    def write(self, difference: DataFrame, batch_id: int, *, replace: bool) -> Written | None:
+        del batch_id, replace
+        return _kinds(difference)

@@ -80,7 +80,7 @@ class StateStore:
     def write(self, frame: DataFrame, relative: str) -> DataFrame:
         """Write ``frame`` to ``relative`` (replacing what a crashed attempt left there) and read it back."""
         path = f"{self.root}/{relative}"
-        frame.write.mode("overwrite").parquet(path)
+        frame.write.mode("overwrite").option("compression", "lz4").parquet(path)
         return self.spark.read.schema(frame.schema).parquet(path)
 
     def empty(self, schema: T.StructType) -> DataFrame:
