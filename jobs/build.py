@@ -61,6 +61,7 @@ class BuiltQuery:
     frames: dict[str, DataFrame] = field(default_factory=dict)  # view name -> the frame registered
     dead_letters: list[Tapped] = field(default_factory=list)
     changelog: ChangelogPlan | None = None
+    views: dict[str, DataFrame] = field(default_factory=dict)  # a changelog query: view name -> its batch rows
 
 
 @dataclass
@@ -92,6 +93,7 @@ class _Sources:
         self.frames: dict[str, DataFrame] = {}
         self.tables: dict[str, TableDef] = {}
         self.dead_letters: list[Tapped] = []
+        self.views: dict[str, DataFrame] = {}
 
     def register(self, table: TableDef) -> DataFrame:
         view = view_name(table)
@@ -133,7 +135,18 @@ class _Sources:
         """A changelog table's changes as a stream (``jobs/changelog/stream.py:rows``); its rows, as the query
         reads them, are a batch view under the table's view name."""
         view = view_name(table)
-        stream.table_view(self.spark, table).createOrReplaceTempView(view)
+        earlier = self.reuse.sources.get(view) if self.reuse else None
+        if (
+            self.reuse
+            and earlier is not None
+            and earlier.definition() == table.definition()
+            and view in self.reuse.views
+        ):
+            rows = self.reuse.views[view]  # the same relation object: Spark can compare the two queries
+        else:
+            rows = stream.table_view(self.spark, table)
+        rows.createOrReplaceTempView(view)
+        self.views[view] = rows
         if not self.live:
             sources.require_source(table)
             frame = stream.stand_in_rows(sources.stand_in(self.spark, table), table)
@@ -219,7 +232,9 @@ def build_query(
             refuse_nondeterministic(result, where)
     else:
         result = _run_code(spark, manifest, registry, file, line)
-    return BuiltQuery(result, dict(registry.tables), dict(registry.frames), registry.dead_letters, changelog)
+    return BuiltQuery(
+        result, dict(registry.tables), dict(registry.frames), registry.dead_letters, changelog, dict(registry.views)
+    )
 
 
 def sql_preview_query(spark: SparkSession, sql: str, catalog: Catalog, env: Mapping[str, str]) -> BuiltQuery:

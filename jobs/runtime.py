@@ -20,6 +20,7 @@ only ever find nothing to check (``NO_READER_PUSHDOWN``).
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -197,12 +198,22 @@ def changelog_sink(
     assert plan is not None
     target = built.target
 
-    def compute() -> DataFrame:
-        return conform(spark.sql(plan.sql), target, file=None, field="target-table")
+    # Views of this query's own: a session runs many queries in one Spark session, and two queries over the same
+    # table hold its rows at different micro-batches.
+    suffix = re.sub(r"[^a-zA-Z0-9]+", "_", f"{spec.manifest.name}_v{spec.manifest.version}")
+    views = [(view, f"{view}_{suffix}", table) for view, table in plan.views]
+    sql = plan.sql
+    for view, own, _table in views:
+        sql = sql.replace(f"`{view}`", f"`{own}`")
 
+    def compute() -> DataFrame:
+        return conform(spark.sql(sql), target, file=None, field="target-table")
+
+    for _view, own, table in views:
+        stream.table_view(spark, table).createOrReplaceTempView(own)
     engine = ChangelogQuery(
         spark,
-        stream.sources(plan.stream, list(plan.views)),
+        stream.sources(plan.stream, [(own, table) for _view, own, table in views]),
         compute,
         target.primary_key,
         compute().schema,

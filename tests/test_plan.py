@@ -112,6 +112,16 @@ def test_reprocess_policy_reads_from_the_startup_position():
     assert "reprocess" in action.sources[0].detail
 
 
+def test_a_changed_changelog_query_reads_its_tables_again_rather_than_continue():
+    changelog = (Source("`users`", "kafka", changelog=True),)
+    rebuilt = QueryDiff(changed=True, state_compatible=False, reasons=(Reason.of("CHANGELOG_QUERY_CHANGED"),))
+    action = plan_one("job", desired(rebuilt, sources=changelog), deployed(sources=changelog), RUNNING)
+    assert action.kind == "start" and action.version == 2 and action.continue_from is None
+    assert [s.how for s in action.sources] == ["startup-position"]
+    assert Reason.of("CHANGELOG_REREAD", version=1) in action.reasons
+    assert "CHANGELOG_REREAD" not in codes(plan_one("job", desired(INCOMPATIBLE), deployed(), RUNNING).reasons)
+
+
 def test_a_source_new_in_this_version_starts_at_its_startup_position():
     action = plan_one("job", desired(INCOMPATIBLE, sources=(KAFKA, FILES)), deployed(sources=(KAFKA,)), RUNNING)
     hows = {s.table: (s.how, s.detail) for s in action.sources}

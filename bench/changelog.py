@@ -1,0 +1,279 @@
+"""Changes per second through a changelog query into PostgreSQL, beside a hand-written PySpark job.
+
+    .venv/bin/python bench/changelog.py [--keys 1000000] [--changes 200000] [--rounds 3]
+
+The query is the user count per account, ``SELECT accountId, COUNT(*) FROM users GROUP BY accountId``,
+over a debezium-json table of ``--keys`` users in ``--keys / 10`` accounts, into a keyed PostgreSQL table.
+Both sides are long-running jobs (``bench/steady.py``) fed the same files: a warm-up tranche inserts every
+user, then each round hands over ``--changes`` changes (updates that move a user to another account,
+deletes, inserts of users deleted before), mixed at random. A side's figure is the round's changes over its
+micro-batches' time.
+
+- ours: ``sql-runner run`` of the manifest (``jobs/changelog/``: each user's row kept in the checkpoint,
+  the query recomputed over them every micro-batch, the difference written in one transaction with the
+  batch id);
+- by hand: what an engineer would write with Spark and PostgreSQL alone: ``foreachBatch`` takes each
+  user's last change, and in one transaction (with the same batch-id fence) stages them with ``COPY``,
+  finds the accounts touched, applies the changes to a ``users`` table in PostgreSQL (indexed by account)
+  and recounts those accounts into the target (``MERGE``-like upsert and delete). Its state is in the
+  database.
+
+Memory per million keys: each side's processes' resident memory at the end of the rounds (the JVM, its
+Python driver and workers), and the state each keeps on disk (ours: the users' Parquet in the checkpoint;
+by hand: the ``users`` table and its index), both divided by the millions of keys. At the end both targets
+are compared with the counts the changes leave; a difference fails the benchmark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench import results, steady  # noqa: E402
+from bench.overhead import METADATA, PRINT_PROGRESS, hand_written_submit  # noqa: E402
+from demo.postgres_server import PostgresServer  # noqa: E402
+
+TRIGGER = "1 second"
+PG_METADATA = (
+    "__create_timestamp TIMESTAMP, __query_name TEXT, __query_description TEXT, __query_id TEXT, "
+    "__query_version INTEGER, __query_create_timestamp TIMESTAMP"
+)
+FILES = 4  # per tranche: Spark reads them in parallel
+
+HANDWRITTEN = (
+    """
+import json, os, sys, time, uuid
+from datetime import datetime
+import psycopg
+from pyspark.sql import SparkSession, Window, functions as F
+data, checkpoint, trigger, port = sys.argv[1:5]
+spark = SparkSession.builder.getOrCreate()
+image = "struct<uid:string,accountId:string>"
+schema = f"before {image}, after {image}, op string"
+raw = spark.readStream.format("text").load(data)
+record = F.from_json("value", schema)
+changes = raw.select(record.alias("r"), F.col("_metadata.file_path").alias("file")).where("r.op IS NOT NULL")
+query_id, created = str(uuid.uuid4()), datetime(2026, 1, 1)
+def connect():
+    return psycopg.connect(host="127.0.0.1", port=int(port), dbname="runner", user="runner",
+                           password=os.environ["PG_PASSWORD"])
+def upsert(batch, batch_id):
+    ordered = batch.withColumn("o", F.monotonically_increasing_id())
+    last = ordered.select(
+        F.coalesce("r.after.uid", "r.before.uid").alias("uid"), F.col("r.after.accountId").alias("account"),
+        F.col("r.op").alias("op"), "file", "o")
+    newest = Window.partitionBy("uid").orderBy(F.col("file").desc(), F.col("o").desc())
+    last = last.withColumn("n", F.row_number().over(newest)).where("n = 1").select("uid", "account", "op")
+    with connect() as conn, conn.transaction():
+        conn.execute("INSERT INTO fence VALUES ('by-hand', -1) ON CONFLICT DO NOTHING")
+        (done,) = conn.execute("SELECT batch_id FROM fence WHERE query = 'by-hand' FOR UPDATE").fetchone()
+        if done >= batch_id:
+            return
+        conn.execute("CREATE TEMP TABLE stage (uid TEXT, account TEXT, op TEXT) ON COMMIT DROP")
+        with conn.cursor().copy("COPY stage FROM STDIN") as copy:
+            for row in last.toLocalIterator():
+                copy.write_row(row)
+        conn.execute("CREATE TEMP TABLE touched ON COMMIT DROP AS SELECT u.account FROM users u JOIN stage s "
+                     "USING (uid) UNION SELECT account FROM stage WHERE op <> 'd'")
+        conn.execute("DELETE FROM users u USING stage s WHERE u.uid = s.uid AND s.op = 'd'")
+        conn.execute("INSERT INTO users SELECT uid, account FROM stage WHERE op <> 'd' "
+                     "ON CONFLICT (uid) DO UPDATE SET account = EXCLUDED.account")
+        conn.execute("DELETE FROM by_hand_counts WHERE account IN (SELECT account FROM touched)")
+        conn.execute("INSERT INTO by_hand_counts SELECT account, count(*), now(), 'q', 'bench query', %s, 1, %s "
+                     "FROM users WHERE account IN (SELECT account FROM touched) GROUP BY account",
+                     (query_id, created))
+        conn.execute("UPDATE fence SET batch_id = %s WHERE query = 'by-hand'", (batch_id,))
+query = (changes.writeStream.foreachBatch(upsert).option("checkpointLocation", checkpoint)
+         .trigger(processingTime=trigger).start())
+"""
+    + PRINT_PROGRESS
+)
+
+
+class Users:
+    """The users the changes leave: account of each user, or None once deleted."""
+
+    def __init__(self, keys: int, seed: int):
+        self.rng = random.Random(seed)
+        self.accounts = max(1, keys // 10)
+        self.account: list[str | None] = [None] * keys
+
+    def insert_all(self) -> list[str]:
+        lines = []
+        for uid in range(len(self.account)):
+            self.account[uid] = f"a{self.rng.randrange(self.accounts)}"
+            lines.append(json.dumps({"op": "r", "after": {"uid": f"u{uid}", "accountId": self.account[uid]}}))
+        return lines
+
+    def changes(self, count: int) -> list[str]:
+        lines = []
+        for _ in range(count):
+            uid = self.rng.randrange(len(self.account))
+            old = self.account[uid]
+            before = {"uid": f"u{uid}", "accountId": old}
+            if old is not None and self.rng.random() < 0.25:
+                self.account[uid] = None
+                lines.append(json.dumps({"op": "d", "before": before}))
+                continue
+            self.account[uid] = f"a{self.rng.randrange(self.accounts)}"
+            after = {"uid": f"u{uid}", "accountId": self.account[uid]}
+            op = "c" if old is None else "u"
+            lines.append(json.dumps({"op": op, "before": before if old else None, "after": after}))
+        return lines
+
+    def counts(self) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for account in self.account:
+            if account is not None:
+                found[account] = found.get(account, 0) + 1
+        return found
+
+
+def tranche(folder: Path, name: str, lines: list[str]) -> steady.Tranche:
+    folder.mkdir(parents=True, exist_ok=True)
+    files = []
+    for part in range(FILES):
+        path = folder / f"{name}-{part}.json"
+        path.write_text("\n".join(lines[part::FILES]) + "\n")
+        files.append(path)
+    return steady.Tranche({"users": files}, {"users": len(lines)})
+
+
+def ours(folder: Path, server: PostgresServer) -> steady.Side:
+    project = folder / "ours"
+    (project / "manifests" / "tables").mkdir(parents=True)
+    (project / "manifests" / "tables" / "tables.sql").write_text(
+        f"CREATE TABLE users (uid STRING, accountId STRING, PRIMARY KEY (uid) NOT ENFORCED) WITH ("
+        f"'connector' = 'filesystem', 'path' = '{project / 'in'}', 'format' = 'debezium-json');\n"
+        f"CREATE TABLE counts (accountId STRING, users BIGINT{METADATA}, PRIMARY KEY (accountId) NOT ENFORCED) "
+        f"WITH ('connector' = 'jdbc', 'url' = '{server.url}', 'table-name' = 'ours_counts', "
+        "'username' = 'runner', 'password' = '${PG_PASSWORD}');\n"
+    )
+    (project / "manifests" / "job-template.yaml").write_text((ROOT / "manifests" / "job-template.yaml").read_text())
+    (project / "manifests" / "q.yaml").write_text(
+        "name: q\ndescription: bench query\ntarget-table: counts\n"
+        "sql: SELECT accountId, COUNT(*) AS users FROM users GROUP BY accountId\n"
+        f"trigger-interval: {TRIGGER}\nsparkProperties:\n  spark.driver.memory: 2g\n"
+    )
+    return steady.runner_job("ours", project, "q", {"users": project / "in"}, env={"PG_PASSWORD": server.password})
+
+
+def by_hand(folder: Path, server: PostgresServer) -> steady.Side:
+    here = folder / "by-hand"
+    here.mkdir(parents=True)
+    script = here / "handwritten.py"
+    script.write_text(HANDWRITTEN)
+    checkpoint = here / "checkpoint"
+    args = [
+        *hand_written_submit(str(checkpoint)),
+        "--driver-memory",
+        "2g",
+        str(script),
+        str(here / "in"),
+        str(checkpoint),
+        TRIGGER,
+        str(server.port),
+    ]
+    side = steady.Side(
+        "by hand",
+        args,
+        here,
+        {"users": here / "in"},
+        lambda: checkpoint if (checkpoint / "commits").exists() else None,
+        steady.printed_progress,
+        env={"PG_PASSWORD": server.password},
+    )
+    return side
+
+
+def resident_mb(side: steady.Side) -> float:
+    """The resident memory of ``side``'s processes (its process group), in MiB."""
+    assert side.process is not None
+    total = 0
+    for entry, _fields in steady.group(side.process.pid):
+        try:
+            for line in (entry / "status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except OSError:
+            continue
+    return total / 1024
+
+
+def folder_mb(path: Path) -> float:
+    return sum(p.stat().st_size for p in path.rglob("*.parquet")) / (1 << 20)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--keys", type=int, default=1_000_000)
+    parser.add_argument("--changes", type=int, default=200_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--timeout", type=float, default=900)
+    args = parser.parse_args()
+    folder = Path(tempfile.mkdtemp(prefix="bench-changelog-"))
+    server = PostgresServer().start()
+    try:
+        server.execute(f"CREATE TABLE ours_counts (accountid TEXT PRIMARY KEY, users BIGINT, {PG_METADATA})")
+        server.execute(f"CREATE TABLE by_hand_counts (account TEXT PRIMARY KEY, users BIGINT, {PG_METADATA})")
+        server.execute("CREATE TABLE users (uid TEXT PRIMARY KEY, account TEXT)")
+        server.execute("CREATE INDEX users_by_account ON users (account)")
+        server.execute("CREATE TABLE fence (query TEXT PRIMARY KEY, batch_id BIGINT)")
+        users = Users(args.keys, seed=11)
+        print(f"generating {args.keys:,} users and {args.rounds} rounds of {args.changes:,} changes", flush=True)
+        warm_up = tranche(folder / "tranches", "load", users.insert_all())
+        rounds = [tranche(folder / "tranches", f"round{r}", users.changes(args.changes)) for r in range(args.rounds)]
+        sides = [ours(folder, server), by_hand(folder, server)]
+        records: list[results.Record] = []
+        try:
+            steady.launch(sides, warm_up, args.timeout, timed=False)
+            measured: list[tuple[float, float]] = []
+            for number, changes in enumerate(rounds):
+                order = sides if number % 2 == 0 else list(reversed(sides))
+                took = {side.name: steady.feed(side, changes, args.timeout) for side in order}
+                pair = (args.changes / took["ours"], args.changes / took["by hand"])
+                measured.append(pair)
+                print(
+                    f"round {number + 1}: ours {pair[0]:,.0f} changes/s, by hand {pair[1]:,.0f} changes/s", flush=True
+                )
+            millions = args.keys / 1_000_000
+            memory = (resident_mb(sides[0]) / millions, resident_mb(sides[1]) / millions)
+        finally:
+            steady.stop_all(sides)
+        expected = sorted(users.counts().items())
+        for table, column in (("ours_counts", "accountid"), ("by_hand_counts", "account")):
+            found = server.execute(f"SELECT {column}, users FROM {table} ORDER BY {column}")
+            if sorted(found) != expected:
+                raise steady.BenchError(f"{table} differs from the counts the changes leave")
+        state = folder / "ours" / ".sql-runner" / "checkpoints"
+        ours_disk = max((folder_mb(p) for p in state.glob("**/changelog/b*/t0")), default=0.0)
+        by_hand_disk = server.execute("SELECT pg_total_relation_size('users')")[0][0] / (1 << 20)
+        label = f"{args.keys:,} keys, {args.changes:,} mixed changes a round"
+        records = [
+            results.record(f"changelog COUNT GROUP BY into PostgreSQL, {label}", measured, "changes/s"),
+            results.record("changelog: resident memory per million keys", [memory], "MiB", higher_is_better=False),
+            results.record(
+                "changelog: state on disk per million keys",
+                [(ours_disk / millions, by_hand_disk / millions)],
+                "MiB",
+                higher_is_better=False,
+            ),
+        ]
+    finally:
+        server.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+    path = results.write("changelog", records)
+    print(f"\n{results.table(records)}\nwritten to {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
