@@ -59,9 +59,9 @@ test: jars postgres $(CHECKOV_STAMP)
 	@$(BIN)/python -m pytest -q -m alone
 
 # Benchmarks, side by side, each with its own rounds (never part of `make test`); bench/results/latest.json.
-bench: jars
+bench: jars postgres
 	@began=$$(date +%s); \
-	for bench in plan metadata overhead nexmark kafka; do \
+	for bench in plan metadata overhead nexmark kafka changelog; do \
 		start=$$(date +%s); \
 		$(BIN)/python bench/$$bench.py || exit 1; \
 		echo "bench/$$bench.py took $$(( $$(date +%s) - start )) s"; \

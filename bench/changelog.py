@@ -140,9 +140,10 @@ class Users:
 def tranche(folder: Path, name: str, lines: list[str]) -> steady.Tranche:
     folder.mkdir(parents=True, exist_ok=True)
     files = []
-    for part in range(FILES):
+    size = -(-len(lines) // FILES)
+    for part in range(FILES):  # in order: a key's last change is in the last file by name, on its last line
         path = folder / f"{name}-{part}.json"
-        path.write_text("\n".join(lines[part::FILES]) + "\n")
+        path.write_text("\n".join(lines[part * size : (part + 1) * size]) + "\n")
         files.append(path)
     return steady.Tranche({"users": files}, {"users": len(lines)})
 

@@ -125,7 +125,10 @@ def runner_job(
     state = project / ".sql-runner"
 
     def checkpoint() -> Path | None:
-        found = [commits.parent for commits in (state / "checkpoints").glob("**/commits")]
+        try:
+            found = [commits.parent for commits in (state / "checkpoints").glob("**/commits")]
+        except FileNotFoundError:  # a folder went while it was listed (a changelog query's state): next poll
+            return None
         return found[0] if len(found) == 1 else None
 
     def progress(_side: Side) -> list[dict]:

@@ -36,6 +36,32 @@ def pytest_configure(config: pytest.Config) -> None:
     make_run_folder()
 
 
+# The modules whose tests run longest (minutes of jobs, kills and restarts), longest first. make test splits
+# the tests between two processes in collection order and lets an idle one take over half of the other's
+# remaining tests: with these first, the long tests spread over both processes from the start instead of
+# one of them finishing alone at the end.
+LONG_FIRST = (
+    "test_changelog_kills",
+    "test_lifecycle",
+    "test_s3_state",
+    "test_kafka_jobs",
+    "test_state_safety",
+    "test_session",
+    "test_restarts",
+    "test_secrets",
+    "test_dead_letters",
+    "test_changelog",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        module = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
+        return LONG_FIRST.index(module) if module in LONG_FIRST else len(LONG_FIRST)
+
+    items.sort(key=rank)  # stable: each module's tests keep their order
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):
         from tests.services import stop_shared

@@ -20,7 +20,13 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "bench
 DOCS.append(ROOT / "infra" / "README.md")
 # Options of other programs the docs show next to ours: the program, where its options are defined.
 OTHER_PROGRAMS = ("spark-submit", "mvn", "python", ".venv/bin/python", "make", "aws", "terraform", "pytest")
-OTHER_OPTIONS = {"--events": "bench/kafka.py", "--rounds": "bench/kafka.py", "--forks": "bench/kafka.py"}
+OTHER_OPTIONS = {
+    "--events": "bench/kafka.py",
+    "--rounds": "bench/kafka.py",
+    "--forks": "bench/kafka.py",
+    "--keys": "bench/changelog.py",
+    "--changes": "bench/changelog.py",
+}
 OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 
 

@@ -220,20 +220,19 @@ def check_changelog(
     """Problems of a table whose rows change (``runner/core/changelog.py``): it needs a PRIMARY KEY, and its
     options must agree on how its records carry changes."""
     problems: list[Problem] = []
+
+    def problem(code: str, **params: str) -> None:
+        problems.append(Problem.of(code, file=file, line=line, table=table, **params))
+
     connector = options.get("connector")
     fmt = options.get("value.format") or options.get("format")
     mode = options.get("changelog-mode")
     changelog = connector == "upsert-kafka" or mode == "upsert" or fmt == "debezium-json"
     if mode == "upsert" and fmt == "debezium-json":
-        problems.append(
-            Problem.of(
-                "DDL_INVALID_CONNECTOR_OPTION",
-                file=file,
-                line=line,
-                table=table,
-                reason="'changelog-mode' = 'upsert' and 'format' = 'debezium-json' disagree",
-                hint="a debezium-json record says itself whether it inserts, updates or deletes: drop 'changelog-mode'",
-            )
+        problem(
+            "DDL_INVALID_CONNECTOR_OPTION",
+            reason="'changelog-mode' = 'upsert' and 'format' = 'debezium-json' disagree",
+            hint="a debezium-json record says itself whether it inserts, updates or deletes: drop 'changelog-mode'",
         )
     if changelog and not primary_key:
         what = (
@@ -243,21 +242,15 @@ def check_changelog(
             if mode == "upsert"
             else "format 'debezium-json'"
         )
-        problems.append(Problem.of("DDL_CHANGELOG_WITHOUT_KEY", file=file, line=line, table=table, what=what))
+        problem("DDL_CHANGELOG_WITHOUT_KEY", what=what)
     prefix = options.get("key.fields-prefix")
     if connector == "upsert-kafka" and prefix:
-        for key in primary_key:
-            if not key.startswith(prefix):
-                problems.append(
-                    Problem.of(
-                        "DDL_INVALID_CONNECTOR_OPTION",
-                        file=file,
-                        line=line,
-                        table=table,
-                        reason=f"primary key column '{key}' does not start with 'key.fields-prefix' {prefix!r}",
-                        hint="the key's fields are the PRIMARY KEY columns named with the prefix",
-                    )
-                )
+        for key in (k for k in primary_key if not k.startswith(prefix)):
+            problem(
+                "DDL_INVALID_CONNECTOR_OPTION",
+                reason=f"primary key column '{key}' does not start with 'key.fields-prefix' {prefix!r}",
+                hint="the key's fields are the PRIMARY KEY columns named with the prefix",
+            )
     return problems
 
 
