@@ -131,8 +131,9 @@ def _discard(batch: DataFrame, _batch_id: int) -> None:
 
 
 def kafka_records(frame: DataFrame, target: TableDef) -> DataFrame:
-    """``key`` (JSON of the primary key, or NULL) and ``value``: the whole row as JSON, or as Avro with the
-    schema derived from the target's columns (``runner/core/avro.py``)."""
+    """``key`` (JSON of the primary key, or NULL) and ``value``: the whole row as JSON (in a debezium-json
+    table, as the ``after`` of a ``c`` record), or as Avro with the schema derived from the target's columns
+    (``runner/core/avro.py``)."""
     prefix = target.options.get("key.fields-prefix", "") if target.connector == "upsert-kafka" else ""
     except_key = target.connector == "upsert-kafka" and target.options.get("value.fields-include") == "EXCEPT_KEY"
     columns = [F.col(f"`{name}`") for name in frame.columns if not (except_key and name in target.primary_key)]
@@ -145,6 +146,11 @@ def kafka_records(frame: DataFrame, target: TableDef) -> DataFrame:
         from pyspark.sql.avro.functions import to_avro
 
         value = to_avro(F.struct(*columns), json.dumps(value_schema(target)))
+    elif target.value_format == "debezium-json":
+        # Each row a debezium insert, as Flink's debezium-json encoder writes an appended or updated row.
+        row = F.struct(*columns)
+        envelope = F.struct(F.lit(None).alias("before"), row.alias("after"), F.lit("c").alias("op"))
+        value = F.to_json(envelope, {"ignoreNullFields": "false"})
     else:
         value = F.to_json(F.struct(*columns))
     return frame.select(key.cast("string").alias("key"), value.alias("value"))

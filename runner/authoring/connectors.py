@@ -217,7 +217,7 @@ def _check_jdbc(options: dict[str, str], problem: Callable[..., None]) -> None:
 def check_changelog(
     options: dict[str, str], primary_key: tuple[str, ...], *, file: str | None, line: int | None, table: str
 ) -> list[Problem]:
-    """Problems of a table whose rows change (``runner/core/changelog.py``): it needs a PRIMARY KEY, and its
+    """Problems of a table whose rows change (``TableDef.changelog``): it needs a PRIMARY KEY, and its
     options must agree on how its records carry changes."""
     problems: list[Problem] = []
 

@@ -88,7 +88,7 @@ class TableDef:
 
     @property
     def changelog(self) -> str | None:
-        """How the table's records change its rows, when they do (``runner/core/changelog.py``):
+        """How the table's records change its rows, when they do (read by ``jobs/change_records.py``):
         ``upsert`` (each record is its key's latest row, a tombstone deletes the key: ``upsert-kafka``, or
         ``'changelog-mode' = 'upsert'``), ``debezium`` (``op`` c/r/u/d with ``before``/``after`` images:
         ``'format' = 'debezium-json'``); None for a table that only grows."""
