@@ -29,7 +29,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from jobs.control import failure_reason
-from jobs.jvm import gateway_key, java_class, java_session, jvm_of, scala_list
+from jobs.jvm import add_optimizer_rule, compiled_class, gateway_key, jvm_of, optimizer_rule
 from runner.core import logs
 
 RULE_CLASS = "SqlRunnerStableBatchTimestamp"
@@ -71,41 +71,31 @@ class SqlRunnerBatchTimestampHeld extends scala.runtime.AbstractPartialFunction 
 }
 """
 
-_COMPILED: dict[Any, Any] = {}  # per Py4J gateway: the compiled rule class, or the error that stopped it
 WITHOUT = "micro-batch code is compiled anew each batch: the batch-timestamp rule"
 
 log = logging.getLogger(__name__)
+_WARNED: set[Any] = set()  # per JVM: the rule could not be had there, and a job said so
 
 
 def install(spark: SparkSession, name: str, version: int) -> bool:
     """Add the rule to ``spark``'s optimizer, unless it is there already; False (logged for job ``name``,
     once per JVM) if it cannot be."""
-    jvm = jvm_of(spark)
-    key = gateway_key(jvm)
-    if key not in _COMPILED:
-        try:
-            _COMPILED[key] = _compile(jvm)
-        except Exception as error:  # noqa: BLE001 - the job runs without it
-            _COMPILED[key] = error
-            log.warning(f"{WITHOUT} failed to compile ({failure_reason(str(error))})", extra=logs.job(name, version))
-    rule_class = _COMPILED[key]
-    if isinstance(rule_class, Exception):
-        return False
-    experimental = java_session(spark).experimental()
-    rules = experimental.extraOptimizations()
-    if any(rule.getClass().getName() == RULE_CLASS for rule in scala_list(rules)):
+    if optimizer_rule(spark, RULE_CLASS) is not None:
         return True
     try:
-        getattr(experimental, "extraOptimizations_$eq")(rules.appended(rule_class.newInstance()))  # Scala's setter
+        rule_class = compiled_class(spark, RULE_CLASS, RULE_SOURCE)
     except Exception as error:  # noqa: BLE001 - the job runs without it
-        _COMPILED[key] = error
-        log.warning(f"{WITHOUT} was not added ({failure_reason(str(error))})", extra=logs.job(name, version))
-        return False
+        return _without(spark, f"failed to compile ({failure_reason(str(error))})", name, version)
+    try:
+        add_optimizer_rule(spark, rule_class.newInstance())
+    except Exception as error:  # noqa: BLE001 - the job runs without it
+        return _without(spark, f"was not added ({failure_reason(str(error))})", name, version)
     return True
 
 
-def _compile(jvm: Any) -> Any:
-    compiler = java_class(jvm, "org.codehaus.janino.SimpleCompiler")()
-    compiler.setParentClassLoader(java_class(jvm, "org.apache.spark.util.Utils").getContextOrSparkClassLoader())
-    compiler.cook(RULE_SOURCE)
-    return compiler.getClassLoader().loadClass(RULE_CLASS)
+def _without(spark: SparkSession, why: str, name: str, version: int) -> bool:
+    key = gateway_key(jvm_of(spark))
+    if key not in _WARNED:
+        _WARNED.add(key)
+        log.warning(f"{WITHOUT} {why}", extra=logs.job(name, version))
+    return False

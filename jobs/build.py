@@ -20,12 +20,16 @@ from jobs import sources
 from jobs.changelog import stream
 from jobs.changelog.sinks import check_target
 from jobs.jvm import expression_classes
+from jobs.lookup import rule as lookup_rule
+from jobs.lookup.refresh import Marker
 from jobs.metadata import with_metadata
 from jobs.query import BoundSql, Location, analysed, bind, view_name
+from jobs.schema import spark_schema
 from jobs.sinks import check_sink
 from jobs.target_schema import conform
 from runner.core.catalog import Catalog
 from runner.core.errors import UserError
+from runner.core.lookup import data_definition, is_lookup
 from runner.core.manifest import Manifest
 from runner.core.starts import MAIN, Starts
 from runner.core.tables import TableDef
@@ -62,6 +66,11 @@ class BuiltQuery:
     dead_letters: list[Tapped] = field(default_factory=list)
     changelog: ChangelogPlan | None = None
     views: dict[str, DataFrame] = field(default_factory=dict)  # a changelog query: view name -> its batch rows
+    lookups: list[Marker] = field(default_factory=list)  # a live query's lookup tables (jobs/lookup/)
+
+    def streams(self) -> dict[str, TableDef]:
+        """The tables the query reads as streams (view name -> table): its sources but its lookup tables."""
+        return {view: table for view, table in self.sources.items() if not is_lookup(table)}
 
 
 @dataclass
@@ -94,6 +103,7 @@ class _Sources:
         self.tables: dict[str, TableDef] = {}
         self.dead_letters: list[Tapped] = []
         self.views: dict[str, DataFrame] = {}
+        self.lookups: list[Marker] = []
 
     def register(self, table: TableDef) -> DataFrame:
         view = view_name(table)
@@ -101,6 +111,8 @@ class _Sources:
             return self.frames[view]
         if table.changelog:
             raise UserError.of("CHANGELOG_QUERY_NOT_SQL", table=table.name)
+        if is_lookup(table):
+            return self._lookup(view, table)
         earlier = self.reuse.sources.get(view) if self.reuse else None
         if self.reuse and earlier is not None and earlier.definition() == table.definition():
             # The same relation object for an unchanged table lets Spark compare two queries.
@@ -110,6 +122,26 @@ class _Sources:
             frame = sources.stand_in(self.spark, table)
         else:
             frame = sources.finish(self._good_rows(table), table)
+        frame.createOrReplaceTempView(view)
+        self.frames[view] = frame
+        self.tables[view] = table
+        return frame
+
+    def _lookup(self, view: str, table: TableDef) -> DataFrame:
+        """A lookup table: a marker where its snapshot goes (``jobs/lookup/``), joined by broadcast."""
+        earlier = self.reuse.sources.get(view) if self.reuse else None
+        if (
+            self.reuse
+            and earlier is not None
+            and is_lookup(earlier)
+            and data_definition(earlier) == data_definition(table)
+        ):
+            frame = self.reuse.frames[view]  # the same relation: only how often it is reloaded may differ
+        else:
+            marker, marker_id = lookup_rule.marker(self.spark, spark_schema(table))
+            if self.live:
+                self.lookups.append(Marker(table, marker, marker_id))
+            frame = sources.finish(marker, table).hint("broadcast")
         frame.createOrReplaceTempView(view)
         self.frames[view] = frame
         self.tables[view] = table
@@ -161,6 +193,16 @@ class _Sources:
         changing = [t for t in bound.tables.values() if t.changelog]
         if not changing:
             return None
+        lookups = [t for t in bound.tables.values() if is_lookup(t)]
+        if lookups:
+            raise UserError.of(
+                "CHANGELOG_LOOKUP",
+                file=where.file,
+                field=where.field,
+                line=where.line,
+                changing=", ".join(t.name for t in changing),
+                lookups=", ".join(t.name for t in lookups),
+            )
         growing = [t for t in bound.tables.values() if not t.changelog]
         if growing:
             raise UserError.of(
@@ -230,10 +272,24 @@ def build_query(
         result = analysed(lambda: spark.sql(bound.text), where, bound)
         if changelog is not None:
             refuse_nondeterministic(result, where)
+        elif not result.isStreaming:
+            raise UserError.of(
+                "LOOKUP_ONLY",
+                file=file,
+                field="sql",
+                line=line,
+                tables=", ".join(t.name for t in bound.tables.values()) or "none",
+            )
     else:
         result = _run_code(spark, manifest, registry, file, line)
     return BuiltQuery(
-        result, dict(registry.tables), dict(registry.frames), registry.dead_letters, changelog, dict(registry.views)
+        result,
+        dict(registry.tables),
+        dict(registry.frames),
+        registry.dead_letters,
+        changelog,
+        dict(registry.views),
+        list(registry.lookups),
     )
 
 

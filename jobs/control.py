@@ -32,6 +32,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from jobs import boundary
 from jobs.changelog.engine import BatchOutcome, changelog_of
+from jobs.lookup.refresh import Lookups, lookups_of
 from jobs.query import first_line
 from runner.core import logs
 from runner.core.bucket import Bucket, bucket_from
@@ -120,6 +121,7 @@ class JobControl:
         self._watcher: threading.Thread | None = None
         self._progress_lock = threading.Lock()
         self.published_batch: int | None = None  # the last micro-batch whose progress was published
+        self.lookups: Lookups | None = None  # the running query's lookup tables, shown in every status
 
     def publish(
         self,
@@ -167,6 +169,7 @@ class JobControl:
                 # a stopped or failed job still shows where it got to
                 progress=self._recent[-1] if self._recent else None,
                 recent_progress=list(self._recent),
+                lookups=self.lookups.statuses() if self.lookups is not None else [],
             )
             try:
                 write_status(self.bucket, status)
@@ -183,11 +186,16 @@ class JobControl:
         if self.bucket is None or not queries:
             return False
         with self._progress_lock:
+            self.lookups = lookups_of(queries[0])
             try:
                 new = progress_since(queries[0], self.published_batch)
             except Exception:  # noqa: BLE001 - published on the next round
                 return False
             if not new:
+                lookups = self.lookups
+                if lookups is not None and lookups.changed.is_set() and lookups.failure() is None:  # failed, recovered
+                    lookups.changed.clear()
+                    self.publish(JobState.RUNNING)
                 return False
             self.published_batch = new[-1].batchId
             engine = changelog_of(queries[0])

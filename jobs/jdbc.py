@@ -91,12 +91,12 @@ def database(target: TableDef, options: dict[str, str]) -> Database:
     )
 
 
-def _identifier(name: str) -> str:
+def quote_identifier(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
 def qualified(db: Database) -> str:
-    return f"{_identifier(db.schema)}.{_identifier(db.table)}"
+    return f"{quote_identifier(db.schema)}.{quote_identifier(db.table)}"
 
 
 def output_columns(target: TableDef) -> list[str]:
@@ -133,7 +133,7 @@ def check_table(target: TableDef, db: Database) -> dict[str, str]:
     where = {"file": target.file, "line": target.line, "table": target.name}
     if not columns:
         raise UserError.of("JDBC_TABLE_MISSING", where_db=db.where, **where)
-    names = {name: _match(name, columns) for name in output_columns(target)}
+    names = {name: match_column(name, columns) for name in output_columns(target)}
     missing = [name for name, found in names.items() if found is None]
     if missing:
         raise UserError.of("JDBC_COLUMN_MISSING", where_db=db.where, columns=", ".join(missing), **where)
@@ -149,7 +149,7 @@ def check_table(target: TableDef, db: Database) -> dict[str, str]:
     return {name: str(found) for name, found in names.items()}
 
 
-def _match(name: str, columns: set[str]) -> str | None:
+def match_column(name: str, columns: set[str]) -> str | None:
     """The database column ``name`` denotes: itself, else the one equal but for case (if only one is)."""
     if name in columns:
         return name
@@ -192,9 +192,9 @@ class Writer:
             try:
                 self._conn = self.db.connect()
             except Exception as error:  # noqa: BLE001 - a clear error; the restart strategy retries
-                raise ConnectionError(f"PostgreSQL {self.db.where}: {_first_line(error)}") from None
+                raise ConnectionError(f"PostgreSQL {self.db.where}: {first_line(error)}") from None
             self._conn.execute(
-                f"CREATE TABLE IF NOT EXISTS {_identifier(self.db.schema)}.{FENCE_TABLE} "
+                f"CREATE TABLE IF NOT EXISTS {quote_identifier(self.db.schema)}.{FENCE_TABLE} "
                 "(query TEXT PRIMARY KEY, batch_id BIGINT NOT NULL, committed_at TIMESTAMPTZ NOT NULL DEFAULT now())"
             )
             self._conn.commit()
@@ -204,7 +204,7 @@ class Writer:
         """The fence holds ``batch_id`` (or a later batch) of this query."""
         conn = self._connection()
         row = conn.execute(
-            f"SELECT batch_id FROM {_identifier(self.db.schema)}.{FENCE_TABLE} WHERE query = %s", (self.query,)
+            f"SELECT batch_id FROM {quote_identifier(self.db.schema)}.{FENCE_TABLE} WHERE query = %s", (self.query,)
         ).fetchone()
         conn.rollback()
         return row is not None and row[0] >= batch_id
@@ -225,7 +225,7 @@ class Writer:
         conn = self._connection()
         try:
             with conn.transaction():
-                fence = f"{_identifier(self.db.schema)}.{FENCE_TABLE}"
+                fence = f"{quote_identifier(self.db.schema)}.{FENCE_TABLE}"
                 conn.execute(
                     f"INSERT INTO {fence} (query, batch_id) VALUES (%s, -1) ON CONFLICT (query) DO NOTHING",
                     (self.query,),
@@ -242,19 +242,19 @@ class Writer:
         except Exception as error:
             if conn.closed or conn.broken:
                 self._conn = None
-            raise ConnectionError(f"PostgreSQL {self.db.where}: {_first_line(error)}") from error
+            raise ConnectionError(f"PostgreSQL {self.db.where}: {first_line(error)}") from error
 
     def _staging(self, conn, name: str, *, kind: bool) -> None:
         """A temporary table of the target's columns (no constraints: a delete's row is only its key)."""
         table = qualified(self.db)
-        names = ", ".join(_identifier(c) for c in self.columns)
+        names = ", ".join(quote_identifier(c) for c in self.columns)
         extra = "''::text AS __sql_runner_kind, " if kind else ""
         conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {name} AS SELECT {extra}{names} FROM {table} WITH NO DATA")
         conn.execute(f"TRUNCATE {name}")
 
     def _copy_rows(self, conn, rows: Iterable[Sequence]) -> int:
         table = qualified(self.db)
-        names = ", ".join(_identifier(c) for c in self.columns)
+        names = ", ".join(quote_identifier(c) for c in self.columns)
         count = 0
         target = table if not self.key else "sql_runner_rows"
         if self.key:
@@ -269,7 +269,7 @@ class Writer:
 
     def _copy_changes(self, conn, changes: Iterable[Sequence], replace: bool) -> tuple[int, int]:
         table = qualified(self.db)
-        names = ", ".join(_identifier(c) for c in self.columns)
+        names = ", ".join(quote_identifier(c) for c in self.columns)
         self._staging(conn, "sql_runner_changes", kind=True)
         deletes = upserts = 0
         with conn.cursor().copy(f"COPY sql_runner_changes (__sql_runner_kind, {names}) FROM STDIN") as copy:
@@ -282,7 +282,9 @@ class Writer:
         if replace:
             conn.execute(f"DELETE FROM {table}")
         elif deletes:
-            match = " AND ".join(f"t.{_identifier(k)} IS NOT DISTINCT FROM d.{_identifier(k)}" for k in self.key)
+            match = " AND ".join(
+                f"t.{quote_identifier(k)} IS NOT DISTINCT FROM d.{quote_identifier(k)}" for k in self.key
+            )
             conn.execute(
                 f"DELETE FROM {table} t USING sql_runner_changes d WHERE d.__sql_runner_kind = 'delete' AND {match}"
             )
@@ -292,11 +294,11 @@ class Writer:
 
     def _upsert(self, conn, staged: str, which: str) -> None:
         table = qualified(self.db)
-        names = ", ".join(_identifier(c) for c in self.columns)
-        keys = ", ".join(_identifier(k) for k in self.key)
+        names = ", ".join(quote_identifier(c) for c in self.columns)
+        keys = ", ".join(quote_identifier(k) for k in self.key)
         others = [c for c in self.columns if c not in self.key]
         update = (
-            "DO UPDATE SET " + ", ".join(f"{_identifier(c)} = EXCLUDED.{_identifier(c)}" for c in others)
+            "DO UPDATE SET " + ", ".join(f"{quote_identifier(c)} = EXCLUDED.{quote_identifier(c)}" for c in others)
             if others
             else "DO NOTHING"
         )
@@ -310,6 +312,6 @@ class Writer:
             self._conn = None
 
 
-def _first_line(error: BaseException) -> str:
+def first_line(error: BaseException) -> str:
     said = str(error).strip()
     return said.splitlines()[0] if said else type(error).__name__

@@ -161,3 +161,40 @@ def observed(observation: Observation, fallback: Callable[[], dict[str, Any]], t
         if time.monotonic() > deadline:
             break
     return fallback()
+
+
+# Classes compiled in a driver's JVM by Janino, per gateway and class name: the class, or the error that
+# stopped its compilation (it is not tried again in that JVM).
+_COMPILED: dict[tuple[Any, str], Any] = {}
+
+
+def compiled_class(spark: SparkSession, name: str, source: str) -> Any:
+    """The class ``name`` of Java ``source``, compiled once per JVM by Janino (the compiler Spark uses for
+    its generated code, so no jar is needed); raises the compilation's error, then and on later calls."""
+    jvm = jvm_of(spark)
+    key = (gateway_key(jvm), name)
+    if key not in _COMPILED:
+        try:
+            compiler = java_class(jvm, "org.codehaus.janino.SimpleCompiler")()
+            compiler.setParentClassLoader(java_class(jvm, "org.apache.spark.util.Utils").getContextOrSparkClassLoader())
+            compiler.cook(source)
+            _COMPILED[key] = compiler.getClassLoader().loadClass(name)
+        except Exception as error:  # noqa: BLE001 - kept, and raised to every caller
+            _COMPILED[key] = error
+    found = _COMPILED[key]
+    if isinstance(found, Exception):
+        raise found
+    return found
+
+
+def optimizer_rule(spark: SparkSession, name: str) -> Any | None:
+    """The instance of rule class ``name`` among ``spark``'s extra optimizer rules, if it has one."""
+    rules = java_session(spark).experimental().extraOptimizations()
+    return next((rule for rule in scala_list(rules) if rule.getClass().getName() == name), None)
+
+
+def add_optimizer_rule(spark: SparkSession, rule: Any) -> None:
+    """Append ``rule`` to ``spark``'s extra optimizer rules (run after Spark's own, on every plan it optimises,
+    each micro-batch's included)."""
+    experimental = java_session(spark).experimental()
+    getattr(experimental, "extraOptimizations_$eq")(experimental.extraOptimizations().appended(rule))  # Scala's setter

@@ -20,6 +20,8 @@ from pyspark.sql import DataFrame, SparkSession
 from jobs.jvm import java_class, java_session, jvm_of, scala_list
 from runner.core.catalog import Catalog
 from runner.core.errors import Problem, UserError
+from runner.core.lookup import is_lookup
+from runner.core.sqltokens import Kind, tokenize
 from runner.core.tables import TableDef
 
 
@@ -107,8 +109,85 @@ def table_references(spark: SparkSession, sql: str, where: Location) -> list[Tab
     )
 
 
+@dataclass(frozen=True)
+class AsOf:
+    """A ``FOR SYSTEM_TIME AS OF <column>`` clause (Flink's lookup join) in a query's text."""
+
+    start: int  # offset of FOR
+    end: int  # offset just past the column
+    column: str  # the column named (its last part)
+
+
+def as_of_clauses(sql: str, where: Location) -> list[AsOf]:
+    """Every ``FOR SYSTEM_TIME AS OF <column>`` in ``sql`` (none when the text does not tokenize: Spark's parser
+    then says what is wrong)."""
+    try:
+        tokens = tokenize(sql)
+    except UserError:
+        return []
+    found: list[AsOf] = []
+    for i in range(len(tokens) - 4):
+        if not (
+            tokens[i].is_word("FOR")
+            and tokens[i + 1].is_word("SYSTEM_TIME")
+            and tokens[i + 2].is_word("AS")
+            and tokens[i + 3].is_word("OF")
+        ):
+            continue
+        j, parts = i + 4, []
+        while tokens[j].is_identifier:
+            parts.append(tokens[j].text)
+            if not tokens[j + 1].is_punct("."):
+                break
+            j += 2
+        if not parts or tokens[j].kind is Kind.EOF or tokens[min(j + 1, len(tokens) - 1)].is_punct("("):
+            raise UserError.of(
+                "LOOKUP_AS_OF_SYNTAX",
+                file=where.file,
+                field=where.field,
+                line=where.line,
+                at=_line_pos(sql, tokens[i].start),
+            )
+        found.append(AsOf(tokens[i].start, tokens[j].end, parts[-1]))
+    return found
+
+
+def _blank(sql: str, clauses: list[AsOf]) -> str:
+    """``sql`` with each clause blanked out (spaces, newlines kept): every other offset stays where it was."""
+    for clause in clauses:
+        span = "".join("\n" if c == "\n" else " " for c in sql[clause.start : clause.end])
+        sql = sql[: clause.start] + span + sql[clause.end :]
+    return sql
+
+
+def _check_as_of(sql: str, clauses: list[AsOf], refs: list[TableRef], catalog: Catalog, where: Location) -> None:
+    """Each clause follows a lookup table and names no stream's event-time column."""
+    at = {"file": where.file, "field": where.field, "line": where.line}
+    event_time = {
+        t.watermark.column.lower(): t.name
+        for t in (catalog.lookup(r.parts) for r in refs)
+        if t is not None and t.watermark is not None and not is_lookup(t)
+    }
+    for clause in clauses:
+        before = [r for r in refs if r.stop < clause.start and not sql[r.stop + 1 : clause.start].strip()]
+        if not before:
+            raise UserError.of("LOOKUP_AS_OF_MISPLACED", at=_line_pos(sql, clause.start), **at)
+        table = catalog.lookup(before[-1].parts)
+        assert table is not None
+        if not is_lookup(table):
+            raise UserError.of("LOOKUP_AS_OF_NOT_LOOKUP", table=table.name, connector=table.connector, **at)
+        if clause.column.lower() in event_time:
+            raise UserError.of(
+                "LOOKUP_AS_OF_EVENT_TIME", column=clause.column, stream=event_time[clause.column.lower()], **at
+            )
+
+
 def bind(spark: SparkSession, sql: str, catalog: Catalog, where: Location) -> BoundSql:
-    """Replace declared table references by view names; unknown tables are user errors."""
+    """Replace declared table references by view names; unknown tables are user errors. A lookup join's
+    ``FOR SYSTEM_TIME AS OF <column>`` is checked and left out: every micro-batch joins the lookup table's
+    current snapshot (``jobs/lookup/``), which is what Flink's processing-time lookup join reads."""
+    clauses = as_of_clauses(sql, where)
+    sql = _blank(sql, clauses)
     refs = table_references(spark, sql, where)
     unknown = [r for r in refs if catalog.lookup(r.parts) is None]
     if unknown:
@@ -142,6 +221,7 @@ def bind(spark: SparkSession, sql: str, catalog: Catalog, where: Location) -> Bo
         replacements.append((ref.start, ref.stop + 1 - ref.start, len(replacement)))
         cursor = ref.stop + 1
     pieces.append(sql[cursor:])
+    _check_as_of(sql, clauses, refs, catalog, where)
     return BoundSql("".join(pieces), tables, tuple(replacements))
 
 

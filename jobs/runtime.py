@@ -38,6 +38,8 @@ from jobs.changelog.engine import ChangelogQuery
 from jobs.changelog.sinks import change_sink
 from jobs.deadletters import OUTPUT_TAP, DeadLetterTable, Taps
 from jobs.jvm import frame_of, java_class, java_frame, java_query, jvm_of
+from jobs.lookup import refresh as lookup_refresh
+from jobs.lookup.refresh import LookupFailed, Lookups
 from jobs.sinks import OutputSink, Trigger, output_sink
 from jobs.target_schema import conform
 from runner.core import logs
@@ -175,10 +177,22 @@ def start(
         .outputMode(sink.mode)
         .foreachBatch(writer)
     )
-    query = trigger.apply(stream).start()
+    lookups = None
+    if built.query.lookups:
+        # Their first snapshots before the query starts: no micro-batch runs without its reference data.
+        lookups = Lookups(spark, built.query.lookups, env, logs.job(manifest.name, manifest.version))
+        lookups.load_first()
+    try:
+        query = trigger.apply(stream).start()
+    except BaseException:
+        if lookups is not None:
+            lookups.release()
+        raise
     writer.bind(query)
     if sink.changes is not None:
         changelog_engine.attach(query, sink.changes)
+    if lookups is not None:
+        lookups.start(query)
     return [query]
 
 
@@ -249,6 +263,14 @@ def wait(spark: SparkSession, queries: list[StreamingQuery], *, once: bool) -> N
         error = query.exception()
         if error is not None and not boundary.stopped_at_boundary(query):
             raise error
+        failed = lookup_refresh.failure(query)
+        if failed is not None:  # stopped by its lookup tables: a failure, for the restart strategy
+            raise LookupFailed(failed)
+
+
+def lookup_failure(query: StreamingQuery) -> str | None:
+    """Why ``query``'s lookup tables failed it (they stop it; Spark reports no error), if they did."""
+    return lookup_refresh.failure(query)
 
 
 def stop_all(queries: list[StreamingQuery]) -> None:
@@ -256,9 +278,12 @@ def stop_all(queries: list[StreamingQuery]) -> None:
     ends, when the JVM may be gone already (a SIGTERM to the process group reaches it too), and then
     every call into it fails, even asking a query its name."""
     for position, query in enumerate(queries, start=1):
+        lookups = lookup_refresh.lookups_of(query)
         try:
             if query.isActive:
                 query.stop()
+            if lookups is not None:
+                lookups.stop()
         except Exception as error:  # noqa: BLE001 - keep stopping the others
             said = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             if "stopped SparkContext" in said:

@@ -25,6 +25,7 @@ import atexit
 import functools
 import json
 import logging
+import re
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -246,14 +247,7 @@ def _filesystem(
         reader = reader.schema(T.StructType([*schema.fields, T.StructField(RAW, T.StringType())]))
         reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", RAW)
         if fmt == "csv":
-            for ours, spark_name in (
-                ("csv.field-delimiter", "sep"),
-                ("csv.quote-character", "quote"),
-                ("csv.null-literal", "nullValue"),
-                ("csv.header", "header"),
-            ):
-                if ours in options:
-                    reader = reader.option(spark_name, options[ours])
+            reader = reader.options(**csv_reader_options(options))
         reason = (
             functools.partial(json_reason, table)
             if fmt == "json"
@@ -262,6 +256,13 @@ def _filesystem(
         checks = Checks(lambda frame: frame, f"{sqltext.identifier(RAW)} IS NULL", reason)
         return Source(table, _skip_files(spark, reader.load(path), start), checks)
     return Source(table, _skip_files(spark, reader.schema(schema).load(path), start), NO_ERRORS)
+
+
+def csv_reader_options(options: dict[str, str]) -> dict[str, str]:
+    """Spark's CSV reader options for a table's ``csv.*`` options."""
+    names = {"csv.field-delimiter": "sep", "csv.quote-character": "quote", "csv.null-literal": "nullValue"}
+    names["csv.header"] = "header"
+    return {spark_name: options[ours] for ours, spark_name in names.items() if ours in options}
 
 
 def decode_json_values(frame: DataFrame, table: TableDef) -> DataFrame:
@@ -319,11 +320,20 @@ def valid_rows(frame: DataFrame, table: TableDef) -> DataFrame:
     return finish(frame.where(f"{sqltext.identifier(ERROR)} IS NULL").drop(RAW, ERROR), table)
 
 
+# Flink's processing-time attribute, ``proc_time AS PROCTIME()``: in Spark, the micro-batch's time.
+_PROCTIME = re.compile(r"\bPROCTIME\s*\(\s*\)", re.IGNORECASE)
+
+
+def spark_expression(expression: str) -> str:
+    """A computed column's expression as Spark SQL: ``PROCTIME()`` is the micro-batch's ``current_timestamp()``."""
+    return _PROCTIME.sub("current_timestamp()", expression)
+
+
 def finish(frame: DataFrame, table: TableDef) -> DataFrame:
     """Computed columns (in order) and the watermark, over a frame of the physical columns."""
     for column in table.columns:
         if column.computed:
-            frame = frame.withColumn(column.name, F.expr(column.expression or ""))
+            frame = frame.withColumn(column.name, F.expr(spark_expression(column.expression or "")))
     frame = frame.select(*[F.col(f"`{c.name}`") for c in table.columns])
     if table.watermark:
         frame = frame.withWatermark(table.watermark.column, table.watermark.delay)

@@ -15,7 +15,7 @@ import pytest
 from pyspark.errors import AnalysisException
 
 from demo.transactions import MALFORMED_LINES, transactions, write_batch
-from jobs import batchtime, runtime
+from jobs import batchtime, jvm, runtime
 from jobs.build import build_job
 from runner.authoring.project import load_project
 from runner.core.manifest import Manifest, Meta
@@ -483,7 +483,8 @@ def test_without_the_rule_each_micro_batch_compiles_its_code_again(spark, demo_p
 
 
 def test_a_rule_that_cannot_compile_is_said_once_and_changes_nothing(spark, monkeypatch, caplog):
-    monkeypatch.setattr(batchtime, "_COMPILED", {})
+    monkeypatch.setattr(jvm, "_COMPILED", {})
+    monkeypatch.setattr(batchtime, "_WARNED", set())
     monkeypatch.setattr(batchtime, "RULE_SOURCE", "public class SqlRunnerStableBatchTimestamp extends NoSuchRule {}")
     session = spark.newSession()
     before = session._jsparkSession.experimental().extraOptimizations().size()

@@ -22,6 +22,7 @@ from pyspark.sql import DataFrame, SparkSession
 from jobs.build import BuiltJob, build_job
 from runner.analysis.state_shape import StatefulOperator, StateShape, describe
 from runner.core.catalog import Catalog
+from runner.core.lookup import ON_CHANGE, changed_options, data_definition, is_lookup
 from runner.core.manifest import Manifest
 from runner.core.querydiff import QueryDiff
 from runner.core.reasons import Reason
@@ -76,8 +77,10 @@ def compare(
             )
         )
     incompatible: list[Reason] = []
-    old_sources = {t.name: t.definition() for t in before.query.sources.values()}
-    new_sources = {t.name: t.definition() for t in after.query.sources.values()}
+    old_sources = {t.name: t.definition() for t in before.query.streams().values()}
+    new_sources = {t.name: t.definition() for t in after.query.streams().values()}
+    lookups = _lookup_changes(before, after)
+    reasons.extend(lookups)
     if set(old_sources) != set(new_sources):
         incompatible.append(Reason.of("SOURCES_CHANGED", before=sorted(old_sources), after=sorted(new_sources)))
     changed_tables = sorted(n for n in set(old_sources) & set(new_sources) if old_sources[n] != new_sources[n])
@@ -94,7 +97,7 @@ def compare(
     if target_changed:
         incompatible.append(Reason.of("TARGET_CHANGED", before=old.target_table, after=new.target_table))
     old_state, new_state = state_of(before), state_of(after)
-    changed = not same_semantics or not same_schema or bool(changed_tables) or target_changed
+    changed = not same_semantics or not same_schema or bool(changed_tables) or target_changed or bool(lookups)
     if changed and (before.query.changelog is not None or after.query.changelog is not None):
         # Its state is the tables' rows and the last result; the result of another query is not the target's.
         incompatible.append(Reason.of("CHANGELOG_QUERY_CHANGED"))
@@ -106,6 +109,22 @@ def compare(
         reasons=tuple(reasons + incompatible),
         held_state=bool(old_state.operators) or before.query.changelog is not None,
     )
+
+
+def _lookup_changes(before: BuiltJob, after: BuiltJob) -> list[Reason]:
+    """How the lookup tables both queries join changed. A lookup table is not state: a new reload setting
+    restarts the query (``runner/core/lookup.py:ON_CHANGE``); other data joined is a change of the query's
+    meaning, whose state Spark judges as for any other change."""
+    old = {t.name: t for t in before.query.sources.values() if is_lookup(t)}
+    new = {t.name: t for t in after.query.sources.values() if is_lookup(t)}
+    reasons: list[Reason] = []
+    for name in sorted(set(old) & set(new)):
+        if data_definition(old[name]) != data_definition(new[name]):
+            reasons.append(Reason.of("LOOKUP_TABLE_CHANGED", table=name))
+        elif options := changed_options(old[name], new[name]):
+            how = sorted({ON_CHANGE[option] for option in options if option in ON_CHANGE})
+            reasons.append(Reason.of("LOOKUP_OPTIONS_CHANGED", table=name, fields=options, how=", ".join(how)))
+    return reasons
 
 
 def _state_changes(old: StateShape, new: StateShape) -> list[Reason]:

@@ -18,6 +18,7 @@ from pyspark.sql import SparkSession
 
 from jobs import jdbc
 from jobs.build import BuiltJob, BuiltQuery, build_job
+from jobs.lookup import load as lookup_load
 from jobs.sinks import output_mode
 from runner.analysis import streaming
 from runner.analysis.session import local_session
@@ -36,14 +37,15 @@ log = logging.getLogger(__name__)
 class Analysed:
     """A manifest's query resolved against the declared tables."""
 
-    reads: tuple[TableDef, ...]
+    reads: tuple[TableDef, ...]  # as streams
     target: TableDef
     built: BuiltJob = field(compare=False, repr=False)  # the plan analysed
+    lookups: tuple[TableDef, ...] = ()  # joined as reference data (jobs/lookup/)
 
     @property
     def tables(self) -> tuple[TableDef, ...]:
         """Every table the job reads or writes."""
-        return (*self.reads, self.target)
+        return (*self.reads, *self.lookups, self.target)
 
 
 @dataclass(frozen=True)
@@ -74,12 +76,16 @@ def analyse(
     query_field = "sql" if manifest.sql is not None else "code"
     line = (lines or {}).get(query_field)
     streaming.check(built.output, output_mode(built.target), file=file, field=query_field, line=line)
-    analysed = Analysed(tuple(built.query.sources.values()), built.target, built)
+    streams = tuple(built.query.streams().values())
+    lookups = tuple(t for t in built.query.sources.values() if t not in streams)
+    analysed = Analysed(streams, built.target, built, lookups)
     problems = placeholders.job_problems(manifest.spark_properties, file, analysed.tables, env)
     if problems:
         raise UserError(problems)
     if built.target.connector == "jdbc":  # the database's own table has what the job writes
         jdbc.check_table(built.target, jdbc.database(built.target, placeholders.resolved_options(built.target, env)))
+    for table in lookups:  # the database's own table has the columns declared
+        lookup_load.check_table(table, env)
     return analysed
 
 

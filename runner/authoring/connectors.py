@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from runner.core import placeholders
+from runner.core import lookup, placeholders
 from runner.core.errors import Problem
 
 
@@ -56,9 +56,15 @@ CONNECTORS: dict[str, ConnectorSpec] = {
                     "csv.header",
                     "changelog-mode",
                 }
+                | lookup.OPTIONS
             ),
-            choices={"format": FILE_FORMATS, "csv.header": ("true", "false"), "changelog-mode": CHANGELOG_MODES},
-            integers=("source.max-files-per-trigger",),
+            choices={
+                "format": FILE_FORMATS,
+                "csv.header": ("true", "false"),
+                "changelog-mode": CHANGELOG_MODES,
+                lookup.CACHE: lookup.CACHES,
+            },
+            integers=("source.max-files-per-trigger", lookup.MAX_RETRIES),
         ),
         ConnectorSpec(
             "datagen",
@@ -130,10 +136,12 @@ CONNECTORS: dict[str, ConnectorSpec] = {
         ),
         ConnectorSpec(
             "jdbc",
-            source=False,
+            source=True,  # as a lookup table (runner/core/lookup.py)
             sink=True,
             required=("url", "table-name"),
-            allowed=frozenset({"username", "password"}),
+            allowed=frozenset({"username", "password"}) | lookup.OPTIONS,
+            choices={lookup.CACHE: lookup.CACHES},
+            integers=(lookup.MAX_RETRIES,),
         ),
     )
 }
@@ -194,6 +202,8 @@ def check_options(
         _check_datagen(options, columns, problem)
     if connector == "jdbc":
         _check_jdbc(options, problem)
+    for reason, hint in lookup.check(options):
+        problem("DDL_INVALID_CONNECTOR_OPTION", reason=reason, hint=hint)
     return problems
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from runner.authoring import connectors
 from runner.authoring.ddl_types import parse_type
-from runner.core import avro
+from runner.core import avro, lookup
 from runner.core import datatypes as T
 from runner.core.errors import Problem, ProblemCollector, UserError
 from runner.core.sqltokens import Kind, Token, TokenStream, split_statements, tokenize
@@ -283,6 +283,17 @@ def check_table(table: TableDef) -> list[Problem]:
             table=table.name,
         )
     )
+    if table.watermark is not None and lookup.lookup_cache(table.options) is not None:
+        problems.append(
+            Problem.of(
+                "DDL_INVALID_WATERMARK",
+                table=table.name,
+                reason=f"table {table.name} is a lookup table: it has no event time, so no WATERMARK",
+                hint="drop the WATERMARK (a lookup table is joined as of processing time), or declare the table as "
+                "a stream (no 'lookup.cache')",
+                **where,
+            )
+        )
     if table.options.get("connector") == "kafka" and table.value_format == "avro":
         for column, why in avro.unsupported(table):
             problems.append(

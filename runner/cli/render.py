@@ -24,6 +24,7 @@ STATUS_COLUMNS = (
     "keys held",
     "batch ms",
     "watermark",
+    "lookups",
     "latest savepoint",
     "output",
     "why",

@@ -218,6 +218,60 @@ _ENTRIES = (
         "table {table}: PRIMARY KEY ({key}) is not a key of the database's {where_db} (its keys: {keys})",
         "declare the database table's primary key or a unique index on these columns: upserts need one",
     ),
+    ErrorCode(
+        "LOOKUP_TABLE_MISSING",
+        "lookup table {table}: the database has no table {where_db}",
+        "create it in the database, or fix 'table-name'",
+    ),
+    ErrorCode(
+        "LOOKUP_COLUMN_MISSING",
+        "lookup table {table}: the database's {where_db} has no column {columns}",
+        "declare only columns the database table has (names match as PostgreSQL folds them)",
+    ),
+    ErrorCode(
+        "LOOKUP_COLUMN_TYPE",
+        "lookup table {table}: column {column} is {type}, which is not read from PostgreSQL",
+        "declare it as STRING, BIGINT, INT, SMALLINT, BOOLEAN, DOUBLE, FLOAT, DECIMAL(p, s), DATE, TIMESTAMP, "
+        "TIMESTAMP_NTZ or BINARY",
+    ),
+    ErrorCode(
+        "LOOKUP_RULE_UNAVAILABLE",
+        "the query joins lookup tables, but their snapshots cannot be put into its plans: {reason}",
+        "this Spark's optimizer API differs from the one the runner supports; run the runner's Spark version",
+    ),
+    ErrorCode(
+        "LOOKUP_AS_OF_SYNTAX",
+        "FOR SYSTEM_TIME AS OF ({at} of the {field}) takes a column of the stream",
+        "e.g. JOIN `jdbc`.`users` FOR SYSTEM_TIME AS OF t.proc_time AS u ON u.id = t.user_id",
+    ),
+    ErrorCode(
+        "LOOKUP_AS_OF_MISPLACED",
+        "FOR SYSTEM_TIME AS OF ({at} of the {field}) does not follow a table",
+        "write it right after the lookup table's name: JOIN `jdbc`.`users` FOR SYSTEM_TIME AS OF t.proc_time AS u",
+    ),
+    ErrorCode(
+        "LOOKUP_AS_OF_NOT_LOOKUP",
+        "FOR SYSTEM_TIME AS OF follows table {table}, which is a stream ({connector}), not a lookup table",
+        "declare it as a lookup table ('lookup.cache' = 'FULL', or a jdbc table), or drop FOR SYSTEM_TIME AS OF: "
+        "joins of two streams need no clause",
+    ),
+    ErrorCode(
+        "LOOKUP_AS_OF_EVENT_TIME",
+        "FOR SYSTEM_TIME AS OF {column}: that is the event-time column of {stream} (its WATERMARK); a join as of "
+        "event time (a versioned table) is not supported",
+        "name a processing-time column: every micro-batch joins the lookup table's snapshot current when it runs",
+    ),
+    ErrorCode(
+        "LOOKUP_ONLY",
+        "the query reads only lookup tables ({tables}): a streaming query needs a stream to join them with",
+        "read a kafka, filesystem or datagen table and join the lookup tables with it",
+    ),
+    ErrorCode(
+        "CHANGELOG_LOOKUP",
+        "the query reads tables whose rows change ({changing}) and lookup tables ({lookups})",
+        "declare the lookup tables as changelog tables (their changes then update the result), or join them with "
+        "a stream instead",
+    ),
     ErrorCode("TARGET_IS_SOURCE", "the query reads its own target {table}", "write to a different table"),
     ErrorCode("TARGET_SCHEMA_MISMATCH", "{reason}", "{hint}"),
     ErrorCode(

@@ -59,6 +59,14 @@ REASONS: dict[str, str] = {
         "a query over changelog tables changed: its state (each key's current row, the last result) is rebuilt "
         "from the tables' start, and the target's rows replaced by the new result"
     ),
+    "LOOKUP_OPTIONS_CHANGED": (
+        "lookup table {table}: {fields} changed ({how}: a lookup table is not state, so the query restarts with its "
+        "state and reloads the table as now declared)"
+    ),
+    "LOOKUP_TABLE_CHANGED": (
+        "lookup table {table} is declared anew (where it is read or its columns): the query joins other reference "
+        "data; its state is judged as for any other change"
+    ),
     "TARGET_CHANGED": "target changed: {before} -> {after}",
     "STATE_UNSURE": (
         "unsure whether the state carries over: the {which} query has {what}, which the runner cannot judge "

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from runner.core.catalog import Catalog
-from runner.core.protocol.status import BatchProgress, JobState, read_status
+from runner.core.protocol.status import BatchProgress, JobState, LookupStatus, read_status
 from runner.state import records, savepoints
 from runner.state.store import Store
 from runner.targets.modes import Targets
@@ -18,8 +19,28 @@ def _per_table(values: dict[str, Any] | None, shown) -> str | None:
     return ", ".join(f"{table} {shown(value)}" for table, value in values.items())
 
 
+def _age(iso: str | None, at: datetime) -> str:
+    """How long before ``at`` the time ``iso`` was: ``42s``, ``3m05s``, ``2h10m``."""
+    if iso is None:
+        return "-"
+    seconds = max(0, int((at - datetime.fromisoformat(iso)).total_seconds()))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+def _lookup(lookup: LookupStatus, at: datetime) -> str:
+    """``jdbc.users 1000 rows, 12s old``, and ``, reload failing`` when the last reload failed."""
+    rows = "no snapshot" if lookup.rows is None else f"{lookup.rows} rows, {_age(lookup.loaded_at, at)} old"
+    return f"{lookup.table} {rows}" + (", reload failing" if lookup.error else "")
+
+
 def job_status(store: Store, targets: Targets, team: str, name: str) -> dict[str, Any]:
-    """One deployed job's state: running, stopped, failed, not running or removed, with its progress."""
+    """One deployed job's state: running, degraded (a lookup table's reloads fail), stopped, failed, not
+    running or removed, with its progress."""
+    at = datetime.now(UTC)
     record, _ = records.read_deployed(store.manifests, name)
     assert record is not None, f"{name} is listed as deployed"
     job = targets.find(team, name)
@@ -32,6 +53,8 @@ def job_status(store: Store, targets: Targets, team: str, name: str) -> dict[str
     elif job is not None:
         # a session query between restarts is still found, but failing
         state = "failing" if mine and mine.state == JobState.FAILING else "running"
+        if state == "running" and mine and mine.degraded:
+            state = "degraded"
     elif mine and mine.state.final:
         state = mine.state + (" (parked)" if mine.parked else " (restarts used up)" if mine.gave_up else "")
     else:
@@ -39,6 +62,13 @@ def job_status(store: Store, targets: Targets, team: str, name: str) -> dict[str
     why = None
     if mine and (state.startswith("failed") or state == "failing"):
         why = f"Spark refused the restored state: {mine.state_refused}" if mine.state_refused else mine.error
+    elif mine and state == "degraded":
+        why = "; ".join(
+            f"{lookup.table}: reloads failing since {lookup.failing_since}, serving the snapshot read "
+            f"{_age(lookup.loaded_at, at)} ago: {lookup.error}"
+            for lookup in mine.lookups
+            if lookup.error
+        )
     latest = savepoints.savepoints(store, name, record.version)
     target = Catalog(record.tables).lookup_name(record.manifest.target_table)
     rate = progress.input_rows_per_second
@@ -54,6 +84,7 @@ def job_status(store: Store, targets: Targets, team: str, name: str) -> dict[str
         "keys held": _per_table(progress.keys, lambda keys: keys),
         "batch ms": progress.batch_duration_ms,
         "watermark": progress.watermark,
+        "lookups": "; ".join(_lookup(lookup, at) for lookup in mine.lookups) if mine and mine.lookups else None,
         "latest savepoint": latest[-1].key.rstrip("/").rsplit("/", 1)[-1] if latest else None,
         "output": target.delivery if target is not None else None,
         "job": job.job_id if job else None,

@@ -263,7 +263,8 @@ class QueryHost:
             try:
                 if not query.isActive:
                     error = query.exception()
-                    return f"{error}" if error is not None else f"query {query.name} stopped"
+                    failed = runtime.lookup_failure(query)  # stopped by its lookup tables, not by Spark
+                    return f"{error}" if error is not None else failed or f"query {query.name} stopped"
                 status = query.status
                 last = query.lastProgress
             except Exception as error:  # noqa: BLE001 - a query Spark cannot report on has failed

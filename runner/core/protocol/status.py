@@ -43,6 +43,19 @@ class BatchProgress(Part):
     keys: dict[str, int] | None = None
 
 
+class LookupStatus(Part):
+    """One lookup table of a running query (``jobs/lookup/``): its snapshot, and its last reload's failure."""
+
+    table: str
+    rows: int | None = None  # in the current snapshot
+    loaded_at: str | None = None  # when the current snapshot was read
+    reload_seconds: float | None = None
+    error: str | None = None  # the last reload failed (the snapshot is kept): why
+    failing_since: str | None = None
+    reloads: int = 0
+    failed_reloads: int = 0
+
+
 class JobStatus(Document):
     name: str
     version: int
@@ -64,6 +77,12 @@ class JobStatus(Document):
     reason: str | None = None  # stopped: why
     progress: BatchProgress | None = None  # the last completed micro-batch
     recent_progress: list[BatchProgress] = []  # the run's recent ones, oldest first
+    lookups: list[LookupStatus] = []  # its lookup tables' snapshots
+
+    @property
+    def degraded(self) -> bool:
+        """Running on reference data it could not reload (a lookup table's last reload failed)."""
+        return self.state == JobState.RUNNING and any(lookup.error for lookup in self.lookups)
 
     def of_run(self, version: int, run_id: str | None = None) -> bool:
         """Whether this status is about ``version`` (and, if given, that very run)."""

@@ -1,0 +1,204 @@
+"""Lookup tables in running queries: a stream enriched with a PostgreSQL table and with a folder of files,
+reloaded while the query runs (real Spark, a real PostgreSQL server)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from jobs import runtime
+from jobs.build import build_job
+from jobs.lookup.refresh import LookupTable, lookups_of
+from runner.authoring.project import load_project
+from runner.core.manifest import Meta
+from runner.core.protocol.jobspec import JobSpec
+from tests.clihelpers import START
+from tests.conftest import METADATA_DDL, ProjectDir
+
+PG_METADATA = """,
+  __create_timestamp TIMESTAMPTZ, __query_name TEXT, __query_description TEXT, __query_id TEXT,
+  __query_version INTEGER, __query_create_timestamp TIMESTAMPTZ"""
+
+INTERVAL = 2.0  # seconds between reloads in these tests
+
+
+class Events:
+    """Writes a file of events to a folder every ``every`` seconds, one event per user id, until stopped."""
+
+    def __init__(self, folder: Path, users: range, every: float = 0.25):
+        self.folder, self.users, self.every = folder, users, every
+        folder.mkdir(parents=True, exist_ok=True)
+        self.stopping = threading.Event()
+        self.next_id = 0
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def write(self) -> None:
+        lines = []
+        for user in self.users:
+            self.next_id += 1
+            lines.append(json.dumps({"id": self.next_id, "user_id": user}))
+        name = f"{self.next_id:09d}.json"
+        (self.folder / f".{name}").write_text("\n".join(lines) + "\n")
+        (self.folder / f".{name}").rename(self.folder / name)  # whole files only
+
+    def _run(self) -> None:
+        while not self.stopping.wait(self.every):
+            self.write()
+
+    def __enter__(self) -> Events:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stopping.set()
+        self.thread.join()
+
+
+def start_query(spark, project: ProjectDir, name: str, state: Path, env: dict[str, str]):
+    """Start a manifest's query in this process (version 1), running until stopped."""
+    proj = load_project(project.root)
+    manifest = proj.load_manifest(project.root / "manifests" / f"{name}.yaml")
+    meta = Meta(query_id=str(uuid.uuid5(uuid.NAMESPACE_URL, name)), query_version=1, query_create_timestamp=START)
+    manifest = manifest.model_copy(update={"meta": meta})
+    spec = JobSpec(manifest, proj.catalog, str(state / "checkpoint"), str(state / "dead-letter"), False)
+    built = build_job(spark, manifest, proj.catalog, env, live=True)
+    return runtime.start(spark, built, spec, env)
+
+
+@pytest.fixture
+def pg(postgres):
+    """Tables unique to the test: ``pg.table(columns)`` creates one and returns its name."""
+
+    class Tables:
+        server = postgres
+
+        def table(self, columns: str) -> str:
+            name = f"t_{uuid.uuid4().hex[:10]}"
+            postgres.execute(f"CREATE TABLE {name} ({columns})")
+            return name
+
+        def jdbc(self, table: str, extra: str = "") -> str:
+            return (
+                f"'connector' = 'jdbc', 'url' = '{postgres.url}', 'table-name' = '{table}', "
+                f"'username' = 'runner', 'password' = '${{PG_PASSWORD}}'{extra}"
+            )
+
+    return Tables()
+
+
+def enrichment_project(project: ProjectDir, pg, users_options: str, users_ddl_columns: str = "") -> str:
+    """Events (a folder stream) joined with the users lookup table into a PostgreSQL table; returns its name."""
+    out = pg.table(f"event_id BIGINT, user_id BIGINT, name TEXT{PG_METADATA}")
+    project.ddl(
+        "tables",
+        f"""
+        CREATE TABLE events (id BIGINT, user_id BIGINT, proc_time AS PROCTIME())
+        WITH ('connector' = 'filesystem', 'path' = '{project.root}/data/events', 'format' = 'json');
+
+        CREATE TABLE users (id BIGINT, name STRING{users_ddl_columns}) WITH ({users_options});
+
+        CREATE TABLE enriched (event_id BIGINT, user_id BIGINT, name STRING{METADATA_DDL})
+        WITH ({pg.jdbc(out)});
+        """,
+    )
+    project.manifest(
+        "enrich",
+        """
+        name: enrich
+        target-table: enriched
+        trigger-interval: 200 milliseconds
+        sql: |
+          SELECT e.id AS event_id, e.user_id, u.name
+          FROM events AS e
+          LEFT JOIN users FOR SYSTEM_TIME AS OF e.proc_time AS u ON u.id = e.user_id
+        """,
+    )
+    return out
+
+
+def outputs(pg, out: str, user: int) -> list[tuple[float, str | None]]:
+    """(batch time in epoch seconds, name) of every output row for ``user``, in batch order."""
+    rows = pg.server.execute(
+        f"SELECT extract(epoch FROM __create_timestamp)::float8, name FROM {out} WHERE user_id = %s "
+        "ORDER BY __create_timestamp",
+        (user,),
+    )
+    return [(float(at), name) for at, name in rows]
+
+
+def reloads_after(table: LookupTable, moment: float) -> float | None:
+    """When the first snapshot read after ``moment`` was read (epoch seconds), if one was."""
+    return next((read_at for read_at, _ in table.history if read_at > moment), None)
+
+
+def wait_for(check, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def test_a_postgres_lookup_table_follows_inserts_updates_and_deletes_within_one_interval(
+    spark, project: ProjectDir, pg, tmp_path
+):
+    """21 changes (7 inserts, 7 updates, 7 deletes), one user each, made while the query runs: each shows in
+    the output after the first reload that read it and never in a micro-batch that began before that reload,
+    within one reload interval (and the load and micro-batch after it)."""
+    users = pg.table("id BIGINT PRIMARY KEY, name TEXT")
+    ids = range(1, 22)
+    inserted, updated, deleted = ids[:7], ids[7:14], ids[14:]
+    for user in (*updated, *deleted):
+        pg.server.execute(f"INSERT INTO {users} VALUES (%s, %s)", (user, f"old-{user}"))
+    out = enrichment_project(
+        project, pg, pg.jdbc(users, f", 'lookup.full-cache.periodic-reload.interval' = '{INTERVAL:g} s'")
+    )
+    env = {"PG_PASSWORD": pg.server.password}
+    session = spark.newSession()
+    with Events(project.root / "data" / "events", ids):
+        queries = start_query(session, project, "enrich", tmp_path / "state", env)
+        try:
+            lookup = lookups_of(queries[0]).tables[0]
+            wait_for(lambda: outputs(pg, out, ids[-1]), 60, "the first enriched rows")
+            changes: list[tuple[int, float, str | None, str | None]] = []  # user, when, before, after
+            for user in ids:
+                time.sleep(0.35)
+                if user in inserted:
+                    pg.server.execute(f"INSERT INTO {users} VALUES (%s, %s)", (user, f"new-{user}"))
+                    changes.append((user, time.time(), None, f"new-{user}"))
+                elif user in updated:
+                    pg.server.execute(f"UPDATE {users} SET name = %s WHERE id = %s", (f"new-{user}", user))
+                    changes.append((user, time.time(), f"old-{user}", f"new-{user}"))
+                else:
+                    pg.server.execute(f"DELETE FROM {users} WHERE id = %s", (user,))
+                    changes.append((user, time.time(), f"old-{user}", None))
+            last = changes[-1][1]
+            wait_for(lambda: reloads_after(lookup, last + INTERVAL + 0.5), 60, "two reloads after the last change")
+            wait_for(lambda: any(at > last + INTERVAL + 2 for at, _ in outputs(pg, out, ids[-1])), 60, "the output")
+        finally:
+            runtime.stop_all(queries)
+    delays, checked_early = [], 0
+    for user, changed_at, before, after in changes:
+        seen = outputs(pg, out, user)
+        reload = reloads_after(lookup, changed_at)
+        assert reload is not None
+        assert reload - changed_at <= INTERVAL + 0.5, (user, reload - changed_at)  # read within one interval
+        early = [(at, name) for at, name in seen if changed_at <= at < reload]
+        assert all(name == before for _, name in early), (user, early)  # never before the reload read it
+        checked_early += bool(early)
+        first_new = next(at for at, name in seen if at >= reload and name == after)
+        assert all(name == after for at, name in seen if at >= first_new), user  # and kept since
+        delays.append(first_new - changed_at)
+    assert checked_early >= len(changes) // 2, checked_early  # most changes had batches before their reload
+    delays.sort()
+    p50, worst = statistics.median(delays), delays[-1]
+    print(f"\nlookup delay over {len(delays)} changes: p50 {p50:.2f}s, max {worst:.2f}s, interval {INTERVAL:g}s")
+    assert worst <= INTERVAL + 3.0, delays
