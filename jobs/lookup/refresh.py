@@ -38,7 +38,7 @@ from runner.core.tables import TableDef
 log = logging.getLogger(__name__)
 
 _ATTRIBUTE = "_sql_runner_lookups"
-HISTORY = 200  # snapshots remembered per table: when each was read, and its rows
+HISTORY = 200  # snapshots remembered per table
 RETRY_PAUSE_SECONDS = 1.0  # before the first retry of a failed load; doubled for each further one
 
 
@@ -78,7 +78,9 @@ class LookupTable:
         self.failed_reloads = 0
         self.fatal: str | None = None
         self.lock = threading.Lock()
-        self.history: deque[tuple[float, int]] = deque(maxlen=HISTORY)  # (read at, rows) of recent snapshots
+        # (load began, swapped in, rows) of the recent snapshots, in epoch seconds: the rows are the source's as of
+        # some moment between the first two
+        self.history: deque[tuple[float, float, int]] = deque(maxlen=HISTORY)
 
     def load(self, stopping: threading.Event | None = None) -> bool:
         """One reload: up to ``lookup.max-retries`` more attempts after a failure. True if a snapshot was
@@ -113,7 +115,7 @@ class LookupTable:
             old = self.snapshot
             self.rule.put(self.marker.id, relation)
             self.snapshot, self.loaded_at = loaded, read_at
-            self.history.append((read_at, loaded.rows))
+            self.history.append((read_at, time.time(), loaded.rows))
             recovered = self.error is not None
             self.error, self.failing_since = None, None
             self.reloads += 1
