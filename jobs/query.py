@@ -147,6 +147,7 @@ def as_of_clauses(sql: str, where: Location) -> list[AsOf]:
                 field=where.field,
                 line=where.line,
                 at=_line_pos(sql, tokens[i].start),
+                part=where.field,
             )
         found.append(AsOf(tokens[i].start, tokens[j].end, parts[-1]))
     return found
@@ -171,7 +172,7 @@ def _check_as_of(sql: str, clauses: list[AsOf], refs: list[TableRef], catalog: C
     for clause in clauses:
         before = [r for r in refs if r.stop < clause.start and not sql[r.stop + 1 : clause.start].strip()]
         if not before:
-            raise UserError.of("LOOKUP_AS_OF_MISPLACED", at=_line_pos(sql, clause.start), **at)
+            raise UserError.of("LOOKUP_AS_OF_MISPLACED", at=_line_pos(sql, clause.start), part=where.field, **at)
         table = catalog.lookup(before[-1].parts)
         assert table is not None
         if not is_lookup(table):

@@ -37,7 +37,9 @@ def validate(
     checked = validate_paths(list(paths), project, values)
     for item in checked:
         reads = ", ".join(t.name for t in item.analysed.reads) or "no tables"
-        line(f"ok  {item.manifest.name}: reads {reads}; writes {item.analysed.target.name}")
+        lookups = ", ".join(t.name for t in item.analysed.lookups)
+        joins = f"; looks up {lookups}" if lookups else ""
+        line(f"ok  {item.manifest.name}: reads {reads}{joins}; writes {item.analysed.target.name}")
     if not checked:
         line("ok")
 

@@ -241,12 +241,12 @@ _ENTRIES = (
     ),
     ErrorCode(
         "LOOKUP_AS_OF_SYNTAX",
-        "FOR SYSTEM_TIME AS OF ({at} of the {field}) takes a column of the stream",
+        "FOR SYSTEM_TIME AS OF ({at} of the {part}) takes a column of the stream",
         "e.g. JOIN `jdbc`.`users` FOR SYSTEM_TIME AS OF t.proc_time AS u ON u.id = t.user_id",
     ),
     ErrorCode(
         "LOOKUP_AS_OF_MISPLACED",
-        "FOR SYSTEM_TIME AS OF ({at} of the {field}) does not follow a table",
+        "FOR SYSTEM_TIME AS OF ({at} of the {part}) does not follow a table",
         "write it right after the lookup table's name: JOIN `jdbc`.`users` FOR SYSTEM_TIME AS OF t.proc_time AS u",
     ),
     ErrorCode(
