@@ -20,6 +20,7 @@ from jobs import sources
 from jobs.changelog import stream
 from jobs.changelog.sinks import check_target
 from jobs.jvm import expression_classes
+from jobs.lookup import partial
 from jobs.lookup import rule as lookup_rule
 from jobs.lookup.refresh import Marker
 from jobs.metadata import with_metadata
@@ -29,7 +30,7 @@ from jobs.sinks import check_sink
 from jobs.target_schema import conform
 from runner.core.catalog import Catalog
 from runner.core.errors import UserError
-from runner.core.lookup import data_definition, is_lookup
+from runner.core.lookup import data_definition, is_lookup, lookup_cache
 from runner.core.manifest import Manifest
 from runner.core.starts import MAIN, Starts
 from runner.core.tables import TableDef
@@ -66,7 +67,7 @@ class BuiltQuery:
     dead_letters: list[Tapped] = field(default_factory=list)
     changelog: ChangelogPlan | None = None
     views: dict[str, DataFrame] = field(default_factory=dict)  # a changelog query: view name -> its batch rows
-    lookups: list[Marker] = field(default_factory=list)  # a live query's lookup tables (jobs/lookup/)
+    lookups: list[Marker] = field(default_factory=list)  # where its lookup tables go in its plan (jobs/lookup/)
 
     def streams(self) -> dict[str, TableDef]:
         """The tables the query reads as streams (view name -> table): its sources but its lookup tables."""
@@ -139,9 +140,10 @@ class _Sources:
             frame = self.reuse.frames[view]  # the same relation: only how often it is reloaded may differ
         else:
             marker, marker_id = lookup_rule.marker(self.spark, spark_schema(table))
-            if self.live:
-                self.lookups.append(Marker(table, marker, marker_id))
-            frame = sources.finish(marker, table).hint("broadcast")
+            self.lookups.append(Marker(table, marker, marker_id))
+            frame = sources.finish(marker, table)
+            if lookup_cache(table.options) == "FULL":
+                frame = frame.hint("broadcast")  # a PARTIAL table's join is replaced (jobs/lookup/partial.py)
         frame.createOrReplaceTempView(view)
         self.frames[view] = frame
         self.tables[view] = table
@@ -414,6 +416,7 @@ def build_job(
     query = build_query(
         spark, manifest, catalog, env, live=live, file=file, line=lines.get(query_field), starts=starts, reuse=reuse
     )
+    partial.check_joins(spark, query.result, query.lookups, file=file, field=query_field, line=lines.get(query_field))
     if target.key in {t.key for t in query.sources.values()}:
         raise UserError.of(
             "TARGET_IS_SOURCE", file=file, field="target-table", line=lines.get("target-table"), table=target.name

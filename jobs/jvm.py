@@ -177,6 +177,7 @@ def compiled_class(spark: SparkSession, name: str, source: str) -> Any:
         try:
             compiler = java_class(jvm, "org.codehaus.janino.SimpleCompiler")()
             compiler.setParentClassLoader(java_class(jvm, "org.apache.spark.util.Utils").getContextOrSparkClassLoader())
+            compiler.setTargetVersion(8)  # Scala's collection interfaces have static methods
             compiler.cook(source)
             _COMPILED[key] = compiler.getClassLoader().loadClass(name)
         except Exception as error:  # noqa: BLE001 - kept, and raised to every caller

@@ -278,8 +278,8 @@ def stop_all(queries: list[StreamingQuery]) -> None:
     ends, when the JVM may be gone already (a SIGTERM to the process group reaches it too), and then
     every call into it fails, even asking a query its name."""
     for position, query in enumerate(queries, start=1):
-        lookups = lookup_refresh.lookups_of(query)
         try:
+            lookups = lookup_refresh.lookups_of(query)
             if query.isActive:
                 query.stop()
             if lookups is not None:

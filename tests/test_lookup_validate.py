@@ -205,3 +205,65 @@ def test_a_reload_setting_restarts_and_other_reference_data_is_judged_as_a_query
     )
     assert added.changed and "QUERY_MEANING_CHANGED" in [r.code for r in added.reasons]
     assert "SOURCES_CHANGED" not in [r.code for r in added.reasons]  # a lookup table is no stream of the checkpoint
+
+
+PARTIAL = ", 'lookup.cache' = 'PARTIAL'"
+PARTIAL_CASES = [
+    ("partial on a folder", None, FOLDER.replace("'FULL'", "'PARTIAL'"), JOIN, "DDL_INVALID_CONNECTOR_OPTION"),
+    (
+        "reload interval on a partial table",
+        PARTIAL + ", 'lookup.full-cache.periodic-reload.interval' = '5 s'",
+        None,
+        JOIN,
+        "DDL_INVALID_CONNECTOR_OPTION",
+    ),
+    (
+        "partial option on a full table",
+        ", 'lookup.partial-cache.max-rows' = '10'",
+        None,
+        JOIN,
+        "DDL_INVALID_CONNECTOR_OPTION",
+    ),
+    ("max-rows zero", PARTIAL + ", 'lookup.partial-cache.max-rows' = '0'", None, JOIN, "DDL_INVALID_CONNECTOR_OPTION"),
+    (
+        "partial right join",
+        PARTIAL,
+        None,
+        "SELECT e.id AS event_id, u.name FROM events e RIGHT JOIN users u ON u.id = e.user_id",
+        "LOOKUP_PARTIAL_JOIN",
+    ),
+    (
+        "partial without an equality",
+        PARTIAL,
+        None,
+        "SELECT e.id AS event_id, u.name FROM events e JOIN users u ON u.id > e.user_id",
+        "LOOKUP_PARTIAL_JOIN",
+    ),
+    (
+        "partial left join with another condition",
+        PARTIAL,
+        None,
+        "SELECT e.id AS event_id, u.name FROM events e LEFT JOIN users u ON u.id = e.user_id AND u.name <> 'x'",
+        "LOOKUP_PARTIAL_JOIN",
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "extra", "ddl", "sql", "code"), PARTIAL_CASES, ids=[c[0] for c in PARTIAL_CASES])
+def test_partial_refused_with_one_clear_line(spark, project: ProjectDir, database, case, extra, ddl, sql, code):
+    postgres, table = database
+    project.ddl("tables", EVENTS + (ddl or users(postgres.url, table, extra=extra)))
+    project.manifest("enrich", f"name: enrich\ntarget-table: enriched\nsql: {sql}\n")
+    result = CliRunner().invoke(cli, ["validate", "--project", str(project.root)])
+    assert result.exit_code == 2, (case, result.stdout, result.stderr)
+    lines = [line for line in result.stderr.splitlines() if code in line]
+    assert len(lines) == 1 and "Traceback" not in result.stderr, (case, result.stderr)
+
+
+def test_a_partial_inner_join_with_a_condition_on_the_table_passes(spark, project: ProjectDir, database):
+    postgres, table = database
+    project.ddl("tables", EVENTS + users(postgres.url, table, extra=PARTIAL))
+    sql = "SELECT e.id AS event_id, u.name FROM events e JOIN users u ON u.id = e.user_id AND u.name <> 'x'"
+    project.manifest("enrich", f"name: enrich\ntarget-table: enriched\nsql: {sql}\n")
+    result = CliRunner().invoke(cli, ["validate", "--project", str(project.root)])
+    assert result.exit_code == 0, result.stderr

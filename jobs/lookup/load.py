@@ -144,6 +144,19 @@ class Loader:
             raise LoadFailed(f"{self.table.name}: {first_line(error)}") from None
         return Loaded(frame, count, time.monotonic() - began)
 
+    def column_names(self) -> dict[str, str]:
+        """Each declared column's name in the database's table; LoadFailed if the database cannot say."""
+        db = self.db
+        assert db is not None
+        try:
+            with db.connect(timeout=5) as conn:
+                names = columns_in(conn, db, self.schema)
+        except Exception as error:  # noqa: BLE001 - psycopg's errors, in one line
+            raise LoadFailed(f"PostgreSQL {db.where}: {first_line(error)}") from None
+        if isinstance(names, str):
+            raise LoadFailed(f"PostgreSQL {db.where}: {names}")
+        return names
+
     def _jdbc_rows(self) -> list[tuple[Any, ...]]:
         db = self.db
         assert db is not None

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from jobs.lookup import rule
+from jobs.lookup import partial, rule
 from jobs.lookup.load import Loaded, Loader, LoadFailed, check_types
 from runner.core import logs
 from runner.core.lookup import LookupOptions
@@ -173,12 +174,66 @@ class LookupTable:
             )
 
 
+class PartialTable:
+    """One PARTIAL lookup table of one running query: its look-up functions in the rule, and their counts."""
+
+    def __init__(self, spark: SparkSession, marker: Marker, env: Mapping[str, str], label: dict[str, Any]):
+        self.spark, self.marker, self.label = spark, marker, label
+        self.table = marker.table
+        self.options = LookupOptions.of(self.table)
+        check_types(self.table)
+        self.loader = Loader(spark, self.table, env)
+        self.rule = rule.rule(spark)
+        self.stats: dict[str, Any] | None = None
+        self.error: str | None = None
+
+    def load(self) -> bool:
+        """Check the database has the table and its columns (up to ``lookup.max-retries`` more attempts), then
+        put the look-up functions in the rule. False (the reason in ``error``) if the database cannot say."""
+        pause = RETRY_PAUSE_SECONDS
+        for attempt in range(self.options.max_retries + 1):
+            if attempt:
+                time.sleep(pause)
+                pause *= 2
+            try:
+                names = self.loader.column_names()
+            except LoadFailed as error:
+                self.error = str(error)
+                continue
+            db = self.loader.db
+            assert db is not None
+            identity = f"{self.table.name} {self.marker.id} {uuid.uuid4().hex}"
+            spec = partial.spec_of(self.table.name, db, names, self.loader.schema, identity, self.options)
+            inner, outer, self.stats = partial.functions(self.spark, spec, self.loader.schema)
+            self.rule.putPartial(self.marker.id, inner, outer, self.table.name)
+            self.error = None
+            return True
+        return False
+
+    def release(self) -> None:
+        self.rule.forget(self.marker.id)
+        self.rule.put(self.marker.id, f"lookup table {self.table.name}: its query ended")
+
+    def status(self) -> LookupStatus:
+        stats = self.stats or {}
+        value = {name: int(accumulator.value) for name, accumulator in stats.items()}
+        return LookupStatus(
+            table=self.table.name,
+            cache="PARTIAL",
+            hits=value.get("hits", 0),
+            misses=value.get("misses", 0),
+            held=value.get("held", 0),
+        )
+
+
 class Lookups:
     """The lookup tables of one query and the thread that reloads them."""
 
     def __init__(self, spark: SparkSession, markers: Sequence[Marker], env: Mapping[str, str], label: dict[str, Any]):
         self.label = label
-        self.tables = [LookupTable(spark, marker, env, label) for marker in markers]
+        full = [marker for marker in markers if LookupOptions.of(marker.table).cache == "FULL"]
+        self.tables = [LookupTable(spark, marker, env, label) for marker in full]
+        self.partials = [PartialTable(spark, marker, env, label) for marker in markers if marker not in full]
         self.stopping = threading.Event()
         self.changed = threading.Event()  # a reload failed or recovered: the status should say so
         self.query: StreamingQuery | None = None
@@ -186,6 +241,10 @@ class Lookups:
 
     def load_first(self) -> None:
         """Each table's first snapshot, before the query starts; LookupFailed if one cannot be had."""
+        for keyed in self.partials:
+            if not keyed.load():
+                self.release()
+                raise LookupFailed(f"lookup table {keyed.table.name} could not be read: {keyed.error}")
         for table in self.tables:
             if not table.load():
                 self.release()
@@ -199,8 +258,9 @@ class Lookups:
     def start(self, query: StreamingQuery) -> None:
         self.query = query
         setattr(query, _ATTRIBUTE, self)
-        self._thread = threading.Thread(target=self._run, name="sql-runner-lookups", daemon=True)
-        self._thread.start()
+        if self.tables:  # FULL tables are reloaded; PARTIAL ones expire key by key in their caches
+            self._thread = threading.Thread(target=self._run, name="sql-runner-lookups", daemon=True)
+            self._thread.start()
 
     def _run(self) -> None:
         try:
@@ -242,7 +302,7 @@ class Lookups:
         return next((t.fatal for t in self.tables if t.fatal is not None), None)
 
     def statuses(self) -> list[LookupStatus]:
-        return [table.status() for table in self.tables]
+        return [table.status() for table in self.tables] + [keyed.status() for keyed in self.partials]
 
     def degraded(self) -> bool:
         return any(table.error is not None for table in self.tables)
@@ -257,6 +317,8 @@ class Lookups:
     def release(self) -> None:
         for table in self.tables:
             table.release()
+        for keyed in self.partials:
+            keyed.release()
 
 
 def _active(query: StreamingQuery) -> bool:

@@ -140,8 +140,8 @@ CONNECTORS: dict[str, ConnectorSpec] = {
             sink=True,
             required=("url", "table-name"),
             allowed=frozenset({"username", "password"}) | lookup.OPTIONS,
-            choices={lookup.CACHE: lookup.CACHES},
-            integers=(lookup.MAX_RETRIES,),
+            choices={lookup.CACHE: lookup.CACHES, lookup.CACHE_MISSING: ("true", "false")},
+            integers=(lookup.MAX_RETRIES, lookup.MAX_ROWS),
         ),
     )
 }

@@ -262,6 +262,12 @@ _ENTRIES = (
         "name a processing-time column: every micro-batch joins the lookup table's snapshot current when it runs",
     ),
     ErrorCode(
+        "LOOKUP_PARTIAL_JOIN",
+        "{reason}",
+        "a PARTIAL table is looked up by key from the stream's rows: FROM stream [LEFT] JOIN table ON table.key = "
+        "stream.column",
+    ),
+    ErrorCode(
         "LOOKUP_ONLY",
         "the query reads only lookup tables ({tables}): a streaming query needs a stream to join them with",
         "read a kafka, filesystem or datagen table and join the lookup tables with it",

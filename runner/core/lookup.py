@@ -4,12 +4,15 @@ A ``jdbc`` table a query reads, or a ``filesystem`` table that declares ``'looku
 not a stream: each micro-batch joins with the table's snapshot, and the snapshot is reloaded
 every refresh interval (``jobs/lookup/``). The options keep Flink's names where Flink has them:
 
-- ``lookup.cache``: ``FULL`` (the whole table is loaded and broadcast to the executors);
-- ``lookup.full-cache.periodic-reload.interval``: how often the snapshot is reloaded;
-- ``lookup.max-retries``: attempts of one reload before it counts as failed;
-- ``lookup.max-staleness`` (no Flink counterpart): how old the snapshot may grow while reloads fail
-  before the query fails through its restart strategy; unset, it keeps serving the last good
-  snapshot (the query shows ``degraded``).
+- ``lookup.cache``: ``FULL`` (the whole table is loaded and broadcast to the executors) or
+  ``PARTIAL`` (``jdbc`` only: keys looked up from the executors through a bounded cache);
+- ``lookup.full-cache.periodic-reload.interval``: how often a FULL snapshot is reloaded;
+- ``lookup.partial-cache.max-rows``, ``lookup.partial-cache.expire-after-write``,
+  ``lookup.partial-cache.cache-missing-key``: a PARTIAL cache's bounds;
+- ``lookup.max-retries``: more attempts of one reload or look-up before it counts as failed;
+- ``lookup.max-staleness`` (no Flink counterpart, FULL only): how old the snapshot may grow while
+  reloads fail before the query fails through its restart strategy; unset, it keeps serving the
+  last good snapshot (the query shows ``degraded``).
 
 Pure data, no Spark: the DDL checks and the plan read it as well as the job.
 """
@@ -24,6 +27,9 @@ from runner.core.tables import TableDef
 PREFIX = "lookup."
 CACHE = "lookup.cache"
 RELOAD_INTERVAL = "lookup.full-cache.periodic-reload.interval"
+MAX_ROWS = "lookup.partial-cache.max-rows"
+EXPIRE = "lookup.partial-cache.expire-after-write"
+CACHE_MISSING = "lookup.partial-cache.cache-missing-key"
 MAX_RETRIES = "lookup.max-retries"
 MAX_STALENESS = "lookup.max-staleness"
 
@@ -32,16 +38,23 @@ MAX_STALENESS = "lookup.max-staleness"
 ON_CHANGE: dict[str, str] = {
     CACHE: "restart",
     RELOAD_INTERVAL: "restart",
+    MAX_ROWS: "restart",
+    EXPIRE: "restart",
+    CACHE_MISSING: "restart",
     MAX_RETRIES: "restart",
     MAX_STALENESS: "restart",
 }
 
-CACHES = ("FULL",)
-DURATIONS = (RELOAD_INTERVAL, MAX_STALENESS)
+CACHES = ("FULL", "PARTIAL")
+DURATIONS = (RELOAD_INTERVAL, MAX_STALENESS, EXPIRE)
+FULL_ONLY = (RELOAD_INTERVAL, MAX_STALENESS)
+PARTIAL_ONLY = (MAX_ROWS, EXPIRE, CACHE_MISSING)
 OPTIONS = frozenset(ON_CHANGE)
 
 DEFAULT_RELOAD_SECONDS = 60.0
 DEFAULT_MAX_RETRIES = 3
+DEFAULT_MAX_ROWS = 10_000
+DEFAULT_EXPIRE_SECONDS = 60.0
 FILE_FORMATS = ("json", "csv", "parquet")
 
 
@@ -79,6 +92,9 @@ class LookupOptions:
     reload_seconds: float
     max_retries: int
     max_staleness_seconds: float | None  # None: serve the last good snapshot for as long as reloads fail
+    max_rows: int = DEFAULT_MAX_ROWS  # PARTIAL: rows a cache holds at most
+    expire_seconds: float = DEFAULT_EXPIRE_SECONDS  # PARTIAL: how long a cached key's rows are used
+    cache_missing: bool = True  # PARTIAL: keep "no such key" too
 
     @staticmethod
     def of(table: TableDef) -> LookupOptions:
@@ -90,6 +106,9 @@ class LookupOptions:
             reload_seconds=durations.seconds(options.get(RELOAD_INTERVAL, "")) or DEFAULT_RELOAD_SECONDS,
             max_retries=int(options.get(MAX_RETRIES, DEFAULT_MAX_RETRIES)),
             max_staleness_seconds=durations.seconds(staleness) if staleness else None,
+            max_rows=int(options.get(MAX_ROWS, DEFAULT_MAX_ROWS)),
+            expire_seconds=durations.seconds(options.get(EXPIRE, "")) or DEFAULT_EXPIRE_SECONDS,
+            cache_missing=options.get(CACHE_MISSING, "true") == "true",
         )
 
 
@@ -113,6 +132,25 @@ def check(options: dict[str, str]) -> list[tuple[str, str]]:
             continue
         if key in DURATIONS and not (durations.seconds(value) or 0) > 0:
             problems.append((f"option '{key}' = {value!r} is not a positive duration", "e.g. '30 s', '5 min', '1 h'"))
+    cache = lookup_cache(options)
+    wrong = PARTIAL_ONLY if cache == "FULL" else FULL_ONLY if cache == "PARTIAL" else ()
+    for key in (k for k in wrong if k in options):
+        problems.append(
+            (
+                f"option '{key}' does not apply to 'lookup.cache' = '{cache}'",
+                "a FULL table is reloaded whole ('lookup.full-cache.periodic-reload.interval', "
+                "'lookup.max-staleness'); a PARTIAL one looks keys up through a cache ('lookup.partial-cache.*')",
+            )
+        )
+    if MAX_ROWS in options and options[MAX_ROWS].isdigit() and int(options[MAX_ROWS]) < 1:
+        problems.append((f"option '{MAX_ROWS}' must be at least 1", "e.g. '10000'"))
+    if connector == "filesystem" and cache == "PARTIAL":
+        problems.append(
+            (
+                "a folder lookup table is loaded whole: 'lookup.cache' = 'PARTIAL' is for jdbc tables",
+                "'lookup.cache' = 'FULL'",
+            )
+        )
     if connector == "filesystem":
         fmt = options.get("format")
         if fmt is not None and fmt not in FILE_FORMATS:

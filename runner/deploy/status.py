@@ -32,7 +32,12 @@ def _age(iso: str | None, at: datetime) -> str:
 
 
 def _lookup(lookup: LookupStatus, at: datetime) -> str:
-    """``jdbc.users 1000 rows, 12s old``, and ``, reload failing`` when the last reload failed."""
+    """``jdbc.users 1000 rows, 12s old``, and ``, reload failing`` when the last reload failed; a PARTIAL
+    table: ``users PARTIAL, 1200 keys, 97% from cache, at most 5000 rows held``."""
+    if lookup.cache == "PARTIAL":
+        keys = (lookup.hits or 0) + (lookup.misses or 0)
+        share = f", {100 * (lookup.hits or 0) / keys:.0f}% from cache" if keys else ""
+        return f"{lookup.table} PARTIAL, {keys} keys{share}, at most {lookup.held or 0} rows held"
     rows = "no snapshot" if lookup.rows is None else f"{lookup.rows} rows, {_age(lookup.loaded_at, at)} old"
     return f"{lookup.table} {rows}" + (", reload failing" if lookup.error else "")
 

@@ -47,6 +47,7 @@ class LookupStatus(Part):
     """One lookup table of a running query (``jobs/lookup/``): its snapshot, and its last reload's failure."""
 
     table: str
+    cache: str = "FULL"  # FULL: a snapshot reloaded; PARTIAL: keys looked up through bounded caches
     rows: int | None = None  # in the current snapshot
     loaded_at: str | None = None  # when the current snapshot was read
     reload_seconds: float | None = None
@@ -54,6 +55,9 @@ class LookupStatus(Part):
     failing_since: str | None = None
     reloads: int = 0
     failed_reloads: int = 0
+    hits: int | None = None  # PARTIAL: keys found in a cache, since the query started
+    misses: int | None = None  # PARTIAL: keys read from the database
+    held: int | None = None  # PARTIAL: the most rows one cache held
 
 
 class JobStatus(Document):
