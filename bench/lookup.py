@@ -171,7 +171,7 @@ def main() -> int:
     try:
         server.execute("CREATE TABLE users (id BIGINT PRIMARY KEY, name TEXT, region TEXT)")
         server.execute(
-            "INSERT INTO users SELECT n, 'user ' || n, 'region ' || (n % 50) FROM generate_series(0, %s) AS n",
+            "INSERT INTO users SELECT n, 'user ' || n, 'region ' || (n %% 50) FROM generate_series(0, %s) AS n",
             (args.rows - 1,),
         )
         rng = random.Random(7)

@@ -141,6 +141,8 @@ class _Sources:
         else:
             marker, marker_id = lookup_rule.marker(self.spark, spark_schema(table))
             self.lookups.append(Marker(table, marker, marker_id))
+            if self.live:  # until its first snapshot is in, a plan that meets the marker fails: never reads it empty
+                lookup_rule.rule(self.spark).put(marker_id, f"lookup table {table.name} is not loaded")
             frame = sources.finish(marker, table)
             if lookup_cache(table.options) == "FULL":
                 frame = frame.hint("broadcast")  # a PARTIAL table's join is replaced (jobs/lookup/partial.py)
@@ -301,7 +303,9 @@ def sql_preview_query(spark: SparkSession, sql: str, catalog: Catalog, env: Mapp
     where = Location("--sql", "sql", None, sql)
     bound = registry.bind_sql(sql, where)
     result = analysed(lambda: spark.sql(bound.text), where, bound)
-    return BuiltQuery(result, dict(registry.tables), dict(registry.frames), registry.dead_letters)
+    return BuiltQuery(
+        result, dict(registry.tables), dict(registry.frames), registry.dead_letters, lookups=list(registry.lookups)
+    )
 
 
 def _run_code(

@@ -42,6 +42,7 @@ def pytest_configure(config: pytest.Config) -> None:
 # one of them finishing alone at the end.
 LONG_FIRST = (
     "test_changelog_kills",
+    "test_lookup_e2e",
     "test_lifecycle",
     "test_s3_state",
     "test_kafka_jobs",
@@ -51,6 +52,8 @@ LONG_FIRST = (
     "test_secrets",
     "test_dead_letters",
     "test_changelog",
+    "test_lookup",
+    "test_lookup_outage",
 )
 
 

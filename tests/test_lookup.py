@@ -282,3 +282,16 @@ def test_a_lookup_folder_sees_files_added_and_replaced_and_keeps_its_snapshot_ov
         finally:
             runtime.stop_all(queries)
     assert lookup.snapshot is None, "the snapshot is let go with its query"
+
+
+def test_preview_joins_the_lookup_tables_rows_of_now(project: ProjectDir, pg):
+    """``sql-runner preview`` loads the lookup table as a job starting now would: never an empty stand-in."""
+    from tests.clihelpers import cli
+
+    folder = project.root / "data" / "users"
+    refs(folder, "a.json", [{"id": 1, "name": "ann"}, {"id": 2, "name": "bob"}])
+    options = f"'connector' = 'filesystem', 'path' = '{folder}', 'format' = 'json', 'lookup.cache' = 'FULL'"
+    enrichment_project(project, pg, options)
+    Events(project.root / "data" / "events", range(1, 3)).write()
+    shown = cli(project, "preview", "manifests/enrich.yaml", env={"PG_PASSWORD": pg.server.password}).stdout
+    assert "ann" in shown and "bob" in shown, shown

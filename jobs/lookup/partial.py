@@ -249,7 +249,7 @@ def check_joins(
         raise UserError.of("LOOKUP_PARTIAL_JOIN", file=file, field=field, line=line, reason=reason) from None
     finally:
         for marker in partial:
-            lookups.forget(marker.id)
+            lookups.forgetPartial(marker.id)
 
 
 def _never(batches: Iterator[Any]) -> Iterator[Any]:

@@ -211,7 +211,7 @@ class PartialTable:
         return False
 
     def release(self) -> None:
-        self.rule.forget(self.marker.id)
+        self.rule.forgetPartial(self.marker.id)
         self.rule.put(self.marker.id, f"lookup table {self.table.name}: its query ended")
 
     def status(self) -> LookupStatus:

@@ -57,18 +57,17 @@ public class SqlRunnerLookupTables extends org.apache.spark.sql.catalyst.rules.R
     private final ConcurrentHashMap partials = new ConcurrentHashMap();
 
     public TreeNode apply(TreeNode plan) {
-        LogicalPlan swapped = (LogicalPlan) ((LogicalPlan) plan).transformUp(new SqlRunnerLookupSwap(markers));
-        if (partials.isEmpty()) {
-            return swapped;
+        LogicalPlan joined = (LogicalPlan) plan;
+        if (!partials.isEmpty()) {
+            joined = (LogicalPlan) joined.transformUp(new SqlRunnerLookupJoin(partials));
+            LogicalRDD left = SqlRunnerLookupJoin.find(joined, partials);
+            if (left != null) {
+                Object[] entry = (Object[]) partials.get(Integer.valueOf(left.rdd().id()));
+                throw new IllegalStateException("PARTIAL lookup table " + entry[2] + " is read outside a JOIN or "
+                    + "LEFT JOIN that follows the stream (FROM stream JOIN table ON table.key = ...)");
+            }
         }
-        LogicalPlan joined = (LogicalPlan) swapped.transformUp(new SqlRunnerLookupJoin(partials));
-        LogicalRDD left = SqlRunnerLookupJoin.find(joined, partials);
-        if (left != null) {
-            Object[] entry = (Object[]) partials.get(Integer.valueOf(left.rdd().id()));
-            throw new IllegalStateException("PARTIAL lookup table " + entry[2] + " is read outside a JOIN or LEFT "
-                + "JOIN that follows the stream (FROM stream JOIN table ON table.key = ...)");
-        }
-        return joined;
+        return joined.transformUp(new SqlRunnerLookupSwap(markers));
     }
 
     public String ruleName() {
@@ -83,8 +82,7 @@ public class SqlRunnerLookupTables extends org.apache.spark.sql.catalyst.rules.R
         partials.put(Integer.valueOf(marker), new Object[] { inner, outer, table });
     }
 
-    public void forget(int marker) {
-        markers.remove(Integer.valueOf(marker));
+    public void forgetPartial(int marker) {
         partials.remove(Integer.valueOf(marker));
     }
 }

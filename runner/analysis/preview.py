@@ -13,6 +13,7 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +21,8 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, Row
 
 from jobs.build import BuiltQuery, build_query, sql_preview_query
+from jobs.lookup.refresh import LookupFailed, Lookups
+from jobs.lookup.refresh import failure as lookup_failure
 from runner.analysis.session import local_session
 from runner.authoring.project import Project
 
@@ -45,10 +48,10 @@ def preview_query(
     else:
         query = sql_preview_query(spark, sql or "", project.catalog, os.environ)
     log.info(f"reading {', '.join(t.name for t in query.sources.values())} (up to {limit} rows, {timeout:.0f}s)")
-    return preview(query, limit=limit, timeout=timeout)
+    return preview(query, limit=limit, timeout=timeout, env=os.environ)
 
 
-def preview(query: BuiltQuery, *, limit: int, timeout: float) -> PreviewResult:
+def preview(query: BuiltQuery, *, limit: int, timeout: float, env: Mapping[str, str] | None = None) -> PreviewResult:
     """Collect up to ``limit`` rows of the query's output."""
     collected: list[Row] = []
     lock = threading.Lock()
@@ -59,9 +62,12 @@ def preview(query: BuiltQuery, *, limit: int, timeout: float) -> PreviewResult:
             if missing > 0:
                 collected.extend(batch.limit(missing).collect())
 
-    bounded = all(t.connector == "filesystem" for t in query.sources.values())
+    bounded = all(t.connector == "filesystem" for t in query.streams().values())
     checkpoint = tempfile.mkdtemp(prefix="sql-runner-preview-")
+    lookups = Lookups(query.result.sparkSession, query.lookups, env or {}, {}) if query.lookups else None
     try:
+        if lookups is not None:
+            lookups.load_first()  # the lookup tables' rows now, as a job starting now would join them
         query_handle = None
         for mode in ("update", "append"):
             writer = query.result.writeStream.foreachBatch(collect).outputMode(mode)
@@ -69,6 +75,8 @@ def preview(query: BuiltQuery, *, limit: int, timeout: float) -> PreviewResult:
             writer = writer.trigger(availableNow=True) if bounded else writer.trigger(processingTime="1 second")
             try:
                 query_handle = writer.start()
+                if lookups is not None:
+                    lookups.start(query_handle)
                 break
             except AnalysisException:
                 if mode == "append":
@@ -86,9 +94,14 @@ def preview(query: BuiltQuery, *, limit: int, timeout: float) -> PreviewResult:
             query_handle.awaitTermination(0.2)
         if query_handle.isActive:
             query_handle.stop()
+        failed = lookup_failure(query_handle)
+        if failed is not None:
+            raise LookupFailed(failed)
         error = query_handle.exception()
         if error is not None:
             raise error
         return PreviewResult(query.result.columns, collected[:limit], timed_out)
     finally:
+        if lookups is not None:
+            lookups.stop()
         shutil.rmtree(checkpoint, ignore_errors=True)
