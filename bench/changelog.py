@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import results, steady  # noqa: E402
-from bench.overhead import METADATA, PRINT_PROGRESS, hand_written_submit  # noqa: E402
+from bench.overhead import METADATA, PRINT_PROGRESS, postgres_job  # noqa: E402
 from demo.postgres_server import PostgresServer  # noqa: E402
 
 TRIGGER = "1 second"
@@ -168,31 +168,7 @@ def ours(folder: Path, server: PostgresServer) -> steady.Side:
 
 
 def by_hand(folder: Path, server: PostgresServer) -> steady.Side:
-    here = folder / "by-hand"
-    here.mkdir(parents=True)
-    script = here / "handwritten.py"
-    script.write_text(HANDWRITTEN)
-    checkpoint = here / "checkpoint"
-    args = [
-        *hand_written_submit(str(checkpoint)),
-        "--driver-memory",
-        "2g",
-        str(script),
-        str(here / "in"),
-        str(checkpoint),
-        TRIGGER,
-        str(server.port),
-    ]
-    side = steady.Side(
-        "by hand",
-        args,
-        here,
-        {"users": here / "in"},
-        lambda: checkpoint if (checkpoint / "commits").exists() else None,
-        steady.printed_progress,
-        env={"PG_PASSWORD": server.password},
-    )
-    return side
+    return postgres_job(folder, HANDWRITTEN, "users", TRIGGER, server)
 
 
 def resident_mb(side: steady.Side) -> float:

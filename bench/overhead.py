@@ -73,6 +73,7 @@ import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -283,6 +284,35 @@ def hand_written_submit(checkpoint: str) -> list[str]:
         "--conf",
         f"spark.pyspark.python={sys.executable}",
     ]
+
+
+def postgres_job(folder: Path, script: str, table: str, trigger: str, server: Any) -> steady.Side:
+    """A hand-written job over PostgreSQL (``server``, a ``demo/postgres_server.py`` server): ``script`` run by
+    spark-submit with 2 GiB of driver memory, reading ``folder/by-hand/in`` as ``table``'s folder, given its
+    checkpoint, the trigger and the server's port; its password in the environment only."""
+    here = folder / "by-hand"
+    here.mkdir(parents=True)
+    (here / "handwritten.py").write_text(script)
+    checkpoint = here / "checkpoint"
+    args = [
+        *hand_written_submit(str(checkpoint)),
+        "--driver-memory",
+        "2g",
+        str(here / "handwritten.py"),
+        str(here / "in"),
+        str(checkpoint),
+        trigger,
+        str(server.port),
+    ]
+    return steady.Side(
+        "by hand",
+        args,
+        here,
+        {table: here / "in"},
+        lambda: checkpoint if (checkpoint / "commits").exists() else None,
+        steady.printed_progress,
+        env={"PG_PASSWORD": server.password},
+    )
 
 
 def ours(combo: Path, query: str, sink: str) -> steady.Side:

@@ -88,3 +88,21 @@ def parsed_command(args: list[str]) -> tuple[str, dict]:
         path.append(name)
         command = sub
     return " ".join(path), command.make_context(path[-1], words, parent=ctx).params
+
+
+def refused_by_validate(project: ProjectDir, code: str, *, secret: str, case: str = "") -> None:
+    """``sql-runner validate`` of the project exits 2 with one line naming ``code``, no traceback, without
+    ``secret`` in what it says, and creates nothing in the project."""
+    from click.testing import CliRunner
+
+    from runner.cli.main import cli as main
+
+    before = sorted(p.relative_to(project.root) for p in project.root.rglob("*"))
+    result = CliRunner().invoke(main, ["validate", "--project", str(project.root)])
+    assert result.exit_code == 2, (case, result.stdout, result.stderr)
+    lines = [line for line in result.stderr.splitlines() if code in line]
+    assert len(lines) == 1, (case, result.stderr)
+    assert "Traceback" not in result.stderr
+    assert secret not in result.stderr + result.stdout
+    after = sorted(p.relative_to(project.root) for p in project.root.rglob("*"))
+    assert after == before, "validate must not create state or data"
