@@ -31,6 +31,7 @@ from pyspark import AccumulatorParam
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as S
 
+from jobs.jvm import analysed_plan, java_session
 from runner.core.errors import UserError
 from runner.core.lookup import LookupOptions
 
@@ -215,7 +216,7 @@ def functions(spark: SparkSession, spec: Spec, schema: S.StructType) -> tuple[An
     made = []
     for outer in (False, True):
         frame = template.mapInArrow(look_up(spec, outer, stats), schema)
-        made.append(frame._jdf.queryExecution().analyzed().functionExpr())
+        made.append(analysed_plan(frame).functionExpr())
     return made[0], made[1], stats
 
 
@@ -232,11 +233,11 @@ def check_joins(
     lookups = rule.rule(spark)
     for marker in partial:
         stand_in = spark.createDataFrame(spark.sparkContext.emptyRDD(), "x INT").mapInArrow(_never, marker.frame.schema)
-        function = stand_in._jdf.queryExecution().analyzed().functionExpr()
+        function = analysed_plan(stand_in).functionExpr()
         lookups.putPartial(marker.id, function, function, marker.table.name)
     try:
-        optimizer = spark._jsparkSession.sessionState().optimizer()  # a stream's plan cannot be planned as a batch's
-        optimizer.execute(result._jdf.queryExecution().analyzed())
+        optimizer = java_session(spark).sessionState().optimizer()  # a stream's plan cannot be planned as a batch's
+        optimizer.execute(analysed_plan(result))
     except Exception as error:  # noqa: BLE001 - the rule's refusal, in one line
         said = next((line for line in str(error).splitlines() if "PARTIAL lookup table" in line), None)
         if said is None:
