@@ -31,7 +31,6 @@ from pyspark.sql.streaming import StreamingQuery
 
 from jobs.lookup import partial, rule
 from jobs.lookup.load import Loaded, Loader, LoadFailed, check_types
-from runner.core import logs
 from runner.core.lookup import LookupOptions
 from runner.core.protocol.status import LookupStatus
 from runner.core.tables import TableDef
@@ -337,6 +336,3 @@ def failure(query: StreamingQuery) -> str | None:
     lookups = lookups_of(query)
     return lookups.failure() if lookups is not None else None
 
-
-def label_of(name: str, version: int) -> dict[str, Any]:
-    return logs.job(name, version)
