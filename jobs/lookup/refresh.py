@@ -335,4 +335,3 @@ def failure(query: StreamingQuery) -> str | None:
     """Why ``query`` was failed by its lookup tables (it was stopped, not failed, by Spark), if it was."""
     lookups = lookups_of(query)
     return lookups.failure() if lookups is not None else None
-
