@@ -23,16 +23,21 @@ PG_METADATA = """,
   __query_version INTEGER, __query_create_timestamp TIMESTAMP"""
 
 
-def run_changelog(spark, project: ProjectDir, name: str, state: Path, env: dict[str, str]) -> None:
-    """Run a manifest once, in this process, at version 1 on one checkpoint (reruns resume it)."""
+def start_query(spark, project: ProjectDir, name: str, state: Path, env: dict[str, str], *, once: bool = False):
+    """Start a manifest's query in this process, at version 1 on one checkpoint (a restart resumes it): until
+    stopped, or ``once`` over the input there is."""
     proj = load_project(project.root)
     manifest = proj.load_manifest(project.root / "manifests" / f"{name}.yaml")
     meta = Meta(query_id=str(uuid.uuid5(uuid.NAMESPACE_URL, name)), query_version=1, query_create_timestamp=START)
     manifest = manifest.model_copy(update={"meta": meta})
-    spec = JobSpec(manifest, proj.catalog, str(state / "checkpoint"), str(state / "dead-letter"), True)
+    spec = JobSpec(manifest, proj.catalog, str(state / "checkpoint"), str(state / "dead-letter"), once)
     built = build_job(spark, manifest, proj.catalog, env, live=True)
-    queries = runtime.start(spark, built, spec, env)
-    runtime.wait(spark, queries, once=True)
+    return runtime.start(spark, built, spec, env)
+
+
+def run_changelog(spark, project: ProjectDir, name: str, state: Path, env: dict[str, str]) -> None:
+    """Run a manifest once, in this process, at version 1 on one checkpoint (reruns resume it)."""
+    runtime.wait(spark, start_query(spark, project, name, state, env, once=True), once=True)
 
 
 def debezium(folder: Path, name: str, records: list[dict]) -> None:

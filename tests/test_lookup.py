@@ -13,13 +13,9 @@ from pathlib import Path
 import pytest
 
 from jobs import runtime
-from jobs.build import build_job
 from jobs.lookup.refresh import LookupTable, lookups_of
-from runner.authoring.project import load_project
-from runner.core.manifest import Meta
-from runner.core.protocol.jobspec import JobSpec
-from tests.clihelpers import START
 from tests.conftest import METADATA_DDL, ProjectDir
+from tests.test_changelog import start_query
 
 PG_METADATA = """,
   __create_timestamp TIMESTAMPTZ, __query_name TEXT, __query_description TEXT, __query_id TEXT,
@@ -59,17 +55,6 @@ class Events:
     def __exit__(self, *_exc: object) -> None:
         self.stopping.set()
         self.thread.join()
-
-
-def start_query(spark, project: ProjectDir, name: str, state: Path, env: dict[str, str]):
-    """Start a manifest's query in this process (version 1), running until stopped."""
-    proj = load_project(project.root)
-    manifest = proj.load_manifest(project.root / "manifests" / f"{name}.yaml")
-    meta = Meta(query_id=str(uuid.uuid5(uuid.NAMESPACE_URL, name)), query_version=1, query_create_timestamp=START)
-    manifest = manifest.model_copy(update={"meta": meta})
-    spec = JobSpec(manifest, proj.catalog, str(state / "checkpoint"), str(state / "dead-letter"), False)
-    built = build_job(spark, manifest, proj.catalog, env, live=True)
-    return runtime.start(spark, built, spec, env)
 
 
 @pytest.fixture
