@@ -10,7 +10,7 @@ CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 SOURCES := runner jobs infra demo tests bench
 
-.PHONY: run test bench lint venv jars kafka postgres clean synth deploy-infra destroy-infra package package-lambda push-artifacts
+.PHONY: run test bench lint venv jars kafka postgres chromium clean synth deploy-infra destroy-infra package package-lambda push-artifacts
 
 venv: $(STAMP)
 
@@ -32,6 +32,12 @@ postgres:
 		echo "==> installing PostgreSQL 15 (Debian's postgresql-15)"; \
 		$(SUDO) apt-get update -q >/dev/null && $(SUDO) apt-get install -y -q postgresql-15 >/dev/null; }
 
+# Chromium for the console's browser tests (Debian's chromium, driven by Playwright), installed where it is missing.
+chromium:
+	@command -v chromium >/dev/null || { \
+		echo "==> installing Chromium (Debian's chromium) for the console's browser tests"; \
+		$(SUDO) apt-get update -q >/dev/null && $(SUDO) apt-get install -y -q chromium >/dev/null; }
+
 $(STAMP): pyproject.toml
 	@echo "==> preparing $(VENV) (first time: downloads pyspark, about 450 MB)"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -52,7 +58,7 @@ run: jars
 
 # Two test processes share the two cores (a test mostly waits on its Spark jobs); the tests
 # marked `alone` time what they check, so they run afterwards, one at a time.
-test: jars postgres $(CHECKOV_STAMP)
+test: jars postgres chromium $(CHECKOV_STAMP)
 	@$(BIN)/ruff check $(SOURCES)
 	@$(BIN)/ruff format --check --quiet $(SOURCES)
 	@$(BIN)/python -m pytest -q -n 2 --dist worksteal -m "not alone"

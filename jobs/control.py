@@ -40,7 +40,14 @@ from runner.core.protocol.control import StopAck, StopRequest, read_stop_request
 from runner.core.protocol.document import now
 from runner.core.protocol.history import HistoryEntry, Outcome, Result, write_history
 from runner.core.protocol.jobspec import JobSpec
-from runner.core.protocol.status import BatchProgress, JobState, JobStatus, write_status
+from runner.core.protocol.status import (
+    BatchProgress,
+    JobState,
+    JobStatus,
+    OperatorProgress,
+    SourceProgress,
+    write_status,
+)
 from runner.core.reasons import Reason
 
 log = logging.getLogger(__name__)
@@ -358,4 +365,26 @@ def progress_record(progress: Any, changes: BatchOutcome | None = None) -> Batch
         processed_rows_per_second=progress.processedRowsPerSecond,
         batch_duration_ms=(progress.durationMs or {}).get("triggerExecution"),
         watermark=event_time.get("watermark"),
+        sources=[_source(source) for source in progress.sources or ()],
+        operators=[
+            OperatorProgress(
+                name=operator.operatorName,
+                rows=operator.numRowsTotal,
+                rows_updated=operator.numRowsUpdated,
+                memory_bytes=operator.memoryUsedBytes,
+            )
+            for operator in progress.stateOperators or ()
+        ],
+        sink=progress.sink.description if progress.sink is not None else None,
+    )
+
+
+def _source(source: Any) -> SourceProgress:
+    """One source of a micro-batch; a Kafka source's lag is Spark's ``maxOffsetsBehindLatest``."""
+    behind = (source.metrics or {}).get("maxOffsetsBehindLatest")
+    return SourceProgress(
+        description=source.description,
+        input_rows=source.numInputRows,
+        input_rows_per_second=source.inputRowsPerSecond,
+        offsets_behind=int(float(behind)) if behind not in (None, "") else None,
     )

@@ -500,6 +500,9 @@ class FakeQuery:
             "processedRowsPerSecond": 10.0 * rows,
             "durationMs": durations,
             "eventTime": {},
+            "sources": [],
+            "stateOperators": [],
+            "sink": None,
         }
         self.recentProgress.append(type("Progress", (), fields)())
 

@@ -26,9 +26,9 @@ from runner.core.starts import Source
 from runner.deploy.deployer import Deployer
 from runner.deploy.executor import Settings
 from runner.deploy.inputs import Prepared
-from runner.session.desired import Desired
 from runner.session.reconciler import Reconciler
 from runner.state import records
+from runner.state.desired import Desired
 from runner.state.lease import lease
 from runner.state.store import open_store
 from runner.targets.modes import Targets

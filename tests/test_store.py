@@ -134,7 +134,7 @@ def test_local_keys_cannot_leave_the_bucket(tmp_path: Path):
 def test_a_session_watching_the_bucket_reads_only_the_manifests_that_changed():
     """The session's copy of the manifests prefix follows adds, edits and deletions, and re-reads
     only the keys whose ETag changed (one GET for one edited manifest, not one per file)."""
-    from runner.session.desired import Desired
+    from runner.state.desired import Desired
 
     ddl = (
         "CREATE TABLE `b`.`events` (id STRING) WITH ('connector' = 'filesystem', 'path' = '/tmp/e', "

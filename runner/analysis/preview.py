@@ -13,7 +13,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,8 +51,16 @@ def preview_query(
     return preview(query, limit=limit, timeout=timeout, env=os.environ)
 
 
-def preview(query: BuiltQuery, *, limit: int, timeout: float, env: Mapping[str, str] | None = None) -> PreviewResult:
-    """Collect up to ``limit`` rows of the query's output."""
+def preview(
+    query: BuiltQuery,
+    *,
+    limit: int,
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+    on_rows: Callable[[list[Row]], None] | None = None,
+) -> PreviewResult:
+    """Collect up to ``limit`` rows of the query's output; ``on_rows`` is given each micro-batch's new rows as
+    they arrive (the console shows them so)."""
     collected: list[Row] = []
     lock = threading.Lock()
 
@@ -60,7 +68,10 @@ def preview(query: BuiltQuery, *, limit: int, timeout: float, env: Mapping[str, 
         with lock:
             missing = limit - len(collected)
             if missing > 0:
-                collected.extend(batch.limit(missing).collect())
+                rows = batch.limit(missing).collect()
+                collected.extend(rows)
+                if rows and on_rows is not None:
+                    on_rows(rows)
 
     bounded = all(t.connector == "filesystem" for t in query.streams().values())
     checkpoint = tempfile.mkdtemp(prefix="sql-runner-preview-")

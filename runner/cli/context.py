@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from runner.authoring.project import Project, find_root, load_project
 from runner.core import layout
@@ -115,9 +117,19 @@ class Context:
         return self.project.root if self.from_store else Path.cwd()
 
     def deployer(
-        self, target: Target | None = None, once: bool = False, *, with_project: bool = True, lease_wait: float = 0.0
+        self,
+        target: Target | None = None,
+        once: bool = False,
+        *,
+        with_project: bool = True,
+        lease_wait: float = 0.0,
+        project: Project | None = None,
+        spark: Callable[[], Any] | None = None,
+        requested_by: str | None = None,
     ) -> Deployer:
-        """A deployer whose application-mode jobs go to ``target`` (default: the chosen target)."""
+        """A deployer whose application-mode jobs go to ``target`` (default: the chosen target), over
+        ``project`` (default: the command's own, if ``with_project``), analysing on ``spark`` (default: a
+        local Spark of its own, when it needs one); ``requested_by``: recorded with each decision."""
         settings = Settings(
             self.store,
             Targets(target or self.target, self.sessions),
@@ -128,7 +140,8 @@ class Context:
             once=once,
             placeholders=self.placeholders,
         )
-        return Deployer(self.project if with_project else None, settings, lease_wait=lease_wait)
+        desired = project or (self.project if with_project else None)
+        return Deployer(desired, settings, lease_wait=lease_wait, spark=spark, requested_by=requested_by)
 
 
 def _state_root(project: Path | None, state: Path | None, *, need_project: bool) -> Path:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import click
 
 from runner.cli import author, deployments, operate
+from runner.cli.console import console
 from runner.cli.session import session
 from runner.core import logs
 
@@ -33,6 +34,7 @@ for command in (
     operate.savepoint,
     operate.history,
     session,
+    console,
 ):
     cli.add_command(command)
 

@@ -64,11 +64,17 @@ def _properties(values: tuple[str, ...]) -> dict[str, str]:
     "--control-address",
     default="127.0.0.1",
     show_default=True,
-    help="Where the control endpoint (live previews) listens; e.g. 0.0.0.0 on EMR's private network. "
-    "Every request needs the session's token from the state store.",
+    help="Where the control endpoint (live previews and the web console) listens; e.g. 0.0.0.0 on EMR's private "
+    "network. Every request needs the session's token or a console token from the state store.",
 )
 @click.option(
     "--control-port", type=click.IntRange(min=0, max=65535), default=0, show_default=True, help="0: any free port."
+)
+@click.option(
+    "--console-allow-actions",
+    is_flag=True,
+    help="The web console the session serves on its control endpoint may stop queries, take savepoints and "
+    "deploy (each confirmed, and recorded under the asking token's name); read-only without it.",
 )
 @requires.exit_codes
 @requires.context()
@@ -81,6 +87,7 @@ def start(
     build_timeout: float,
     control_address: str,
     control_port: int,
+    console_allow_actions: bool,
 ) -> None:
     """Start the team's session (in the background) and return once it is up; it applies the manifests by itself."""
     from runner.core.protocol.session_config import Protection
@@ -100,6 +107,7 @@ def start(
         protection=Protection(max_failures=max_failures, batch_timeout=batch_timeout, build_timeout=build_timeout),
         spark_submit=ctx.spark_submit,
         control=(control_address, control_port),
+        console_actions=console_allow_actions,
         placeholders=ctx.placeholders,
     )
     if started.already:

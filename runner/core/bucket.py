@@ -55,6 +55,10 @@ class Bucket(Protocol):
         """Every key under ``prefix`` with a tag that changes when its content does (S3: the ETag)."""
         ...
 
+    def sizes(self, prefix: str) -> dict[str, int]:
+        """Keys under ``prefix`` with their sizes in bytes, from a listing."""
+        ...
+
     def copy_prefix(self, source: str, destination: str, into: Bucket | None = None) -> int: ...
 
     def delete_prefix(self, prefix: str) -> int: ...
@@ -146,6 +150,15 @@ class LocalBucket:
                 continue
             tags[key] = f"{stat.st_mtime_ns}-{stat.st_size}"
         return tags
+
+    def sizes(self, prefix: str) -> dict[str, int]:
+        found = {}
+        for key in self.keys(prefix):
+            try:
+                found[key] = self._path(key).stat().st_size
+            except FileNotFoundError:
+                continue
+        return found
 
     def copy_prefix(self, source: str, destination: str, into: Bucket | None = None) -> int:
         target = into or self
@@ -282,6 +295,13 @@ class S3Bucket:
         for page in paginator.paginate(Bucket=self.bucket, Prefix=self._key(prefix)):
             tags.update({item["Key"][len(self.prefix) :]: item["ETag"] for item in page.get("Contents", [])})
         return tags
+
+    def sizes(self, prefix: str) -> dict[str, int]:
+        paginator = self.client.get_paginator("list_objects_v2")
+        found = {}
+        for page in paginator.paginate(Bucket=self.bucket, Prefix=self._key(prefix)):
+            found.update({item["Key"][len(self.prefix) :]: int(item["Size"]) for item in page.get("Contents", [])})
+        return found
 
     def copy_prefix(self, source: str, destination: str, into: Bucket | None = None) -> int:
         target = into or self

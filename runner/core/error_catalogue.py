@@ -399,6 +399,11 @@ _ENTRIES = (
         "fix the query, or preview on local Spark with --local",
     ),
     ErrorCode(
+        "CONSOLE_TOKEN_NAME",
+        "no console token can be named so: {reason}",
+        "choose a name like 'operator' or 'alice@example.com' with --token-name",
+    ),
+    ErrorCode(
         "SESSION_NO_ANSWER",
         "the session did not answer the request to start {name} within {seconds}s",
         "sql-runner session status; the session's log is in the state folder's logs/",

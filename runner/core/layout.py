@@ -13,6 +13,7 @@ manifests bucket
   session/stop.json, session/stopped.json    a request to stop the session, and its answer
   session/held.json                          session queries held stopped until their manifest changes
   session/control.json                       where the session's control endpoint listens, and its token
+  console/access.json                        the console's tokens, each with a name its actions are recorded under
   status/<name>.json                         the running job's latest progress
   jobs/<name>.json                           how to find the running job on its target
   errors/<name>.json                         why the deploy Lambda refused a pushed manifest
@@ -44,6 +45,7 @@ SESSION_STOP = "session/stop.json"
 SESSION_STOPPED = "session/stopped.json"
 SESSION_HELD = "session/held.json"
 SESSION_CONTROL = "session/control.json"
+CONSOLE_ACCESS = "console/access.json"
 
 
 def deployed(name: str) -> str:

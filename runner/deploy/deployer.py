@@ -56,7 +56,9 @@ class Deployer:
         lease_holder: str | None = None,
         dead_holder: Callable[[str], bool] | None = None,
         lease_wait: float = 0.0,
+        requested_by: str | None = None,
     ):
+        self.requested_by = requested_by  # who asked, recorded with every decision (a console token's name)
         self.project = project  # the desired manifests; not needed to stop or savepoint a deployed job
         self.settings = settings
         self.store = settings.store
@@ -272,6 +274,7 @@ class Deployer:
             sources=sources or [],
             outcome=outcome,
             seconds=round(time.monotonic() - started, 3),
+            requested_by=self.requested_by,
         )
         write_history(self.store.manifests, entry, now)
         return entry

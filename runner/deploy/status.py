@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from runner.core.catalog import Catalog
-from runner.core.protocol.status import BatchProgress, JobState, LookupStatus, read_status
+from runner.core.protocol.deployed import DeploymentRecord
+from runner.core.protocol.status import BatchProgress, JobState, JobStatus, LookupStatus, read_status
 from runner.state import records, savepoints
 from runner.state.store import Store
+from runner.targets.base import RunningJob
 from runner.targets.modes import Targets
 
 
@@ -19,7 +22,7 @@ def _per_table(values: dict[str, Any] | None, shown) -> str | None:
     return ", ".join(f"{table} {shown(value)}" for table, value in values.items())
 
 
-def _age(iso: str | None, at: datetime) -> str:
+def age(iso: str | None, at: datetime) -> str:
     """How long before ``at`` the time ``iso`` was: ``42s``, ``3m05s``, ``2h10m``."""
     if iso is None:
         return "-"
@@ -38,21 +41,29 @@ def _lookup(lookup: LookupStatus, at: datetime) -> str:
         keys = (lookup.hits or 0) + (lookup.misses or 0)
         share = f", {100 * (lookup.hits or 0) / keys:.0f}% from cache" if keys else ""
         return f"{lookup.table} PARTIAL, {keys} keys{share}, at most {lookup.held or 0} rows held"
-    rows = "no snapshot" if lookup.rows is None else f"{lookup.rows} rows, {_age(lookup.loaded_at, at)} old"
+    rows = "no snapshot" if lookup.rows is None else f"{lookup.rows} rows, {age(lookup.loaded_at, at)} old"
     return f"{lookup.table} {rows}" + (", reload failing" if lookup.error else "")
 
 
-def job_status(store: Store, targets: Targets, team: str, name: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class JobView:
+    """What is known of one deployed job: its record, where it runs, its own last word, and its state."""
+
+    record: DeploymentRecord
+    job: RunningJob | None
+    status: JobStatus | None  # of the deployed version's run (None: it has said nothing yet)
+    state: str  # running, degraded, failing, stopped, failed (parked), ..., not running, removed
+    why: str | None
+
+
+def observe_job(store: Store, targets: Targets, team: str, name: str, at: datetime) -> JobView:
     """One deployed job's state: running, degraded (a lookup table's reloads fail), stopped, failed, not
-    running or removed, with its progress."""
-    at = datetime.now(UTC)
+    running or removed, and why when it is not well."""
     record, _ = records.read_deployed(store.manifests, name)
     assert record is not None, f"{name} is listed as deployed"
     job = targets.find(team, name)
     published = read_status(store.manifests, name)
-    this_version = published is not None and published.of_run(record.version)
-    mine = published if this_version else None
-    progress = (mine.progress if mine else None) or BatchProgress(batch=-1)
+    mine = published if published is not None and published.of_run(record.version) else None
     if record.removed:
         state = "removed" + (" (still running)" if job else "")
     elif job is not None:
@@ -70,10 +81,19 @@ def job_status(store: Store, targets: Targets, team: str, name: str) -> dict[str
     elif mine and state == "degraded":
         why = "; ".join(
             f"{lookup.table}: reloads failing since {lookup.failing_since}, serving the snapshot read "
-            f"{_age(lookup.loaded_at, at)} ago: {lookup.error}"
+            f"{age(lookup.loaded_at, at)} ago: {lookup.error}"
             for lookup in mine.lookups
             if lookup.error
         )
+    return JobView(record, job, mine, state, why)
+
+
+def job_status(store: Store, targets: Targets, team: str, name: str) -> dict[str, Any]:
+    """One deployed job's line of ``sql-runner status``, with its progress."""
+    at = datetime.now(UTC)
+    view = observe_job(store, targets, team, name, at)
+    record, job, mine = view.record, view.job, view.status
+    progress = (mine.progress if mine else None) or BatchProgress(batch=-1)
     latest = savepoints.savepoints(store, name, record.version)
     target = Catalog(record.tables).lookup_name(record.manifest.target_table)
     rate = progress.input_rows_per_second
@@ -81,7 +101,7 @@ def job_status(store: Store, targets: Targets, team: str, name: str) -> dict[str
         "name": name,
         "version": record.version,
         "target": record.target,
-        "state": state,
+        "state": view.state,
         "restarts": mine.restarts if mine else 0,
         "last progress": progress.timestamp,
         "input rows/s": None if rate is None else round(rate, 1),
@@ -94,5 +114,5 @@ def job_status(store: Store, targets: Targets, team: str, name: str) -> dict[str
         "output": target.delivery if target is not None else None,
         "job": job.job_id if job else None,
         "detail": job.detail if job else None,
-        "why": why,
+        "why": view.why,
     }

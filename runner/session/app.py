@@ -30,17 +30,22 @@ from pyspark.sql import SparkSession  # noqa: E402
 
 from jobs.jvm import check_spark_version  # noqa: E402
 from jobs.logs import quiet_python_logs  # noqa: E402
+from runner.authoring.project import Project  # noqa: E402
+from runner.console import previews  # noqa: E402
+from runner.console.app import Console, session_log  # noqa: E402
+from runner.console.previews import PreviewRun  # noqa: E402
 from runner.core import logs  # noqa: E402
 from runner.core.bucket import bucket_from  # noqa: E402
 from runner.core.errors import UserError  # noqa: E402
 from runner.core.placeholders import Sources  # noqa: E402
+from runner.core.protocol.preview import PreviewRequest  # noqa: E402
 from runner.core.protocol.session_config import SessionConfig  # noqa: E402
 from runner.deploy.deployer import Deployer  # noqa: E402
 from runner.deploy.executor import Settings  # noqa: E402
-from runner.session.desired import Desired  # noqa: E402
 from runner.session.endpoint import ControlEndpoint  # noqa: E402
 from runner.session.host import QueryHost  # noqa: E402
 from runner.session.loop import Session  # noqa: E402
+from runner.state.desired import Desired  # noqa: E402
 from runner.state.store import Store  # noqa: E402
 from runner.targets import open_target  # noqa: E402
 from runner.targets.modes import Targets  # noqa: E402
@@ -95,6 +100,33 @@ def main(argv: list[str] | None = None) -> int:
         else Desired(bucket=bucket_from(config.store["manifests"]))
     )
     session = Session(deployer, host, desired, team=config.team, run_id=config.run_id, poll=config.poll, env=env)
+
+    def console_deployer(project: Project | None, requested_by: str | None) -> Deployer:
+        """A deployer for the console's verdicts and actions, as the session's own deploys are made."""
+        return Deployer(
+            project,
+            settings,
+            spark=lambda: analysis,
+            lease_holder=me,
+            dead_holder=lambda owner: owner.startswith(f"session:{config.team}:") and owner != me,
+            requested_by=requested_by,
+        )
+
+    def console_preview(request: PreviewRequest, run: PreviewRun) -> None:
+        run.answered_by = f"session {config.run_id}"
+        previews.answer(spark, request, env=env, build_timeout=config.protection.build_timeout, emit=run.take)
+
+    console = Console(
+        store,
+        Targets(application, host),
+        config.team,
+        desired=desired,
+        deployer=console_deployer,
+        preview=console_preview,
+        allow_actions=config.console_actions,
+        session_log=session_log(application, config.team),
+        served_by=f"session {config.run_id}",
+    )
     endpoint = ControlEndpoint(
         spark,
         store.manifests,
@@ -103,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         port=config.control_port,
         env=env,
         build_timeout=config.protection.build_timeout,
+        console=console,
     )
     session.health.control_url = endpoint.url
     stop = threading.Event()

@@ -40,6 +40,7 @@ from jobs import runtime
 from jobs.build import build_job
 from jobs.control import JobControl, failure_reason, refused_restore, stop_between_batches
 from runner.core import layout, logs
+from runner.core.bounded import TimedOut, within
 from runner.core.errors import UserError
 from runner.core.placeholders import resolved_properties
 from runner.core.protocol.jobspec import JobSpec
@@ -48,7 +49,6 @@ from runner.core.protocol.session_config import Protection
 from runner.core.protocol.status import JobState
 from runner.core.reasons import Reason
 from runner.core.restarts import Restarts, RestartStrategy
-from runner.session.bounded import TimedOut, within
 from runner.targets.base import JobIdentity, Launch, RunningJob
 
 log = logging.getLogger(__name__)

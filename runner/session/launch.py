@@ -64,6 +64,7 @@ def start(
     protection: Protection,
     spark_submit: str | None,
     control: tuple[str, int] = ("127.0.0.1", 0),
+    console_actions: bool = False,
     placeholders: Sources | None = None,
     timeout: float = 180.0,
 ) -> Started:
@@ -85,6 +86,7 @@ def start(
         protection=protection,
         control_address=control[0],
         control_port=control[1],
+        console_actions=console_actions,
         placeholders=(placeholders or Sources()).to_dict(),
     )
     store.manifests.delete(layout.SESSION_STOP)

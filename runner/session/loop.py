@@ -25,6 +25,7 @@ from pathlib import Path
 
 from runner.authoring.project import Project
 from runner.core import layout
+from runner.core.bounded import TimedOut, within
 from runner.core.errors import UserError
 from runner.core.manifest import Manifest
 from runner.core.protocol.control import SessionStopped, read_session_stop, write_session_stopped
@@ -34,13 +35,12 @@ from runner.core.reasons import Reason
 from runner.deploy.deployer import Deployer
 from runner.deploy.executor import taken_summary
 from runner.deploy.inputs import Prepared
-from runner.session.bounded import TimedOut, within
-from runner.session.desired import Desired
 from runner.session.health import HealthPublisher
 from runner.session.host import Event, EventKind, QueryHost
 from runner.session.reconciler import Reconciler
 from runner.session.requests import RequestHandler
 from runner.state import records
+from runner.state.desired import Desired
 
 log = logging.getLogger(__name__)
 

@@ -32,8 +32,8 @@ from runner.core.protocol.control import DeployError, write_deploy_error
 from runner.core.protocol.session import HeldQueries, HeldQuery, read_held, write_held
 from runner.deploy.deployer import Deployer
 from runner.deploy.inputs import Prepared
-from runner.session.desired import Desired
 from runner.state import records
+from runner.state.desired import Desired
 from runner.state.lease import LeaseHeld
 
 log = logging.getLogger(__name__)

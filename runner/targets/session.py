@@ -18,9 +18,12 @@ the token the session published in the state store.
 
 from __future__ import annotations
 
+import contextlib
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from typing import Any
 
 from runner.core import layout
 from runner.core.bucket import Bucket
@@ -32,7 +35,7 @@ from runner.core.protocol.control import (
     write_start_request,
     write_stop_request,
 )
-from runner.core.protocol.preview import PreviewAnswer, PreviewRefusal, PreviewRequest
+from runner.core.protocol.preview import PreviewAnswer, PreviewChunk, PreviewRefusal, PreviewRequest
 from runner.core.protocol.session import SessionHealth, SessionState, read_control, read_health
 from runner.core.protocol.status import JobState, read_status
 from runner.core.restarts import RestartStrategy
@@ -90,6 +93,19 @@ class SessionTarget:
 
         SessionUnavailable when no session runs or its endpoint cannot be reached; UserError when
         the session refuses the query (the problems it found)."""
+        with self._ask(request.model_copy(update={"stream": False})) as response:
+            return PreviewAnswer.decode(response.read())
+
+    def preview_stream(self, request: PreviewRequest) -> Iterator[PreviewChunk]:
+        """The same, as the session sends it: the columns, then rows as each micro-batch brings them, then
+        the end (the console shows rows as they arrive)."""
+        with self._ask(request.model_copy(update={"stream": True})) as response:
+            for line in response:
+                if line.strip():
+                    yield PreviewChunk.decode(line)
+
+    @contextlib.contextmanager
+    def _ask(self, request: PreviewRequest) -> Iterator[Any]:
         health = self.health()
         if health is None or health.state != SessionState.RUNNING:
             raise SessionUnavailable(f"no session of team {self.team} is running")
@@ -103,8 +119,7 @@ class SessionTarget:
             method="POST",
         )
         try:
-            with urllib.request.urlopen(sent, timeout=request.timeout + 90.0) as response:  # noqa: S310 - its URL
-                return PreviewAnswer.decode(response.read())
+            response = urllib.request.urlopen(sent, timeout=request.timeout + 90.0)  # noqa: S310 - its URL
         except urllib.error.HTTPError as error:
             body = error.read()
             try:
@@ -116,6 +131,8 @@ class SessionTarget:
         except (urllib.error.URLError, OSError) as error:
             reason = f"the session's control endpoint {control.url} cannot be reached: {error}"
             raise SessionUnavailable(reason) from None
+        with response:
+            yield response
 
     # ---- the target interface -------------------------------------------------------------
 

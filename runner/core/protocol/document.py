@@ -32,10 +32,11 @@ class Document(Part):
 
     schema_version: int = Field(default=0, alias="schema")
 
-    def encode(self) -> bytes:
-        """The document as written: this release's schema number, keys by alias, unset optional keys left out."""
+    def encode(self, *, line: bool = False) -> bytes:
+        """The document as written: this release's schema number, keys by alias, unset optional keys left out;
+        ``line``: on one line (one of a stream of JSON lines)."""
         stamped = self.model_copy(update={"schema_version": SCHEMA})
-        return stamped.model_dump_json(by_alias=True, exclude_none=True, indent=2).encode()
+        return stamped.model_dump_json(by_alias=True, exclude_none=True, indent=None if line else 2).encode()
 
     @classmethod
     def decode(cls, text: str | bytes) -> Self:

@@ -81,6 +81,7 @@ class HistoryEntry(Document):
     sources: list[SourceStart] = []
     outcome: Outcome = Outcome()
     seconds: float | None = None
+    requested_by: str | None = None  # who asked, when someone did through the console (its token's name)
 
 
 def _stamp(now: datetime) -> str:

@@ -1,7 +1,8 @@
 """A live preview asked of the team's session over its control endpoint (``POST /preview``).
 
 ``sql-runner preview`` (``runner/targets/session.py``) sends a ``PreviewRequest`` and reads a
-``PreviewAnswer``, or a ``PreviewRefusal`` with an error status; the session's endpoint
+``PreviewAnswer``, or a ``PreviewRefusal`` with an error status (the console asks for a stream of
+``PreviewChunk`` lines instead, to show rows as they arrive); the session's endpoint
 (``runner/session/endpoint.py``) reads the request and writes the answer or the refusal.
 """
 
@@ -21,6 +22,7 @@ class PreviewRequest(Document):
     tables: list[dict[str, Any]] = []  # the project's tables (TableDef.to_dict())
     limit: int = 20
     timeout: float = 30.0
+    stream: bool = False  # answer with PreviewChunks, one JSON line each, as rows arrive
 
     @model_validator(mode="after")
     def _one_query(self) -> PreviewRequest:
@@ -37,6 +39,19 @@ class PreviewAnswer(Document):
     limit: int
     timeout: float
     seconds: float = 0.0  # how long the session took to answer
+
+
+class PreviewChunk(Document):
+    """One line of a streamed answer: the columns first, then rows as each micro-batch brings them, then the
+    end (``done``), or a refusal (``error``) at any point."""
+
+    columns: list[str] | None = None
+    rows: list[list[Any]] = []
+    done: bool = False
+    timed_out: bool = False
+    session_run: str | None = None
+    error: str | None = None
+    problems: list[str] = []
 
 
 class PreviewRefusal(Document):

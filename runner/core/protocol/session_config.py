@@ -43,6 +43,7 @@ class SessionConfig:
     protection: Protection = field(default_factory=Protection)
     control_address: str = "127.0.0.1"  # where the control endpoint (live previews) listens
     control_port: int = 0  # 0: any free port (published in session/control.json)
+    console_actions: bool = False  # the console it serves on the control endpoint may stop, savepoint and deploy
     placeholders: dict[str, str | None] = field(default_factory=dict)  # placeholders.Sources.to_dict()
 
     def to_json(self) -> str:

@@ -27,6 +27,24 @@ class JobState(StrEnum):
         return self in (JobState.STOPPED, JobState.FAILED)
 
 
+class SourceProgress(Part):
+    """One source of a micro-batch, as Spark described it."""
+
+    description: str
+    input_rows: int | None = None
+    input_rows_per_second: float | None = None
+    offsets_behind: int | None = None  # Kafka: the partition furthest behind the latest offset (records)
+
+
+class OperatorProgress(Part):
+    """One stateful operator of a micro-batch: the rows its state holds and how much memory they take."""
+
+    name: str
+    rows: int | None = None
+    rows_updated: int | None = None
+    memory_bytes: int | None = None
+
+
 class BatchProgress(Part):
     """One completed micro-batch; ``timestamp`` is when its trigger began (it ended ``batch-duration-ms`` later)."""
 
@@ -41,6 +59,16 @@ class BatchProgress(Part):
     changes: dict[str, int] | None = None
     changes_per_second: dict[str, float] | None = None
     keys: dict[str, int] | None = None
+    # The streaming plan's figures, from source to sink (the console draws them as a graph).
+    sources: list[SourceProgress] = []
+    operators: list[OperatorProgress] = []
+    sink: str | None = None
+
+    @property
+    def offsets_behind(self) -> int | None:
+        """Kafka lag: the most records any partition of any source is behind its latest offset."""
+        behind = [source.offsets_behind for source in self.sources if source.offsets_behind is not None]
+        return max(behind) if behind else None
 
 
 class LookupStatus(Part):
