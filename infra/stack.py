@@ -16,6 +16,7 @@ Every resource carries the default tags team, cost-centre and environment.
 
 from __future__ import annotations
 
+import base64
 import json
 
 from cdktf import Fn, S3Backend, TerraformOutput, TerraformResourceLifecycle, TerraformStack
@@ -96,11 +97,13 @@ from cdktf_cdktf_provider_aws.s3_bucket_versioning import (
     S3BucketVersioningA,
     S3BucketVersioningVersioningConfiguration,
 )
+from cdktf_cdktf_provider_aws.s3_object import S3Object
 from cdktf_cdktf_provider_aws.security_group import SecurityGroup, SecurityGroupEgress, SecurityGroupIngress
 from cdktf_cdktf_provider_aws.sqs_queue import SqsQueue
 from cdktf_cdktf_provider_aws.ssm_parameter import SsmParameter
 from constructs import Construct
 
+from infra import console_metrics
 from infra.kafka import KafkaProvider, KafkaTopic
 from infra.teams import Platform, Team
 from jobs.kafka import PLATFORM_DEFAULTS_PREFIX
@@ -160,6 +163,13 @@ class TeamStack(TerraformStack):
         self.msk_security_group, self.emr_groups = self._security_groups()
         self.msk = self._msk()
         self.msk_bootstrap = self._parameters()
+        self.metrics_logs = CloudwatchLogGroup(
+            self,
+            "metrics-logs",
+            name=f"/sql-runner/{self.name}/metrics",
+            retention_in_days=90,
+            kms_key_id=self.key.arn,
+        )
         self.instance_role, self.service_role = self._emr_roles()
         self.emr = self._emr()
         self.deploy_function = self._deploy_lambda()
@@ -480,6 +490,12 @@ class TeamStack(TerraformStack):
                     ],
                 },
                 {
+                    # the CloudWatch agent on the primary node ships the console's /metrics (infra/console_metrics.py)
+                    "Effect": "Allow",
+                    "Action": ["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+                    "Resource": [f"{self.metrics_logs.arn}:*"],
+                },
+                {
                     "Effect": "Allow",
                     "Action": ["kafka-cluster:Connect", "kafka-cluster:DescribeCluster"],
                     "Resource": [self.msk.arn],
@@ -558,9 +574,38 @@ class TeamStack(TerraformStack):
             region=self.team.region,
         )
 
+    def _console_files(self) -> list[S3Object]:
+        """The console service's and the CloudWatch agent's files, and the script installing them."""
+        artifacts = self.buckets["artifacts"].bucket
+        wanted = console_metrics.files(self.team.name, self.metrics_logs.name, self.step_command)
+        made = [
+            S3Object(
+                self,
+                f"console-{name.replace('.', '-')}",
+                bucket=artifacts,
+                key=f"{console_metrics.CONFIG_PREFIX}{name}",
+                content=content,
+                kms_key_id=self.key.arn,
+            )
+            for name, content in wanted.items()
+        ]
+        made.append(
+            S3Object(
+                self,
+                "console-metrics-script",
+                bucket=artifacts,
+                key=console_metrics.SCRIPT_KEY,
+                # as base64: Terraform would read the script's own ${...} as its interpolations
+                content_base64=base64.b64encode(console_metrics.SCRIPT.read_bytes()).decode(),
+                kms_key_id=self.key.arn,
+            )
+        )
+        return made
+
     def _emr(self) -> EmrCluster:
         emr = self.team.emr
         artifacts = self.buckets["artifacts"].bucket
+        console_files = self._console_files()
         security = EmrSecurityConfiguration(
             self,
             "emr-security",
@@ -621,7 +666,12 @@ class TeamStack(TerraformStack):
                     name="install sql-runner and the Kafka connector",
                     path=f"s3://{artifacts}/{BOOTSTRAP_KEY}",
                     args=[f"s3://{artifacts}/runner/", f"s3://{artifacts}/jars/"],
-                )
+                ),
+                EmrClusterBootstrapAction(
+                    name="the console on the primary node, its metrics to CloudWatch",
+                    path=f"s3://{artifacts}/{console_metrics.SCRIPT_KEY}",
+                    args=[f"s3://{artifacts}/{console_metrics.CONFIG_PREFIX}"],
+                ),
             ],
             step=[
                 EmrClusterStep(
@@ -651,7 +701,7 @@ class TeamStack(TerraformStack):
             ),
             tags={"for-use-with-amazon-emr-managed-policies": "true"},
             lifecycle=TerraformResourceLifecycle(ignore_changes=["step"]),  # the deploy Lambda adds steps
-            depends_on=[self.instance_role, self.instance_profile, self.msk_bootstrap],
+            depends_on=[self.instance_role, self.instance_profile, self.msk_bootstrap, *console_files],
         )
         EmrManagedScalingPolicy(
             self,

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -11,6 +13,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import yaml
 
 from infra.teams import TEAMS_FILE, TeamsError, load_teams
 from tests.clihelpers import parsed_command
@@ -111,8 +114,9 @@ def test_emr_runs_the_teams_sizing_installs_the_runner_and_starts_the_session_an
     assert emr["step_concurrency_level"] == spec.emr.step_concurrency
     assert emr["security_configuration"] == "${aws_emr_security_configuration.emr-security.name}"
     assert emr["log_uri"] == "s3://${aws_s3_bucket.logs-bucket.bucket}/emr/"
-    [bootstrap] = emr["bootstrap_action"]
+    bootstrap, console = emr["bootstrap_action"]
     assert bootstrap["path"] == "s3://${aws_s3_bucket.artifacts-bucket.bucket}/bootstrap/install-runner.sh"
+    assert console["path"] == "s3://${aws_s3_bucket.artifacts-bucket.bucket}/bootstrap/console-metrics.sh"
     session, jobs = (step["hadoop_jar_step"][0]["args"] for step in emr["step"])
     assert session[:4] == ["/usr/local/bin/sql-runner", "session", "start", "--from-store"]
     assert jobs[:3] == ["/usr/local/bin/sql-runner", "deploy", "--from-store"]
@@ -129,6 +133,52 @@ def test_emr_runs_the_teams_sizing_installs_the_runner_and_starts_the_session_an
     assert security["EncryptionConfiguration"]["EnableAtRestEncryption"] is True
     limits = one(stack, "aws_emr_managed_scaling_policy", "emr-scaling")["compute_limits"][0]
     assert limits["maximum_core_capacity_units"] == spec.emr.max_core_instances
+
+
+@pytest.mark.parametrize("team", TEAMS)
+def test_the_primary_node_serves_the_console_and_ships_its_metrics_to_cloudwatch(stacks, team):
+    """The console runs read-only on the primary node; the CloudWatch agent scrapes its /metrics with a token
+    read from a file and sends them, as embedded metric format, to the team's own log group."""
+    stack = stacks[f"team-{team}"]
+    emr = one(stack, "aws_emr_cluster", "emr")
+    console = emr["bootstrap_action"][1]
+    assert console["args"] == ["s3://${aws_s3_bucket.artifacts-bucket.bucket}/console/"]
+    objects = {o["key"]: o for o in resources(stack, "aws_s3_object").values()}
+    for name in ("console.args", "token.args", "prometheus.yaml", "cloudwatch-agent.json"):
+        assert objects[f"console/{name}"]["bucket"] == "${aws_s3_bucket.artifacts-bucket.bucket}"
+    script = base64.b64decode(objects["bootstrap/console-metrics.sh"]["content_base64"]).decode()
+    assert "isMaster" in script and "amazon-cloudwatch-agent-ctl" in script and "umask 077" in script
+    command, options = parsed_command(shlex.split(objects["console/console.args"]["content"]))
+    assert command == "console" and options["from_store"] and options["team"] == team
+    assert options["address"] == "127.0.0.1" and not options["allow_actions"]  # read-only, on the node itself
+    assert options["manifests_bucket"] == "${aws_s3_bucket.manifests-bucket.bucket}"
+    command, options = parsed_command(shlex.split(objects["console/token.args"]["content"]))
+    assert command == "console" and options["print_token"] and options["token_name"] == "cloudwatch-agent"
+    scrape = yaml.safe_load(objects["console/prometheus.yaml"]["content"])["scrape_configs"][0]
+    assert scrape["static_configs"][0]["targets"] == [f"127.0.0.1:{options['port']}"]
+    assert scrape["authorization"] == {"type": "Bearer", "credentials_file": "/etc/sql-runner/console-token"}
+    agent = json.loads(objects["console/cloudwatch-agent.json"]["content"])["logs"]["metrics_collected"]["prometheus"]
+    logs = one(stack, "aws_cloudwatch_log_group", "metrics-logs")
+    assert agent["log_group_name"] == "${aws_cloudwatch_log_group.metrics-logs.name}" and logs["kms_key_id"]
+    assert agent["prometheus_config_path"] == "/etc/sql-runner/prometheus.yaml"
+    emf = agent["emf_processor"]
+    assert emf["metric_namespace"] == f"sql-runner/{team}"
+    selectors = [(d["dimensions"], s) for d in emf["metric_declaration"] for s in d["metric_selectors"]]
+    assert ([["team", "query", "state"]], "^sql_runner_query_state$") in selectors
+    from runner.console.metrics import QUERY_GAUGES
+
+    for name, *_ in QUERY_GAUGES:  # every per-query figure /metrics serves reaches CloudWatch
+        assert any(dims == [["team", "query"]] and re.match(s, name) for dims, s in selectors), name
+    assert not any(re.match(s, "sql_runner_query_state") for dims, s in selectors if dims == [["team", "query"]])
+    policy = json.loads(one(stack, "aws_iam_role_policy", "emr-instance-policy")["policy"])
+    writes = [st for st in policy["Statement"] if "logs:PutLogEvents" in st["Action"]]
+    assert writes == [
+        {
+            "Effect": "Allow",
+            "Action": ["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+            "Resource": ["${aws_cloudwatch_log_group.metrics-logs.arn}:*"],
+        }
+    ]
 
 
 @pytest.mark.parametrize("team", TEAMS)
