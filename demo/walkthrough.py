@@ -15,7 +15,9 @@ manifests/), it walks through a deployment's life with detached jobs on local Sp
    topic and deploys a count per payee into a keyed topic, read back as a consumer sees it;
 7. session mode: starts the team's session, pushes three session manifests, changes
    one compatibly and one incompatibly, removes one, and shows how long each took to
-   take effect (no deploy command: the session watches the manifests folder).
+   take effect (no deploy command: the session watches the manifests folder);
+8. prints where the web console is (the session serves it) and a token to sign in, and waits for Enter
+   when run at a terminal.
 
 It prints the plan before each step, then stops the jobs it started (with savepoints).
 Everything lives in demo-data/ (gitignored), which it resets first.
@@ -23,6 +25,7 @@ Everything lives in demo-data/ (gitignored), which it resets first.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -203,6 +206,7 @@ def main() -> None:
     edit(PROJECT / "manifests" / "job-template.yaml", "trigger-interval: 5 seconds", "trigger-interval: 2 seconds")
     try:
         run_demo()
+        offer_console()
     finally:
         stop_everything()
 
@@ -492,6 +496,29 @@ def run_session_demo(add_events: Callable[..., list[Transaction]]) -> None:
     )
     console.print("   $ sql-runner session status", style="dim")
     console.print(cli("session", "status").stdout.rstrip(), markup=False)
+
+
+def offer_console() -> None:
+    """Say where the session's web console is, with a token to sign in; keep everything running until Enter
+    when someone is at the terminal."""
+    control = STATE / "manifests" / "session" / "control.json"
+    if not control.exists():
+        return
+    url = json.loads(control.read_text())["url"]
+    token = cli("console", "--print-token").stdout.strip()
+    say("the web console (served by the session): every query's state, its plan's verdict, history, live previews")
+    console.print(f"   open {url}/ and sign in with this token: {token}", markup=False, soft_wrap=True)
+    console.print(f"   Prometheus figures: curl -H 'Authorization: Bearer <token>' {url}/metrics", markup=False)
+    if sys.stdin.isatty():
+        console.print("   press Enter to stop the demo's jobs (the console stops with the session)")
+        with contextlib.suppress(EOFError, KeyboardInterrupt):
+            input()
+    else:
+        console.print(
+            "   (no terminal to wait at: stopping now; to look later, cd demo-data/project and run "
+            "../../.venv/bin/sql-runner console, which serves it over the same state)",
+            markup=False,
+        )
 
 
 def stop_everything() -> None:

@@ -54,6 +54,8 @@ LONG_FIRST = (
     "test_changelog",
     "test_lookup",
     "test_lookup_outage",
+    "test_console",
+    "test_console_actions",
 )
 
 

@@ -77,10 +77,10 @@ def session_log(application: Target, team: str) -> Callable[[], Path | None]:
 
 
 def login_page(next_path: str) -> str:
-    return TEMPLATES.get_template("login.html").render(next=_local(next_path), failed=False)
+    return TEMPLATES.get_template("login.html").render(next=local_path(next_path), failed=False)
 
 
-def _local(path: str) -> str:
+def local_path(path: str) -> str:
     """``path`` if it is a path of this console (never another site's), else ``/``."""
     return path if path.startswith("/") and not path.startswith("//") and "\\" not in path else "/"
 
@@ -300,7 +300,7 @@ def console_routes(console: Console) -> list[Any]:
 
     async def login(request: Request) -> Response:
         form = await form_of(request)
-        target = _local(form.get("next", "/"))
+        target = local_path(form.get("next", "/"))
         if console.holder(form.get("token", "").strip()) is None:
             failed = TEMPLATES.get_template("login.html").render(next=target, failed=True)
             return HTMLResponse(failed, status_code=HTTPStatus.UNAUTHORIZED)
