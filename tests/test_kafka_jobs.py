@@ -176,6 +176,12 @@ def test_a_new_version_starts_at_the_committed_offsets_of_every_partition_and_a_
         return latest
 
     wait_for(lambda: counted(1) == dict(produced), "v1 to count the first records", 120)
+    # what the console shows of the plan: the Kafka source with its lag (read up to the latest offsets: none
+    # behind), the aggregation's state, the sink
+    progress = status_file(project, "per-account")["progress"]
+    [read] = progress["sources"]
+    assert read["description"].startswith("KafkaV2") and read["offsets-behind"] == 0, read
+    assert [op["name"] for op in progress["operators"]] == ["stateStoreSave"] and progress["operators"][0]["rows"]
     produce(2, 60)  # v1 may or may not read these before it stops: either way each is counted once
     kafka.add_partitions(source, 4)
     produce(3, 20, partition=3)  # only in the partition v1 never saw

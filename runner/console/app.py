@@ -118,6 +118,7 @@ class Console:
         self.previews = PreviewRuns(preview)
         self._access: tuple[float, Any] = (0.0, None)
         self._verdicts: dict[str, Verdict] = {}
+        self._verdicts_lock = threading.Lock()
         self._analysis = threading.Lock()  # one Spark analysis at a time (verdicts, validation)
 
     # ---- tokens ------------------------------------------------------------------------------
@@ -180,11 +181,12 @@ class Console:
         tables = json.dumps([t.to_dict() for t in project.catalog.tables], sort_keys=True, default=str)
         text = json.dumps(found[1].to_dict(), sort_keys=True, default=str)
         key = hashlib.sha256(f"{text}|{tables}|{record.version}|{record.run_id}".encode()).hexdigest()
-        known = self._verdicts.get(name)
-        if known is not None and known.key == key:
-            return known.answer or {"pending": True}
-        verdict = Verdict(key)
-        self._verdicts[name] = verdict
+        with self._verdicts_lock:
+            known = self._verdicts.get(name)
+            if known is not None and known.key == key:
+                return known.answer or {"pending": True}
+            verdict = Verdict(key)
+            self._verdicts[name] = verdict
         threading.Thread(
             target=self._decide, args=(verdict, project, name, found[2]), name="sql-runner-verdict", daemon=True
         ).start()

@@ -58,6 +58,13 @@ class Samples:
         self._samples: dict[str, deque[tuple[float, float, int]]] = {}
         self._lock = threading.Lock()
 
+    def keep(self, names: set[str]) -> None:
+        """Forget the queries no longer deployed."""
+        with self._lock:
+            for gone in set(self._samples) - names:
+                del self._samples[gone]
+                self._seen.pop(gone, None)
+
     def take(self, name: str, run_id: str, batches: list[BatchProgress], now: float) -> list[tuple[float, float, int]]:
         with self._lock:
             samples = self._samples.setdefault(name, deque())
@@ -127,8 +134,10 @@ class Overview:
     def rows(self) -> list[dict[str, Any]]:
         with self._lock:
             if time.monotonic() - self._read_at >= self.fresh:
-                self._rows = [self.row(name) for name in records.deployed_names(self.store.manifests)]
+                names = records.deployed_names(self.store.manifests)
+                self._rows = [self.row(name) for name in names]
                 self._read_at = time.monotonic()
+                self.samples.keep(set(names))
             return self._rows
 
     def dead_letters_last_hour(self, name: str) -> int:

@@ -101,12 +101,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     session = Session(deployer, host, desired, team=config.team, run_id=config.run_id, poll=config.poll, env=env)
 
+    console_analysis = spark.newSession()  # the console analyses on threads of its own: its own temp views
+
     def console_deployer(project: Project | None, requested_by: str | None) -> Deployer:
         """A deployer for the console's verdicts and actions, as the session's own deploys are made."""
         return Deployer(
             project,
             settings,
-            spark=lambda: analysis,
+            spark=lambda: console_analysis,
             lease_holder=me,
             dead_holder=lambda owner: owner.startswith(f"session:{config.team}:") and owner != me,
             requested_by=requested_by,
@@ -120,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
         store,
         Targets(application, host),
         config.team,
-        desired=desired,
+        # a copy of its own: the session's is brought up to date by the session's loop only
+        desired=Desired(folder=Path(config.project)) if config.project else Desired(bucket=desired.bucket),
         deployer=console_deployer,
         preview=console_preview,
         allow_actions=config.console_actions,
