@@ -167,7 +167,7 @@ class TeamStack(TerraformStack):
             self,
             "metrics-logs",
             name=f"/sql-runner/{self.name}/metrics",
-            retention_in_days=90,
+            retention_in_days=365,
             kms_key_id=self.key.arn,
         )
         self.instance_role, self.service_role = self._emr_roles()
