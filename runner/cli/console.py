@@ -102,7 +102,7 @@ def serve(ctx: Context, *, address: str, port: int, allow_actions: bool, stall: 
     from runner.analysis.session import local_session
     from runner.console import previews
     from runner.console.app import Console, console_routes, login_page, session_log
-    from runner.console.http import Server, application
+    from runner.console.http import application
     from runner.console.overview import Stall
     from runner.state.desired import Desired
     from runner.targets.session import SessionUnavailable

@@ -37,6 +37,7 @@ from starlette.routing import Route
 from runner.console import previews
 from runner.console.app import Console, console_routes, login_page
 from runner.console.http import Refused, Server, application
+from runner.console.previews import PreviewRun
 from runner.core import layout
 from runner.core.bucket import Bucket
 from runner.core.protocol.preview import PreviewAnswer, PreviewChunk, PreviewRequest
@@ -101,7 +102,7 @@ class ControlEndpoint:
         body = previews.bounded(previews.decode_request(await request.body()))
         if not self.slots.acquire(blocking=False):
             raise Refused(HTTPStatus.TOO_MANY_REQUESTS, f"{previews.CONCURRENT} previews are running; try again")
-        if body.stream:
+        if body.stream:  # the preview starts now, and gives its slot back when it ends, read or not
             return StreamingResponse(self._stream(body), media_type="application/x-ndjson")
         try:
             return Response((await run_in_threadpool(self.preview, body)).encode(), media_type="application/json")
@@ -111,24 +112,13 @@ class ControlEndpoint:
     def preview(self, body: PreviewRequest) -> PreviewAnswer:
         """The whole answer at once (``sql-runner preview``)."""
         started = time.monotonic()
-        columns: list[str] = []
-        rows: list[list] = []
-        end = PreviewChunk()
-
-        def emit(chunk: PreviewChunk) -> None:
-            nonlocal end
-            if chunk.columns is not None:
-                columns.extend(chunk.columns)
-            rows.extend(chunk.rows)
-            if chunk.done:
-                end = chunk
-
-        self.run(body, emit)
+        run = PreviewRun(self.run_id, body)
+        self.run(body, run.take)
         answer = PreviewAnswer(
             session_run=self.run_id,
-            columns=columns,
-            rows=rows[: body.limit],
-            timed_out=end.timed_out,
+            columns=run.columns or [],
+            rows=run.rows,
+            timed_out=run.timed_out,
             limit=body.limit,
             timeout=body.timeout,
             seconds=round(time.monotonic() - started, 3),
@@ -140,7 +130,8 @@ class ControlEndpoint:
         previews.answer(self.spark, body, env=self.env, build_timeout=self.build_timeout, emit=emit, run_id=self.run_id)
 
     def _stream(self, body: PreviewRequest) -> Iterator[bytes]:
-        """The preview's pieces as JSON lines, as they come (the preview runs on a thread of its own)."""
+        """The preview's pieces as JSON lines, as they come: it runs on a thread of its own, started here
+        (before anything is read) so that its slot is released when it ends even if nobody reads them."""
         pieces: queue.Queue[PreviewChunk | None] = queue.Queue()
 
         def carry() -> None:
@@ -155,5 +146,9 @@ class ControlEndpoint:
                 self.slots.release()
 
         threading.Thread(target=carry, name="sql-runner-preview", daemon=True).start()
-        while (piece := pieces.get()) is not None:
-            yield piece.encode(line=True) + b"\n"
+
+        def lines() -> Iterator[bytes]:
+            while (piece := pieces.get()) is not None:
+                yield piece.encode(line=True) + b"\n"
+
+        return lines()
