@@ -193,14 +193,26 @@ def main(argv: list[str] | None = None) -> int:
     control = JobControl(spec)
     values = Values(os.environ, spec.placeholders)
     try:
-        check_spark_version()
-        properties = driver_properties(spec.manifest.spark_properties, values)
+        spark = session(spec, values)
     except UserError as error:
         return _user_error(control, error)
+    return run(spark, spec, values, control)
+
+
+def session(spec: JobSpec, values: Values) -> SparkSession:
+    """The driver's SparkSession, with the manifest's engine properties resolved here; UserError when one
+    cannot be (a placeholder not set) or this is not the Spark the runner was built for."""
+    check_spark_version()
+    properties = driver_properties(spec.manifest.spark_properties, values)
     builder = SparkSession.builder  # named by spark-submit --name (the job's exact identity)
     for key, value in properties.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    return builder.getOrCreate()
+
+
+def run(spark: SparkSession, spec: JobSpec, values: Values, control: JobControl | None = None) -> int:
+    """Run ``spec``'s job on ``spark`` until it is done, stopped or given up on; its exit code. Stops ``spark``."""
+    control = control or JobControl(spec)
     job = Job(spark, spec, values, control)
 
     def on_signal(signum: int, _frame: object) -> None:

@@ -70,7 +70,10 @@ def test_run_with_an_unresolved_variable_changes_nothing(demo_project: ProjectDi
     result = sql_runner("run", "manifests/high-value.yaml", "--once", cwd=demo_project.root)
     assert result.returncode == 2
     assert "UNRESOLVED_PLACEHOLDER" in result.stderr and "${OUT_DIR}" in result.stderr
-    assert not (demo_project.root / ".sql-runner").exists()
+    # its job judged the manifest and was sent away: what it and the runner said to each other is gone, and
+    # nothing was deployed, recorded or started
+    state = demo_project.root / ".sql-runner"
+    assert [p for p in state.rglob("*") if p.is_file()] == []
 
 
 def test_preview_prints_rows_and_touches_no_state(spark, demo_project: ProjectDir):

@@ -24,8 +24,8 @@ from runner.core.querydiff import QueryDiff
 from runner.core.reasons import Reason, codes
 from runner.core.starts import Source
 from runner.deploy.deployer import Deployer
-from runner.deploy.executor import Settings
 from runner.deploy.inputs import Prepared
+from runner.deploy.settings import Settings
 from runner.session.reconciler import Reconciler
 from runner.state import records
 from runner.state.desired import Desired

@@ -24,9 +24,10 @@ from runner.core.protocol.history import Outcome
 from runner.core.reasons import Reason
 from runner.core.starts import Source
 from runner.core.stateref import StateRef
-from runner.deploy.executor import Executor, Settings
+from runner.deploy.executor import Executor
 from runner.deploy.inputs import Decision, Prepared
 from runner.deploy.plan import Action, Observed
+from runner.deploy.settings import Settings
 from runner.deploy.steps import (
     ApplyRetention,
     FreshCheckpoint,

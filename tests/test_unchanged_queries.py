@@ -29,7 +29,9 @@ def test_plan_and_deploy_start_spark_only_for_queries_that_changed(demo_project:
     manifest.write_text(manifest.read_text() + "sparkProperties:\n  spark.sql.shuffle.partitions: ${PARTITIONS}\n")
     env = {"PARTITIONS": "4"}
     first = cli(project, "deploy", env=env)
-    assert ANALYSIS in first.stderr and "start v1 with clean state" in first.stdout
+    # judged by the job's own driver (tests/test_judged_launch.py): no Spark of the command's own
+    assert ANALYSIS not in first.stderr and "start v1 with clean state" in first.stdout
+    assert "judged by its job's driver" in first.stderr
 
     result, analysed = plan(project, env)
     assert result.returncode == 0 and not analysed and "no change" in result.stdout, result.stderr
@@ -80,7 +82,7 @@ def descendants(root: int) -> dict[int, str]:
     return found
 
 
-def test_run_ends_its_analysis_jvm_before_its_job_runs(demo_project: ProjectDir):
+def test_run_starts_one_jvm_which_judges_its_query_and_runs_it(demo_project: ProjectDir):
     runner = subprocess.Popen(
         [SQL_RUNNER, "run", "manifests/high-value.yaml"],
         cwd=demo_project.root,
@@ -89,13 +91,13 @@ def test_run_ends_its_analysis_jvm_before_its_job_runs(demo_project: ProjectDir)
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
+    status = demo_project.root / ".sql-runner" / "manifests" / "status" / "high-value.json"
     try:
-        jobs = wait_for(
-            lambda: [c for c in descendants(runner.pid).values() if "jobs/entry.py" in c], "the job's driver", 120
-        )
-        assert jobs
-        analysis = [c for c in descendants(runner.pid).values() if "pyspark-shell" in c]
-        assert analysis == [], "the analysis JVM is gone while the job runs"
+        wait_for(lambda: '"state": "running"' in (status.read_text() if status.exists() else ""), "the job", 120)
+        below = descendants(runner.pid).values()
+        assert [c for c in below if "runner/analysis/driver.py" in c], below  # judged, then released
+        assert [c for c in below if "pyspark-shell" in c] == [], "no analysis JVM of the command's own"
+        assert len([c for c in below if c.split(" ", 1)[0].endswith("/java")]) == 1, below
     finally:
         os.killpg(runner.pid, signal.SIGKILL)
         runner.wait(30)

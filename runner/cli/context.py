@@ -126,10 +126,13 @@ class Context:
         project: Project | None = None,
         spark: Callable[[], Any] | None = None,
         requested_by: str | None = None,
+        judge_in_jobs: bool = False,
     ) -> Deployer:
         """A deployer whose application-mode jobs go to ``target`` (default: the chosen target), over
         ``project`` (default: the command's own, if ``with_project``), analysing on ``spark`` (default: a
-        local Spark of its own, when it needs one); ``requested_by``: recorded with each decision."""
+        local Spark of its own, when it needs one); ``requested_by``: recorded with each decision;
+        ``judge_in_jobs``: a new or changed manifest is judged by its own job, launched at once, where its
+        target allows (``runner/deploy/launches.py``), not on a Spark started here."""
         settings = Settings(
             self.store,
             Targets(target or self.target, self.sessions),
@@ -141,7 +144,14 @@ class Context:
             placeholders=self.placeholders,
         )
         desired = project or (self.project if with_project else None)
-        return Deployer(desired, settings, lease_wait=lease_wait, spark=spark, requested_by=requested_by)
+        return Deployer(
+            desired,
+            settings,
+            lease_wait=lease_wait,
+            spark=spark,
+            requested_by=requested_by,
+            judge_in_jobs=judge_in_jobs,
+        )
 
 
 def _state_root(project: Path | None, state: Path | None, *, need_project: bool) -> Path:

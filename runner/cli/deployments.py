@@ -135,19 +135,22 @@ def deploy(
         def superseded() -> str | None:
             return newer_version(ctx, key, object_version)
 
-    deployer = ctx.deployer(lease_wait=lease_wait)
-    planned = decisions(ctx, deployer, paths, mode)
-    deployer.release_spark()  # carrying the plan out needs no Spark here
-    out.print(render.plan_table(planned))
-    failures = ProblemCollector()
-    for decision in planned:
-        try:
-            result = deployer.carry_out(decision, superseded=superseded)
-        except UserError as error:
-            failures.capture(error)
-            continue
-        line(f"{decision.name}: {result.summary} -> {render.outcome(result.outcome)}")
-    failures.raise_if_any()
+    deployer = ctx.deployer(lease_wait=lease_wait, judge_in_jobs=True)
+    try:
+        planned = decisions(ctx, deployer, paths, mode)
+        deployer.release_spark()  # carrying the plan out needs no Spark here
+        out.print(render.plan_table(planned))
+        failures = ProblemCollector()
+        for decision in planned:
+            try:
+                result = deployer.carry_out(decision, superseded=superseded)
+            except UserError as error:
+                failures.capture(error)
+                continue
+            line(f"{decision.name}: {result.summary} -> {render.outcome(result.outcome)}")
+        failures.raise_if_any()
+    finally:
+        deployer.send_all_away("the deploy ended before its decision started it")
 
 
 @click.command()
@@ -184,13 +187,16 @@ def run(manifest: Path, once: bool, project: Path | None, state: Path | None, te
     ctx = Context(project=project or project_of(manifest), state=state, team=team)
     assert isinstance(ctx.target, LocalTarget)
     foreground = ForegroundTarget(ctx.target)
-    deployer = ctx.deployer(foreground, once=once)
-    decision = decisions(ctx, deployer, (manifest,))[0]
-    deployer.release_spark()  # the job runs in its own JVM; the analysis one does not wait beside it
-    log.info(
-        f"{decision.action.summary}: {'; '.join(rendered(decision.action.reasons))}", extra=logs.job(decision.name)
-    )
-    result = deployer.carry_out(decision, purpose="run")
+    deployer = ctx.deployer(foreground, once=once, judge_in_jobs=True)
+    try:
+        decision = decisions(ctx, deployer, (manifest,))[0]
+        deployer.release_spark()  # only when its job could not judge it: the analysis JVM does not wait beside it
+        log.info(
+            f"{decision.action.summary}: {'; '.join(rendered(decision.action.reasons))}", extra=logs.job(decision.name)
+        )
+        result = deployer.carry_out(decision, purpose="run")
+    finally:
+        deployer.send_all_away("the run ended before its decision started it")
     if foreground.exit_code is None:
         line(f"{decision.name}: {result.summary}; nothing to run")
         return 0

@@ -365,6 +365,11 @@ _ENTRIES = (
     ErrorCode("TARGET_NEEDS_MASTER", "--target standalone needs --master spark://host:port"),
     ErrorCode("TARGET_NEEDS_RESOURCE_MANAGER", "--target yarn needs --resource-manager http://host:8088"),
     ErrorCode(
+        "JUDGING_FAILED",
+        "{name}: the job's driver {why} before it judged the manifest; nothing was deployed",
+        "its log says why: {log}",
+    ),
+    ErrorCode(
         "SUBMIT_FAILED",
         "spark-submit to YARN failed (exit {status}): {output}",
         "check the spark-submit output quoted here and the ResourceManager's logs",

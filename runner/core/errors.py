@@ -10,7 +10,7 @@ problem and exits with the code's exit code (2); anything else is an internal fa
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from runner.core.error_catalogue import CATALOGUE, USER_ERROR
@@ -60,6 +60,17 @@ class Problem:
         if self.hint:
             text += f" (hint: {self.hint})"
         return f"{prefix}: {text}" if prefix else text
+
+    def to_dict(self) -> dict[str, Any]:
+        """As it travels between processes (a job's verdict on its manifest): every part that is set."""
+        return {key: value for key, value in asdict(self).items() if value is not None}
+
+    @staticmethod
+    def from_dict(data: dict[str, Any]) -> Problem:
+        """The inverse of ``to_dict``: the problem as it was made (from the catalogue) where it was found."""
+        return Problem(
+            data["code"], data["message"], data.get("file"), data.get("field"), data.get("line"), data.get("hint")
+        )
 
     def located(self, file: str | None = None, field: str | None = None, line: int | None = None) -> Problem:
         """The same problem with missing location parts filled in."""

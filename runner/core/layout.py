@@ -16,6 +16,9 @@ manifests bucket
   console/access.json                        the console's tokens, each with a name its actions are recorded under
   status/<name>.json                         the running job's latest progress
   jobs/<name>.json                           how to find the running job on its target
+  launches/<name>/<launch-id>/               a job judging its own manifest before it starts: the spec it
+                                             judges (spec.json), its verdict (verdict.json) and the
+                                             runner's answer (release.json)
   errors/<name>.json                         why the deploy Lambda refused a pushed manifest
   deploy-requests/<name>/<version>.json      S3 changes the deploy Lambda turned into EMR steps
 checkpoints bucket
@@ -36,6 +39,7 @@ DEPLOYED_PREFIX = "deployed/"
 DEPLOY_ERRORS_PREFIX = "errors/"
 DEPLOY_REQUESTS_PREFIX = "deploy-requests/"
 CONTROL_PREFIX = "control/"
+LAUNCHES_PREFIX = "launches/"
 # The session application's job name: manifest names cannot begin with "_", so it never
 # shares a job record with a query.
 SESSION_JOB = "_session"
@@ -91,6 +95,24 @@ def job_specs(name: str) -> str:
 def job_spec(name: str, run_id: str) -> str:
     """The spec one run of a job starts from (its command line names only this key)."""
     return f"{job_specs(name)}{run_id}.json"
+
+
+def launch(name: str, launch_id: str) -> str:
+    """Where a job judged in its own driver and the runner meet (``runner/core/protocol/launch.py``)."""
+    return f"{LAUNCHES_PREFIX}{name}/{launch_id}/"
+
+
+def launch_spec(name: str, launch_id: str) -> str:
+    """The spec a judged launch starts from: the desired manifest, the tables, what to compare it with."""
+    return f"{launch(name, launch_id)}spec.json"
+
+
+def launch_verdict(name: str, launch_id: str) -> str:
+    return f"{launch(name, launch_id)}verdict.json"
+
+
+def launch_release(name: str, launch_id: str) -> str:
+    return f"{launch(name, launch_id)}release.json"
 
 
 def deploy_error(name: str) -> str:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+from runner.core.manifest import Manifest
 from runner.core.reasons import Reason
+from runner.core.tables import TableDef
 
 
 @dataclass(frozen=True)
@@ -15,3 +19,17 @@ class QueryDiff:
     state_compatible: bool  # the deployed version's state can carry over
     reasons: tuple[Reason, ...] = ()
     held_state: bool = False  # the deployed query keeps rows in state between batches (windows, joins, dedup)
+
+
+def same_query(old: Manifest, new: Manifest) -> bool:
+    """The two manifests hold the same query text and target table."""
+    return (old.sql, old.code, old.target_table) == (new.sql, new.code, new.target_table)
+
+
+def same_text(old: Manifest, old_tables: Iterable[TableDef], new: Manifest, new_tables: Iterable[TableDef]) -> bool:
+    """The two queries are the same text over the same table definitions."""
+    return same_query(old, new) and _definitions(old_tables) == _definitions(new_tables)
+
+
+def _definitions(tables: Iterable[TableDef]) -> list[str]:
+    return sorted(json.dumps(t.definition(), sort_keys=True) for t in tables)

@@ -31,9 +31,11 @@ from runner.core.protocol.deployed import DeploymentRecord
 from runner.core.protocol.history import HistoryEntry, Outcome, Result, SourceStart, write_history
 from runner.core.reasons import Reason
 from runner.core.stateref import StateRef
-from runner.deploy.executor import Executor, Settings, taken_summary
+from runner.deploy.executor import Executor, taken_summary
 from runner.deploy.inputs import Decision, Inputs, Prepared, Preparer, observe
+from runner.deploy.launches import Launcher
 from runner.deploy.plan import Action, Observed, plan, plan_one
+from runner.deploy.settings import Settings
 from runner.deploy.steps import steps
 from runner.state import records
 from runner.state.lease import lease
@@ -57,6 +59,7 @@ class Deployer:
         dead_holder: Callable[[str], bool] | None = None,
         lease_wait: float = 0.0,
         requested_by: str | None = None,
+        judge_in_jobs: bool = False,
     ):
         self.requested_by = requested_by  # who asked, recorded with every decision (a console token's name)
         self.project = project  # the desired manifests; not needed to stop or savepoint a deployed job
@@ -66,7 +69,9 @@ class Deployer:
         self.clock = clock or (lambda: datetime.now(UTC))
         self._spark_factory = spark
         self._spark = None
-        self.executor = Executor(settings, self.clock)
+        # a new or changed manifest is judged by its own job's driver, launched at once, where its target allows
+        self.launcher = Launcher(settings) if judge_in_jobs else None
+        self.executor = Executor(settings, self.clock, self.launcher)
         self.lease_holder = lease_holder  # who this deployer's leases name (default: host and process)
         self.dead_holder = dead_holder  # which other holders are known to be gone (their leases are taken over)
         self.lease_wait = lease_wait  # seconds to wait for a lease another runner holds (0: stand down at once)
@@ -108,7 +113,7 @@ class Deployer:
         """Prepares manifests of ``project`` (default: the deployer's own)."""
         project = project or self.project
         assert project is not None, "preparing manifests needs the project"
-        return Preparer(project, self.store, self.settings.values, self.spark, self.clock)
+        return Preparer(project, self.store, self.settings.values, self.spark, self.clock, self.launcher)
 
     def prepare(self, path: Path, project: Project | None = None) -> Prepared:
         """Load and analyse one desired manifest of ``project`` (default: the deployer's own); UserError if it
@@ -174,6 +179,26 @@ class Deployer:
 
         ``superseded``: asked once the lease is held; a reason means what was about to be deployed
         is no longer wanted (a newer version of the manifest was pushed), and nothing is done."""
+        try:
+            return self._carry_out(decision, purpose=purpose, redecide=redecide, superseded=superseded)
+        finally:
+            launched = decision.prepared.launched if decision.prepared is not None else None
+            if launched is not None and self.launcher is not None:
+                self.launcher.send_away(launched, "the decision did not start it")
+
+    def send_all_away(self, reason: str) -> None:
+        """Every job launched to judge its manifest and not started by a decision exits, having done nothing."""
+        if self.launcher is not None:
+            self.launcher.send_all_away(reason)
+
+    def _carry_out(
+        self,
+        decision: Decision,
+        *,
+        purpose: str,
+        redecide: bool,
+        superseded: Callable[[], str | None] | None,
+    ) -> HistoryEntry:
         started = time.monotonic()
         name = decision.name
         with self._lease(name, purpose):
@@ -218,6 +243,8 @@ class Deployer:
             "savepoints": [r.key for r in decision.observed.savepoints],
             "checkpoints": [r.key for r in decision.observed.checkpoints],
         }
+        if decision.prepared is not None and decision.prepared.launched is not None:
+            inputs["judged-by"] = decision.prepared.launched.describe()
         sources = [SourceStart(table=s.table, how=s.how, detail=s.detail) for s in action.sources]
         target = self._target_kind(decision)
         return self.record(

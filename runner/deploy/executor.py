@@ -18,7 +18,6 @@ from runner.core import layout, logs
 from runner.core.bucket import PreconditionFailed
 from runner.core.errors import UserError
 from runner.core.manifest import Manifest, Meta
-from runner.core.placeholders import Sources, Values
 from runner.core.protocol.control import clear_stop
 from runner.core.protocol.deployed import DeploymentRecord
 from runner.core.protocol.history import Outcome, SavepointTaken
@@ -28,6 +27,8 @@ from runner.core.starts import Source, Starts
 from runner.core.stateref import StateRef
 from runner.deploy import submit
 from runner.deploy.inputs import Decision, job_spec
+from runner.deploy.launches import Launcher
+from runner.deploy.settings import Settings
 from runner.deploy.steps import (
     ApplyRetention,
     FreshCheckpoint,
@@ -42,33 +43,9 @@ from runner.deploy.steps import (
     WriteRecord,
 )
 from runner.state import continuation, savepoints
-from runner.state.store import Store
 from runner.targets.base import JobIdentity, Launch, RunningJob
-from runner.targets.modes import Targets
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class Settings:
-    """How steps are carried out: where state lives, where jobs run, and the job options."""
-
-    store: Store
-    targets: Targets
-    team: str = "local"
-    env: dict[str, str] = field(default_factory=dict)
-    stop_timeout: float = 90.0  # seconds to wait for a stop at a batch boundary before killing
-    spark_submit: str | None = None  # default: the installed pyspark's
-    once: bool = False  # jobs process the input available now, then stop (``run --once``)
-    placeholders: Sources = field(default_factory=Sources)  # where placeholders are looked up besides env
-    _values: Values | None = field(default=None, init=False, repr=False)
-
-    @property
-    def values(self) -> Values:
-        """What placeholders resolve to here (looked up once per run of the runner)."""
-        if self._values is None:
-            self._values = Values(self.env, self.placeholders)
-        return self._values
 
 
 @dataclass
@@ -86,8 +63,9 @@ class Run:
 
 
 class Executor:
-    def __init__(self, settings: Settings, clock: Callable[[], datetime]):
+    def __init__(self, settings: Settings, clock: Callable[[], datetime], launcher: Launcher | None = None):
         self.settings = settings
+        self.launcher = launcher  # releases the jobs that judged their own manifests
         self.store = settings.store
         self.targets = settings.targets
         self.clock = clock
@@ -234,6 +212,17 @@ class Executor:
             once=self.settings.once,
             placeholders=self.settings.placeholders,
         )
+        if prepared.launched is not None:  # its job judged the manifest and waits: released with this spec
+            assert self.launcher is not None
+            spec = replace(spec, launch_id=prepared.launched.launch_id)
+            log.info(
+                f"releasing its job on {target.kind} ({target.master()}), checkpoint {run.checkpoint_key}",
+                extra=logs.job(name, version),
+            )
+            launched_identity = replace(identity, launch=prepared.launched.launch_id)
+            job = self.launcher.release(prepared.launched, spec, self._store_spec(spec), launched_identity)
+            run.outcome.job, run.outcome.run_id, run.outcome.checkpoint = job.job_id, run.run_id, run.checkpoint_key
+            return
         log.info(
             f"starting on {target.kind} ({target.master()}), checkpoint {run.checkpoint_key}",
             extra=logs.job(name, version),

@@ -9,14 +9,13 @@ what the store and the target say about the deployed job.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from runner.authoring.project import Project
 from runner.core import layout, placeholders
@@ -27,16 +26,14 @@ from runner.core.placeholders import Sources
 from runner.core.protocol.deployed import DeploymentRecord
 from runner.core.protocol.jobspec import JobSpec
 from runner.core.protocol.status import JobState, read_status
-from runner.core.querydiff import QueryDiff
+from runner.core.querydiff import QueryDiff, same_query
 from runner.core.starts import Source, Starts
 from runner.core.tables import TableDef
+from runner.deploy.launches import Launched, Launcher
 from runner.deploy.plan import Action, Deployed, Desired, Observed
 from runner.state import records, savepoints
 from runner.state.store import Store
 from runner.targets.base import RunningJob, Target
-
-if TYPE_CHECKING:
-    from jobs.build import BuiltJob
 
 
 @dataclass(frozen=True)
@@ -48,6 +45,7 @@ class Prepared:
     tables: tuple[TableDef, ...]  # read and written
     sources: tuple[Source, ...]
     diff: QueryDiff | None
+    launched: Launched | None = field(default=None, compare=False)  # its job, which judged it, waiting
 
     @property
     def desired(self) -> Desired:
@@ -122,52 +120,71 @@ class Preparer:
         env: Mapping[str, str],
         spark: Callable[[], Any],
         clock: Callable[[], datetime],
+        launcher: Launcher | None = None,
     ):
         self.project = project
         self.store = store
         self.env = env
         self.spark = spark
         self.clock = clock
+        self.launcher = launcher  # where jobs judging their own manifests are launched (else Spark here judges)
         # deployed records read ahead for prepare_all (read again under the lease before anything is done)
         self.deployed: dict[str, tuple[DeploymentRecord | None, Any]] = {}
 
     def prepare(self, path: Path) -> Prepared:
         """Load and analyse one desired manifest; UserError if it is not deployable.
 
-        When the deployed query's text differs, the deployed query is analysed first and the
-        desired one over the same frames, so that one analysis serves both the checks and the
-        comparison."""
+        Spark judges it (``runner/analysis/judge.py``) unless it is the deployed query over the
+        same tables."""
+        loaded = self._load(path)
+        return loaded if isinstance(loaded, Prepared) else self._judge_here(loaded)
+
+    def _load(self, path: Path) -> Prepared | ToJudge:
+        """The manifest, prepared already when it is the deployed query over the same tables (Spark judged
+        them then, and would again); what Spark must judge otherwise."""
         project = self.project
         file = project.display(path)
         manifest = project.load_manifest(path)
         record, _ = self.deployed.get(manifest.name) or records.read_deployed(self.store.manifests, manifest.name)
         unchanged = self._unchanged_tables(record, manifest)
-        if record is not None and unchanged is not None:
-            # The query and every table it uses are as deployed: Spark judged them then, and would again.
-            problems = placeholders.job_problems(manifest.spark_properties, file, unchanged, self.env)
-            if problems:
-                raise UserError(problems)
-            return Prepared(manifest, file, unchanged, record.sources, QueryDiff(changed=False, state_compatible=True))
-        # Only now the analysis modules (they import PySpark): an unchanged manifest needs none of it.
-        from runner.analysis.query_diff import compare, diff_queries
-        from runner.analysis.validate import analyse
+        if record is None or unchanged is None:
+            return ToJudge(manifest, file, record)
+        problems = placeholders.job_problems(manifest.spark_properties, file, unchanged, self.env)
+        if problems:
+            raise UserError(problems)
+        return Prepared(manifest, file, unchanged, record.sources, QueryDiff(changed=False, state_compatible=True))
 
-        before = self._deployed_build(record, manifest)
-        reuse = before.query if before is not None else None
-        analysed = analyse(self.spark(), manifest, project.catalog, self.env, file=file, reuse=reuse)
-        tables = analysed.tables
-        sources = tuple(Source(t.name, t.connector, bool(t.changelog)) for t in analysed.reads)
-        diff = None
-        if record is not None:
-            if same_text(record, manifest, tables):
-                diff = QueryDiff(changed=False, state_compatible=True)
-            elif before is not None:
-                diff = compare(before, analysed.built, record.manifest, manifest, list(record.tables), project.catalog)
-            else:
-                diff = diff_queries(
-                    self.spark(), record.manifest, list(record.tables), manifest, project.catalog, self.env
-                )
-        return Prepared(manifest, file, tables, sources, diff)
+    def _judge_here(self, item: ToJudge) -> Prepared:
+        """Judged on this process's Spark (the analysis modules import PySpark: only now)."""
+        from runner.analysis.judge import judge
+
+        record = item.record
+        judged = judge(
+            self.spark(),
+            item.manifest,
+            self.project.catalog,
+            self.env,
+            file=item.file,
+            deployed=record.manifest if record is not None else None,
+            deployed_tables=record.tables if record is not None else (),
+        )
+        return Prepared(item.manifest, item.file, judged.tables, judged.sources, judged.diff)
+
+    def _judged_by_its_job(self, item: ToJudge, launched: Launched) -> Prepared:
+        """Judged by its launched job's driver; UserError with the problems it found."""
+        assert self.launcher is not None
+        verdict = self.launcher.verdict(launched)
+        if verdict.failure is not None:
+            raise UserError.of(
+                "JUDGING_FAILED",
+                name=item.manifest.name,
+                why=f"failed ({verdict.failure})",
+                log=launched.started.log or "above",
+            )
+        if verdict.problems:
+            raise UserError([p.problem() for p in verdict.problems])
+        diff = verdict.diff.diff() if verdict.diff is not None else None
+        return Prepared(item.manifest, item.file, verdict.table_defs(), verdict.source_list(), diff, launched)
 
     def _unchanged_tables(self, record: DeploymentRecord | None, manifest: Manifest) -> tuple[TableDef, ...] | None:
         """The current definitions of the deployed query's tables when the desired SQL query is the deployed one
@@ -186,19 +203,6 @@ class Preparer:
             current.append(found)
         return tuple(current)
 
-    def _deployed_build(self, record: DeploymentRecord | None, manifest: Manifest) -> BuiltJob | None:
-        """The deployed query's analysis when the desired query's text or target differs from it; None
-        otherwise, or when it does not build (the desired query is then checked first, as without this
-        shortcut, and the comparison builds the deployed one again and reports what failed)."""
-        from runner.analysis.query_diff import deployed_build
-
-        if record is None or same_query(record.manifest, manifest):
-            return None
-        try:
-            return deployed_build(self.spark(), record.manifest, list(record.tables), self.env)
-        except Exception:  # noqa: BLE001 - reported by the comparison, after the desired query's own checks
-            return None
-
     def _read_ahead(self, paths: list[Path]) -> None:
         """Read the deployed records of many manifests at once (named as their files are; a manifest
         named otherwise is refused when prepared, or read then)."""
@@ -210,7 +214,10 @@ class Preparer:
             self.deployed = dict(zip(names, found, strict=True))
 
     def prepare_all(self, paths: list[Path] | None) -> dict[str, Prepared]:
-        """The desired manifests (``paths``, or every manifest of the project), all checked before any is used."""
+        """The desired manifests (``paths``, or every manifest of the project), all checked before any is used.
+
+        With a launcher, the manifests Spark must judge have their jobs launched at once, each judging
+        its own; if any manifest is refused, every launched job is sent away and nothing is deployed."""
         chosen = paths if paths is not None else self.project.manifest_paths()
         collector = ProblemCollector()
         for path in chosen:
@@ -218,42 +225,64 @@ class Preparer:
                 collector.add(Problem.of("FILE_NOT_FOUND", file=str(path), kind="manifest"))
         collector.raise_if_any()
         self._read_ahead(chosen)
-        prepared: dict[str, Prepared] = {}
+        loaded: list[Prepared | ToJudge] = []
         for path in chosen:
             try:
-                item = self.prepare(path)
+                loaded.append(self._load(path))
+            except UserError as error:
+                collector.capture(error)
+        launcher = self.launcher
+        launches: dict[str, Launched] = {}
+        if launcher is not None and not collector.problems:  # with problems already, one Spark here judges the rest
+            among = sum(isinstance(item, ToJudge) for item in loaded)
+            for item in loaded:
+                name = item.manifest.name
+                if isinstance(item, ToJudge) and name not in launches and launcher.can_judge(item.manifest):
+                    launches[name] = launcher.launch(
+                        item.manifest, item.file, self.project.catalog, item.record, among=among
+                    )
+        prepared: dict[str, Prepared] = {}
+        for item in loaded:
+            try:
+                if isinstance(item, Prepared):
+                    done = item
+                elif (
+                    item.manifest.name in launches and launches[item.manifest.name].verdict is None
+                ):  # a namesake: here
+                    done = self._judged_by_its_job(item, launches[item.manifest.name])
+                else:  # its target's jobs cannot judge (or a namesake's job judges its own): Spark here judges
+                    done = self._judge_here(item)
             except UserError as error:
                 collector.capture(error)
                 continue
-            if item.manifest.name in prepared:
+            if done.manifest.name in prepared:
                 collector.add(
                     Problem.of(
                         "MANIFEST_DUPLICATE_NAME",
-                        file=item.file,
+                        file=done.file,
                         field="name",
-                        name=item.manifest.name,
-                        other=prepared[item.manifest.name].file,
+                        name=done.manifest.name,
+                        other=prepared[done.manifest.name].file,
                     )
                 )
-            prepared[item.manifest.name] = item
+            prepared[done.manifest.name] = done
+        if collector.problems and launcher is not None:
+            launcher.send_all_away("the deploy was refused: " + "; ".join(p.render() for p in collector.problems))
         collector.raise_if_any()
         return prepared
 
 
+@dataclass(frozen=True)
+class ToJudge:
+    """A desired manifest Spark must judge: new, or changed from ``record``."""
+
+    manifest: Manifest
+    file: str
+    record: DeploymentRecord | None
+
+
 def _manifest_name(path: Path) -> str:
     return path.name.rsplit(".", 1)[0]
-
-
-def same_query(old: Manifest, new: Manifest) -> bool:
-    """The two manifests hold the same query text and target table."""
-    return (old.sql, old.code, old.target_table) == (new.sql, new.code, new.target_table)
-
-
-def same_text(record: DeploymentRecord, manifest: Manifest, tables: tuple[TableDef, ...]) -> bool:
-    """The deployed and desired queries are the same text over the same table definitions."""
-    return same_query(record.manifest, manifest) and sorted(
-        json.dumps(t.definition(), sort_keys=True) for t in record.tables
-    ) == sorted(json.dumps(t.definition(), sort_keys=True) for t in tables)
 
 
 def observe(

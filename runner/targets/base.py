@@ -8,6 +8,10 @@ session application. The deployer does not know which: it hands every target a
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -24,9 +28,13 @@ class JobIdentity:
     name: str
     version: int
     run_id: str = ""
+    launch: str = ""  # a job that judged its manifest before it started: the launch it was started as
 
     @property
     def app_name(self) -> str:
+        """The application's name; a judged launch was named before its version was decided."""
+        if self.launch:
+            return f"sql-runner:{self.team}:{self.name}:launch-{self.launch}"
         return f"sql-runner:{self.team}:{self.name}:v{self.version}"
 
     @property
@@ -40,11 +48,14 @@ class JobIdentity:
         ]
 
     def to_dict(self) -> dict:
-        return {"team": self.team, "name": self.name, "version": self.version, "run-id": self.run_id}
+        found = {"team": self.team, "name": self.name, "version": self.version, "run-id": self.run_id}
+        return {**found, "launch": self.launch} if self.launch else found
 
     @staticmethod
     def from_dict(data: dict) -> JobIdentity:
-        return JobIdentity(data["team"], data["name"], int(data["version"]), data.get("run-id", ""))
+        return JobIdentity(
+            data["team"], data["name"], int(data["version"]), data.get("run-id", ""), data.get("launch", "")
+        )
 
 
 @dataclass(frozen=True)
@@ -67,8 +78,33 @@ class Launch:
     env: Mapping[str, str] = field(default_factory=dict)
 
 
+@dataclass
+class Prelaunched:
+    """An application started to judge its manifest: not the job's running application until it is adopted
+    (``runner/core/protocol/launch.py``), so no target finds it before."""
+
+    identity: JobIdentity  # version 0: not decided yet
+    process: subprocess.Popen
+    log: str  # where its output goes ("" when it goes to this terminal)
+    start_ticks: int | None = None
+    group: bool = False  # it leads a process group of its own (its Python driver is in it)
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self) -> None:
+        """Kill it (and its process group, if it leads one) and reap it."""
+        with contextlib.suppress(ProcessLookupError):
+            if self.group:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            else:
+                self.process.kill()
+        self.process.wait()
+
+
 class Target(Protocol):
     kind: str
+    judges: bool  # its jobs' drivers can judge their manifests before they start (prelaunch and adopt)
 
     def master(self) -> str: ...
 
@@ -84,4 +120,14 @@ class Target(Protocol):
         """Stop the job after its current micro-batch; kill it after ``timeout`` seconds.
 
         True if it stopped at a batch boundary (its latest checkpoint is a clean savepoint)."""
+        ...
+
+
+class JudgingTarget(Target, Protocol):
+    """A target whose jobs judge their own manifests: started before the decision, adopted after it."""
+
+    def prelaunch(self, launch: Launch) -> Prelaunched: ...
+
+    def adopt(self, started: Prelaunched, identity: JobIdentity) -> RunningJob:
+        """``started`` is from now on the job ``identity`` names (its version decided): found as such."""
         ...

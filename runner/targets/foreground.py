@@ -9,12 +9,13 @@ from __future__ import annotations
 import subprocess
 
 from runner.core.restarts import RestartStrategy
-from runner.targets.base import JobIdentity, Launch, RunningJob
+from runner.targets.base import JobIdentity, Launch, Prelaunched, RunningJob
 from runner.targets.local import LocalTarget
 
 
 class ForegroundTarget:
     kind = "foreground"
+    judges = True
 
     def __init__(self, local: LocalTarget):
         self.local = local
@@ -28,8 +29,19 @@ class ForegroundTarget:
 
     def submit(self, launch: Launch) -> RunningJob:
         """Run the job attached to this terminal until it finishes."""
-        self.exit_code = subprocess.run(launch.args, env=launch.env, check=False).returncode
-        return RunningJob(launch.identity, self.kind, "foreground", f"exit code {self.exit_code}")
+        return self.adopt(self.prelaunch(launch), launch.identity)
+
+    def prelaunch(self, launch: Launch) -> Prelaunched:
+        """Start the job attached to this terminal (its output on the console)."""
+        return Prelaunched(launch.identity, subprocess.Popen(launch.args, env=launch.env), "")
+
+    def adopt(self, started: Prelaunched, identity: JobIdentity) -> RunningJob:
+        """Wait for the job to finish (Ctrl-C reaches it too: it stops its query); its exit code is the run's."""
+        try:
+            self.exit_code = started.process.wait()
+        except KeyboardInterrupt:
+            self.exit_code = started.process.wait()
+        return RunningJob(identity, self.kind, "foreground", f"exit code {self.exit_code}")
 
     def find(self, team: str, name: str) -> RunningJob | None:
         return self.local.find(team, name)

@@ -20,7 +20,7 @@ from runner.core.bucket import Bucket
 from runner.core.protocol.document import read
 from runner.core.protocol.ownership import JobRecord
 from runner.core.restarts import RestartStrategy
-from runner.targets.base import JobIdentity, Launch, RunningJob
+from runner.targets.base import JobIdentity, Launch, Prelaunched, RunningJob
 from runner.targets.stop_request import request_stop
 
 
@@ -38,6 +38,7 @@ def process_start_ticks(pid: int) -> int | None:
 
 class LocalTarget:
     kind = "local"
+    judges = True
 
     def __init__(self, bucket: Bucket, log_dir: Path, master: str = "local[*]"):
         self.bucket = bucket  # the manifests bucket, where job records live
@@ -51,12 +52,17 @@ class LocalTarget:
         return []
 
     def log_path(self, identity: JobIdentity) -> Path:
+        if identity.launch:
+            return self.log_dir / f"{identity.name}-launch-{identity.launch}.log"
         return self.log_dir / f"{identity.name}-v{identity.version}-{identity.run_id}.log"
 
     def submit(self, launch: Launch) -> RunningJob:
         """Start the launch's ``spark-submit`` detached (its own session, output to a log file) and record it."""
-        identity = launch.identity
-        log = self.log_path(identity)
+        return self.adopt(self.prelaunch(launch), launch.identity)
+
+    def prelaunch(self, launch: Launch) -> Prelaunched:
+        """Start the launch's ``spark-submit`` detached (its own session, output to a log file), unrecorded."""
+        log = self.log_path(launch.identity)
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "ab") as handle:
             process = subprocess.Popen(
@@ -67,18 +73,21 @@ class LocalTarget:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
-        ticks = process_start_ticks(process.pid)
+        return Prelaunched(launch.identity, process, str(log), process_start_ticks(process.pid), group=True)
+
+    def adopt(self, started: Prelaunched, identity: JobIdentity) -> RunningJob:
+        """Record ``started`` as the job ``identity`` names: from now on it is found, stopped and killed as it."""
         record = JobRecord(
             target=self.kind,
             identity=identity.to_dict(),
             host=socket.gethostname(),
-            pid=process.pid,
-            start_ticks=ticks,
-            log=str(log),
+            pid=started.process.pid,
+            start_ticks=started.start_ticks,
+            log=started.log,
             master=self._master,
         )
         self.bucket.write(layout.job_record(identity.name), record.encode())
-        return RunningJob(identity, self.kind, f"{process.pid}@{record.host}", f"log {log}")
+        return RunningJob(identity, self.kind, f"{started.process.pid}@{record.host}", f"log {started.log}")
 
     def _record(self, name: str) -> JobRecord | None:
         return read(self.bucket, layout.job_record(name), JobRecord)

@@ -53,6 +53,7 @@ class SessionUnavailable(Exception):
 
 class SessionTarget:
     kind = layout.SESSION_TARGET
+    judges = False  # the session judges on its own Spark
 
     def __init__(self, records: Bucket, application: Target, team: str):
         self.records = records  # the manifests bucket

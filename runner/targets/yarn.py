@@ -28,6 +28,7 @@ YARN_MAX_ATTEMPTS = 10
 
 class YarnTarget:
     kind = "yarn"
+    judges = False  # the driver runs in a YARN container: the runner judges on its own Spark, or the session's
 
     def __init__(self, resource_manager: str, records: Bucket, *, submit_timeout: float = 300.0):
         self.records = records  # the manifests bucket, where stop requests and answers go

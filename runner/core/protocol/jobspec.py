@@ -20,8 +20,36 @@ from runner.core.tables import TableDef
 
 
 @dataclass(frozen=True)
+class Judging:
+    """A launch whose driver judges the manifest before it starts (``runner/core/protocol/launch.py``)."""
+
+    file: str  # the manifest's file as its author knows it: where the problems found are located
+    deployed: Manifest | None = None  # the deployed manifest (with meta) the query is compared with
+    deployed_tables: tuple[TableDef, ...] = ()  # the tables it was deployed over
+    wait: float = 600.0  # seconds the driver waits for the runner's release before exiting, having done nothing
+
+    def to_dict(self) -> dict:
+        return {
+            "file": self.file,
+            "deployed": self.deployed.to_dict() if self.deployed is not None else None,
+            "deployed-tables": [t.to_dict() for t in self.deployed_tables],
+            "wait": self.wait,
+        }
+
+    @staticmethod
+    def from_dict(data: dict) -> Judging:
+        deployed = data.get("deployed")
+        return Judging(
+            file=data["file"],
+            deployed=Manifest.model_validate(deployed) if deployed is not None else None,
+            deployed_tables=tuple(TableDef.from_dict(t) for t in data.get("deployed-tables") or ()),
+            wait=float(data.get("wait", 600.0)),
+        )
+
+
+@dataclass(frozen=True)
 class JobSpec:
-    manifest: Manifest  # merged, with meta
+    manifest: Manifest  # merged, with meta (judging: without, as desired)
     catalog: Catalog
     checkpoint: str  # <checkpoints>/checkpoints/<name>/<version>/<run-id>
     dead_letter: str  # <checkpoints>/dead-letter/<name>
@@ -34,6 +62,7 @@ class JobSpec:
     # one per start by the runner: a YARN re-attempt of the same launch counts on from its failures; a new
     # launch (a deploy resuming the same run) starts counting afresh
     launch_id: str = ""
+    judging: Judging | None = None  # judge the manifest first, then start only when released
 
     def to_json(self) -> str:
         return json.dumps(
@@ -48,6 +77,7 @@ class JobSpec:
                 "starts": starts_to_dict(self.starts),
                 "placeholders": self.placeholders.to_dict(),
                 "launch-id": self.launch_id,
+                "judging": self.judging.to_dict() if self.judging is not None else None,
             },
             separators=(",", ":"),
         )
@@ -66,9 +96,11 @@ class JobSpec:
             starts=starts_from_dict(data.get("starts") or {}),
             placeholders=Sources.from_dict(data.get("placeholders")),
             launch_id=data.get("launch-id", ""),
+            judging=Judging.from_dict(data["judging"]) if data.get("judging") else None,
         )
 
     @property
     def label(self) -> str:
-        """``name v3`` for log lines."""
-        return f"{self.manifest.name} v{self.manifest.version}"
+        """``name v3`` for log lines (``name`` while it judges a manifest not deployed yet)."""
+        version = self.manifest.version
+        return f"{self.manifest.name} v{version}" if version else self.manifest.name

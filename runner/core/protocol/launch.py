@@ -1,0 +1,143 @@
+"""A job that judges its own manifest before it starts, and the runner that decides on the judgement.
+
+A new or changed query must be analysed by Spark before the runner can decide what deploying it
+means (checked as ``validate`` checks it, compared with the deployed query). Rather than start a
+Spark of its own for that and throw it away, the runner launches the job at once with the desired
+manifest (``JobSpec.judging``); the job's driver analyses it and writes a :class:`Verdict`, then
+waits. The runner reads the verdict, decides (``runner/deploy/plan.py``), records the decision and
+carries it out; the job's last step is a :class:`Release`: start, from the final spec the runner
+wrote, or do nothing and exit. Until it is released the job writes nothing but its verdict, so a
+refusal changes nothing, and no target counts it as the job's running application.
+
+``launches/<name>/<launch-id>/verdict.json`` has one writer, the judging driver
+(``runner/analysis/driver.py``), and one reader, the runner (``runner/deploy/launches.py``);
+``release.json`` the other way round.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from runner.core import layout
+from runner.core.bucket import Bucket
+from runner.core.errors import Problem
+from runner.core.protocol.document import Document, Part, read
+from runner.core.querydiff import QueryDiff
+from runner.core.reasons import Reason
+from runner.core.starts import Source
+from runner.core.tables import TableDef
+
+
+class JudgedProblem(Part):
+    """One problem the analysis found, as ``Problem`` holds it."""
+
+    code: str
+    message: str
+    file: str | None = None
+    field: str | None = None
+    line: int | None = None
+    hint: str | None = None
+
+    @staticmethod
+    def of(problem: Problem) -> JudgedProblem:
+        return JudgedProblem.model_validate(problem.to_dict())
+
+    def problem(self) -> Problem:
+        return Problem.from_dict(self.model_dump())
+
+
+class JudgedSource(Part):
+    table: str
+    connector: str
+    changelog: bool = False
+
+
+class JudgedDiff(Part):
+    """``QueryDiff``, with its reasons as the history keeps them (code and parameters)."""
+
+    changed: bool
+    state_compatible: bool
+    reasons: list[dict] = []
+    held_state: bool = False
+
+    @staticmethod
+    def of(diff: QueryDiff) -> JudgedDiff:
+        return JudgedDiff(
+            changed=diff.changed,
+            state_compatible=diff.state_compatible,
+            reasons=[r.to_dict() for r in diff.reasons],
+            held_state=diff.held_state,
+        )
+
+    def diff(self) -> QueryDiff:
+        return QueryDiff(
+            self.changed, self.state_compatible, tuple(Reason.from_dict(r) for r in self.reasons), self.held_state
+        )
+
+
+class Verdict(Document):
+    """What the job's driver found: the problems that make the manifest undeployable, or the tables it uses,
+    the sources it reads and how its query differs from the deployed one."""
+
+    launch_id: str
+    at: str
+    seconds: float  # the analysis, from the driver's Spark being up to the verdict
+    problems: list[JudgedProblem] = []
+    tables: list[dict] = []  # TableDef.to_dict(), every table read or written
+    sources: list[JudgedSource] = []
+    diff: JudgedDiff | None = None  # None: nothing deployed to compare with
+    failure: str | None = None  # the analysis itself failed (not the manifest's fault): why
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and self.failure is None
+
+    def table_defs(self) -> tuple[TableDef, ...]:
+        return tuple(TableDef.from_dict(t) for t in self.tables)
+
+    def source_list(self) -> tuple[Source, ...]:
+        return tuple(Source(s.table, s.connector, s.changelog) for s in self.sources)
+
+
+class Release(Document):
+    """The runner's answer: ``start`` from the final spec at ``spec_key``, or exit having done nothing."""
+
+    launch_id: str
+    start: bool
+    spec_key: str | None = None  # the run's spec (with its meta, checkpoint and where sources start)
+    reason: str = ""  # why it is not started
+
+
+def write_verdict(bucket: Bucket, name: str, verdict: Verdict) -> None:
+    bucket.write(layout.launch_verdict(name, verdict.launch_id), verdict.encode())
+
+
+def read_verdict(bucket: Bucket, name: str, launch_id: str) -> Verdict | None:
+    return read(bucket, layout.launch_verdict(name, launch_id), Verdict)
+
+
+def write_release(bucket: Bucket, name: str, release: Release) -> None:
+    bucket.write(layout.launch_release(name, release.launch_id), release.encode())
+
+
+def read_release(bucket: Bucket, name: str, launch_id: str) -> Release | None:
+    return read(bucket, layout.launch_release(name, launch_id), Release)
+
+
+def clear_launch(bucket: Bucket, name: str, launch_id: str) -> None:
+    """Delete what a launch and the runner said to each other, once the job has its answer (what was decided
+    on the verdict is in the decision's history)."""
+    bucket.delete_prefix(layout.launch(name, launch_id))
+
+
+def poll(find: Callable[[], Document | None], *, deadline: float, every: float, alive: Callable[[], bool]):
+    """``find()`` until it gives a document, ``alive()`` turns False or ``deadline`` (time.monotonic()) passes;
+    None then."""
+    while True:
+        found = find()
+        if found is not None:
+            return found
+        if time.monotonic() >= deadline or not alive():
+            return find()
+        time.sleep(every)
