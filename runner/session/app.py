@@ -41,10 +41,11 @@ from runner.core.placeholders import Sources  # noqa: E402
 from runner.core.protocol.preview import PreviewRequest  # noqa: E402
 from runner.core.protocol.session_config import SessionConfig  # noqa: E402
 from runner.deploy.deployer import Deployer  # noqa: E402
-from runner.deploy.executor import Settings  # noqa: E402
+from runner.deploy.settings import Settings  # noqa: E402
 from runner.session.endpoint import ControlEndpoint  # noqa: E402
 from runner.session.host import QueryHost  # noqa: E402
 from runner.session.loop import Session  # noqa: E402
+from runner.session.warmup import warm  # noqa: E402
 from runner.state.desired import Desired  # noqa: E402
 from runner.state.store import Store  # noqa: E402
 from runner.targets import open_target  # noqa: E402
@@ -148,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
         stop.set()
 
     signal.signal(signal.SIGTERM, on_signal)
+    # before it says it is up: its first query then takes effect as fast as the later ones
+    log.info(f"warmed up in {warm(spark, analysis, env):.1f} s")
     log.info(f"session {config.run_id} of team {config.team} up; watching {desired.describe()}")
     endpoint.start()
     try:
