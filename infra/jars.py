@@ -8,6 +8,9 @@ jar a set needs), with ``--strict-checksums`` so Maven refuses a download whose 
 match the repository's, then checks each jar's SHA-256 against the lock before it enters the
 cache. A set already in the cache (every jar present, with its locked size) costs no ``mvn``.
 
+After ``fetch``, the Spark drivers' class-data archive for the jar set is built if it is missing
+(``runner/core/classdata.py``).
+
 ``lock`` resolves each set's requirements with their dependencies, drops what pyspark ships
 itself, and records each jar's SHA-256 and which features need it (one resolution per feature,
 its versions held to the whole set's).
@@ -27,7 +30,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-from runner.core import jars
+from runner.core import classdata, jars
 from runner.core.jars import Jar, Requirement
 
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
@@ -218,6 +221,10 @@ def main(argv: list[str] | None = None) -> int:
             paths = fetch(set_name)
             size = sum(p.stat().st_size for p in paths) / 2**20
             print(f"==> {set_name} jars ready: {len(paths)} jars, {size:.0f} MiB in {jars.cache_dir(set_name)}")
+        if jars.SPARK in (args.sets or jars.REQUIREMENTS):
+            built = classdata.build(say=lambda line: print(f"==> {line}", flush=True))
+            if built is not None:
+                print(f"==> drivers' class-data archive ready: {built}")
     except FetchFailed as error:
         print(f"jars: {error}", file=sys.stderr)
         return 1

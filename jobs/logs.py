@@ -9,12 +9,17 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from runner.core import classdata
+
 LOG_CONFIG = Path(__file__).parent / "log4j2.properties"
 
 
-def java_options() -> str:
-    """Driver JVM options: the project's quiet log configuration."""
-    return f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}"
+def java_options(*, this_machine: bool = True) -> str:
+    """Driver JVM options: the project's quiet log configuration; for a driver on this machine, also the
+    drivers' class-data archive, when there is one (``runner/core/classdata.py``)."""
+    logging_config = f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}"
+    shared = classdata.options() if this_machine else ""
+    return f"{logging_config} {shared}".strip()
 
 
 def quiet_python_logs() -> None:

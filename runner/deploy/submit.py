@@ -89,7 +89,7 @@ def application_command(
         "--name",
         app_name,
         "--driver-java-options",
-        java_options(),
+        java_options(this_machine=this_machine),
     ]
     for key, value in (platform.merged(properties, env) if this_machine else properties).items():
         args += ["--conf", f"{key}={value}"]
