@@ -15,6 +15,7 @@ from pathlib import Path
 
 from demo.committed_rows import committed_json_rows
 from demo.transactions import transactions, write_batch
+from runner.core import classdata
 from runner.core.catalog import Catalog
 from runner.core.errors import Problem
 from runner.core.manifest import Manifest
@@ -22,6 +23,7 @@ from runner.core.protocol.jobspec import JobSpec, Judging
 from runner.core.protocol.launch import JudgedDiff, JudgedProblem, Verdict
 from runner.core.querydiff import QueryDiff
 from runner.core.reasons import Reason, codes
+from runner.deploy import submit
 from tests.clihelpers import START, cli, edit, history, status, wait_for
 from tests.conftest import ProjectDir
 
@@ -40,6 +42,13 @@ def launch_processes(launch: str) -> list[int]:
             if launch.encode() in command:
                 found.append(int(entry.name))
     return found
+
+
+def maps(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return ""
 
 
 def launch_files(project: ProjectDir) -> list[Path]:
@@ -71,6 +80,9 @@ def test_deploys_are_judged_by_their_jobs_and_a_refused_change_changes_nothing(d
     job = wait_for(lambda: status(project, "high-value")["job"], "v1 running")
     record = project.root / ".sql-runner" / "manifests" / "jobs" / "high-value.json"
     assert f'"launch": "{launch}"' in record.read_text()  # the launched job is the job found, stopped, killed
+    # its JVM maps Spark's classes from the drivers' class-data archive instead of loading them
+    archive = str(classdata.archive())
+    assert any(archive in maps(pid) for pid in launch_processes(launch)), archive
     wait_for(lambda: not launch_files(project), "the released job to clear what it was told")
 
     # a change naming a column the table does not have: refused; v1 runs on untouched
@@ -112,6 +124,17 @@ def test_deploys_are_judged_by_their_jobs_and_a_refused_change_changes_nothing(d
     write_batch(project.root / "data" / "in", "b2", more)
     expected = sorted(r.transaction_id for r in [*rows, *more] if r.amount > 500)
     wait_for(lambda: sorted(r["transaction_id"] for r in committed_json_rows(out)) == expected, "the restored rows")
+
+
+def test_only_drivers_on_this_machine_are_given_the_class_data_archive():
+    assert classdata.archive().is_file(), "make jars builds it"
+    here = submit.application_command(Path("entry.py"), [], master="local[2]", env={}, app_name="a", properties={})
+    there = submit.application_command(
+        Path("entry.py"), [], master="yarn", env={}, app_name="a", properties={}, this_machine=False
+    )
+    shared = f"-XX:SharedArchiveFile={classdata.archive()}"
+    assert shared in here[here.index("--driver-java-options") + 1]
+    assert "SharedArchiveFile" not in there[there.index("--driver-java-options") + 1]
 
 
 def test_the_launch_documents_round_trip():
