@@ -18,7 +18,6 @@ classes are loaded, never which: the same classes, the same results.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -56,18 +55,12 @@ spark.stop()
 """
 
 
-def _spark_submit() -> Path:
-    spec = importlib.util.find_spec("pyspark")
-    assert spec is not None and spec.submodule_search_locations, "pyspark is a dependency of the runner"
-    return Path(spec.submodule_search_locations[0]) / "bin" / "spark-submit"
-
-
 def _key(classpath: str) -> str:
     """What the archive depends on: the JVM, pyspark's jars and the jar set on the classpath."""
     digest = hashlib.sha256()
     java = shutil.which("java") or ""
     parts = [os.path.realpath(java), os.environ.get("JAVA_HOME", ""), classpath]
-    pyspark_jars = _spark_submit().parent.parent / "jars"
+    pyspark_jars = platform.spark_submit_path().parent.parent / "jars"
     for entry in [*sorted(pyspark_jars.glob("*.jar")), *(Path(p) for p in classpath.split(os.pathsep) if p)]:
         stat = entry.stat() if entry.exists() else None
         parts.append(f"{entry}:{stat.st_size if stat else '-'}:{int(stat.st_mtime) if stat else '-'}")
@@ -102,7 +95,7 @@ def build(*, say=print) -> Path | None:
         script.write_text(WARM_UP)
         conf = [f"--conf={key}={value}" for key, value in platform.properties(os.environ).items()]
         result = subprocess.run(
-            [str(_spark_submit()), *conf, str(script), str(Path(work) / "data")],
+            [str(platform.spark_submit_path()), *conf, str(script), str(Path(work) / "data")],
             env={
                 **os.environ,
                 "SPARK_LOCAL_IP": "127.0.0.1",

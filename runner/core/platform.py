@@ -17,8 +17,10 @@ A manifest's own setting of the same property wins, except that classpaths are j
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Mapping
+from pathlib import Path
 
 from runner.core import jars
 
@@ -28,6 +30,13 @@ S3_SCHEME = {
     "spark.hadoop.fs.s3.impl": S3A_FILE_SYSTEM,
     "spark.hadoop.fs.AbstractFileSystem.s3.impl": "org.apache.hadoop.fs.s3a.S3A",
 }
+
+
+def spark_submit_path() -> Path:
+    """The spark-submit shipped with the installed pyspark (found without importing pyspark)."""
+    spec = importlib.util.find_spec("pyspark")
+    assert spec is not None and spec.submodule_search_locations, "pyspark is a dependency of the runner"
+    return Path(spec.submodule_search_locations[0]) / "bin" / "spark-submit"
 
 
 def endpoint(env: Mapping[str, str]) -> str | None:

@@ -246,9 +246,7 @@ class Preparer:
             try:
                 if isinstance(item, Prepared):
                     done = item
-                elif (
-                    item.manifest.name in launches and launches[item.manifest.name].verdict is None
-                ):  # a namesake: here
+                elif item.manifest.name in launches and launches[item.manifest.name].verdict is None:
                     done = self._judged_by_its_job(item, launches[item.manifest.name])
                 else:  # its target's jobs cannot judge (or a namesake's job judges its own): Spark here judges
                     done = self._judge_here(item)

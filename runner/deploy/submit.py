@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 from collections.abc import Mapping
@@ -13,6 +12,7 @@ from jobs import localfs
 from jobs.logs import java_options
 from runner.core import platform
 from runner.core.placeholders import split_properties
+from runner.core.platform import spark_submit_path
 from runner.core.protocol.jobspec import JobSpec
 
 # Quiet, predictable defaults for a job; any of them can be overridden in sparkProperties.
@@ -20,13 +20,6 @@ DEFAULT_PROPERTIES = {
     "spark.ui.showConsoleProgress": "false",
     "spark.log.level": "WARN",
 }
-
-
-def spark_submit_path() -> Path:
-    """The spark-submit shipped with the installed pyspark (found without importing pyspark)."""
-    spec = importlib.util.find_spec("pyspark")
-    assert spec is not None and spec.submodule_search_locations, "pyspark is a dependency of the runner"
-    return Path(spec.submodule_search_locations[0]) / "bin" / "spark-submit"
 
 
 def entry_point() -> Path:
