@@ -3,7 +3,7 @@
 ``sql-runner console`` runs there as a systemd service (read-only, on 127.0.0.1; operators reach it
 through an SSM or SSH port forward), over the team's buckets. The CloudWatch agent scrapes its
 ``/metrics`` with the Prometheus scrape configuration below (the console token in a root-only file,
-written from the state store when the service starts) and sends the figures as embedded metric format
+made anew when the service starts: the state store keeps only its digest) and sends the figures as embedded metric format
 to the team's log group, where CloudWatch turns them into metrics in the ``sql-runner/<team>``
 namespace with the dimensions team, query (and state) — what an alarm on a stalled query needs.
 
@@ -41,7 +41,7 @@ def console_args(step: StepCommand) -> list[str]:
 
 
 def token_args(step: StepCommand) -> list[str]:
-    """The command that prints the agent's console token (made in the state store if missing)."""
+    """The command that makes the agent's console token anew and prints it (the store keeps its digest)."""
     return step.args("console", "--token-name", TOKEN_NAME, "--print-token", submits=False)
 
 

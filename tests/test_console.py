@@ -6,14 +6,14 @@ then nothing (so it stalls). ``sql-runner console`` runs as its own process over
 reading the desired manifests from an author's working copy (so the session does not deploy the edit
 the test makes there).
 
-What a user sees is checked: no page or figure without the token (401), the cookie is HttpOnly and
-SameSite=Strict, the overview's rows/s and batches change as the queries run, the stalled query shows as
-stalled, ``/metrics`` parses with Prometheus' own parser, the query page shows the edited manifest's
-diff and the plan's verdict, a preview's rows arrive in the page from the session, an action needs the
-query's name typed again and is recorded in history under the token's name, the session's own console
-is read-only. Bad inputs tried: no token, a wrong token, a wrong scheme, a wrong sign-in, a GET on an
-action, a wrong confirmation, an action on the read-only console, a manifest naming a missing column,
-a description with a script.
+What a user sees is checked: no page or figure without the token (401), the sign-in's cookie is
+HttpOnly, SameSite=Strict and not the token, the overview's rows/s and batches change as the queries
+run, the stalled query shows as stalled, ``/metrics`` parses with Prometheus' own parser, the query
+page shows the edited manifest's diff and the plan's verdict, a preview's rows arrive in the page from
+the session, an action needs the query's name typed again and is recorded in history under the token's
+name, the session's own console is read-only. Bad inputs tried: no token, a wrong token, a wrong
+scheme, a wrong sign-in, a GET on an action, a wrong confirmation, an action on the read-only console,
+a manifest naming a missing column, a description with a script.
 """
 
 from __future__ import annotations
@@ -192,8 +192,9 @@ def test_the_console_shows_each_query_its_verdict_and_live_rows_only_to_a_token_
         context = chromium.new_context(viewport={"width": 1500, "height": 900}, bypass_csp=True)
         page = context.new_page()
         sign_in(page, url, token)
-        cookie = next(c for c in context.cookies() if c["name"] == "sql_runner_console")
-        assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+        port = int(url.rsplit(":", 1)[1])
+        cookie = next(c for c in context.cookies() if c["name"] == f"sql_runner_console_{port}")
+        assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["value"] != token
         overview_changes_and_shows_the_stalled_query(page, url)
         metrics_parse(url, token)
         edited_manifest_shows_its_diff_and_verdict(page, url, author)

@@ -1,10 +1,12 @@
-"""The console's HTTP stack, tokens and stall rule, without Spark or a browser (tests/test_console.py has both).
+"""The console's HTTP stack, tokens and stall rule, without Spark or a browser (tests/test_console.py has both;
+tests/test_console_signin.py signs in).
 
-Over a real server on loopback: a token is required (bearer or the sign-in cookie, which is HttpOnly and
-SameSite=Strict), a body over the limit is refused before it is read, signing in never sends a browser
-to another site, and every answer carries the security headers. Bad inputs tried: no token, an empty
-token, a token with spaces, a wrong token, a 2 MiB body, sign-in redirects to other sites, token names
-with capitals, slashes, spaces or 65 characters.
+Over a real server on loopback: a token is required (a bearer token; a cookie is no token), a body over the
+limit is refused before it is read, signing in never sends a browser to another site, every answer carries
+the security headers, and the state store keeps the tokens' digests only. Bad inputs tried: no token, an
+empty token, a token with spaces, a wrong token, the token as a cookie, a 2 MiB body, sign-in redirects to
+other sites, token names with capitals, slashes, spaces or 65 characters, --print-token with
+--revoke-token.
 """
 
 from __future__ import annotations
@@ -19,12 +21,13 @@ import pytest
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from runner.console.app import local_path
-from runner.console.http import COOKIE, MAX_BODY, Server, application, holder_of
+from runner.console.http import MAX_BODY, Access, Server, application, holder_of, local_path
 from runner.console.overview import Stall, console_state
+from runner.console.signin import cookie_name
+from runner.core import layout
 from runner.core.bucket import LocalBucket
 from runner.core.manifest import Manifest
-from runner.core.protocol.console import ensure_token, read_access
+from runner.core.protocol.console import digest, issue_token, read_access, revoke_token, scrub
 from runner.core.protocol.deployed import DeploymentRecord
 from runner.core.protocol.status import BatchProgress, JobState, JobStatus
 from runner.deploy.status import JobView
@@ -37,9 +40,7 @@ def server():
         return JSONResponse({"who": holder_of(request), "bytes": len(await request.body())})
 
     tokens = {"s3cret-token": "alice"}
-    app = application(
-        [Route("/echo", echo, methods=["GET", "POST"])], tokens.get, lambda target: f"<form>{target}</form>"
-    )
+    app = application([Route("/echo", echo, methods=["GET", "POST"])], Access(tokens.get))
     served = Server(app, address="127.0.0.1", port=0, name="test-http")
     served.start()
     yield served
@@ -57,16 +58,16 @@ def ask(url: str, *, headers: dict | None = None, data: bytes | None = None) -> 
 
 def test_every_request_needs_a_token_and_every_answer_is_locked_down(server):
     url = f"{server.url}/echo"
-    for headers in ({}, {"Authorization": "Bearer "}, {"Authorization": "Bearer wrong"}, {"Cookie": f"{COOKIE}=x"}):
+    cookie = {"Cookie": f"{cookie_name(server.port)}=s3cret-token"}  # no sign-ins here: a cookie opens nothing
+    for headers in ({}, {"Authorization": "Bearer "}, {"Authorization": "Bearer wrong"}, cookie):
         status, answered, body = ask(url, headers=headers)
         assert status == 401 and "token is required" in body, headers
         assert answered["x-frame-options"] == "DENY" and "default-src 'self'" in answered["content-security-policy"]
     status, _, body = ask(url, headers={"Accept": "text/html"})
-    assert status == 401 and body == "<form>/echo</form>"  # a browser gets the sign-in form, nothing else
-    for headers in ({"Authorization": "Bearer s3cret-token"}, {"Cookie": f"{COOKIE}=s3cret-token"}):
-        status, answered, body = ask(url, headers=headers)
-        assert status == 200 and json.loads(body)["who"] == "alice"
-        assert answered["cache-control"] == "no-store" and answered["x-content-type-options"] == "nosniff"
+    assert status == 401 and "<form" not in body  # no sign-in form where there are no sign-ins
+    status, answered, body = ask(url, headers={"Authorization": "Bearer s3cret-token"})
+    assert status == 200 and json.loads(body)["who"] == "alice"
+    assert answered["cache-control"] == "no-store" and answered["x-content-type-options"] == "nosniff"
 
 
 def test_a_body_over_the_limit_is_refused_before_it_is_read(server):
@@ -90,18 +91,36 @@ def test_signing_in_never_sends_the_browser_elsewhere(target):
     assert local_path("/query/q-a?x=1") == "/query/q-a?x=1"
 
 
-def test_console_tokens_are_named_kept_and_matched_whole(tmp_path):
+def test_console_tokens_are_shown_once_and_kept_as_digests(tmp_path):
     bucket = LocalBucket(tmp_path)
-    first = ensure_token(bucket, "operator")
-    assert ensure_token(bucket, "operator") == first  # kept, not made again
-    other = ensure_token(bucket, "alice@example.com")
+    first = issue_token(bucket, "operator")
+    other = issue_token(bucket, "alice@example.com")
+    kept = (tmp_path / layout.CONSOLE_ACCESS).read_text()
+    assert first not in kept and other not in kept and digest(first) in kept  # whoever reads the bucket learns none
     access = read_access(bucket)
-    assert access.holder(first.token) == "operator" and access.holder(other.token) == "alice@example.com"
-    assert access.holder(first.token[:-1]) is None and access.holder("") is None
+    assert access.holder(first) == "operator" and access.holder(other) == "alice@example.com"
+    assert access.holder(first[:-1]) is None and access.holder("") is None and access.holder(digest(first)) is None
+    again = issue_token(bucket, "operator")  # made anew: replaces the earlier one of that name
+    access = read_access(bucket)
+    assert again != first and access.holder(again) == "operator" and access.holder(first) is None
     for bad in ("Operator", "a/b", "two words", "x" * 65, ""):
         with pytest.raises(ValueError, match="token name"):
-            ensure_token(bucket, bad)
-    assert [t.name for t in read_access(bucket).tokens] == ["operator", "alice@example.com"]  # nothing added
+            issue_token(bucket, bad)
+    assert [t.name for t in read_access(bucket).tokens] == ["alice@example.com", "operator"]  # nothing added
+    assert revoke_token(bucket, "alice@example.com") and not revoke_token(bucket, "alice@example.com")
+    assert read_access(bucket).holder(other) is None
+
+
+def test_an_earlier_releases_access_file_still_opens_and_is_scrubbed_of_its_tokens(tmp_path):
+    bucket = LocalBucket(tmp_path)
+    earlier = {"tokens": [{"name": "operator", "token": "kept-in-the-clear", "created-at": "2026-10-01T00:00:00Z"}]}
+    (tmp_path / "console").mkdir()
+    (tmp_path / layout.CONSOLE_ACCESS).write_text(json.dumps(earlier))
+    assert read_access(bucket).holder("kept-in-the-clear") == "operator"
+    assert scrub(bucket) and not scrub(bucket)
+    kept = (tmp_path / layout.CONSOLE_ACCESS).read_text()
+    assert "kept-in-the-clear" not in kept and digest("kept-in-the-clear") in kept
+    assert read_access(bucket).holder("kept-in-the-clear") == "operator"  # the same token still opens it
 
 
 def view(*, trigger: str, last_batch_ago: float | None, state: str = "running", started_ago: float = 600) -> JobView:

@@ -2,8 +2,9 @@
 # EMR bootstrap action: on the primary node only, run `sql-runner console` as a service and ship its
 # /metrics to CloudWatch with the CloudWatch agent (infra/console_metrics.py writes the files it reads).
 #   console-metrics.sh s3://<artifacts>/console/
-# Runs after install-runner.sh (the runner is installed). The console's token for the agent is read
-# from the state store when the service starts and kept in a root-only file, never on a command line.
+# Runs after install-runner.sh (the runner is installed). The console's token for the agent is made
+# anew when the service starts (the state store keeps only its digest) and kept in a root-only file,
+# never on a command line.
 set -euo pipefail
 prefix="${1:?usage: console-metrics.sh s3://bucket/console/}"
 if ! grep -q '"isMaster": *true' /mnt/var/lib/info/instance.json; then

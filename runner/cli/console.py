@@ -35,12 +35,25 @@ from runner.console.http import Server
     "--token-name",
     default="operator",
     show_default=True,
-    help="The token this console prints with --print-token, made if there is none of that name.",
+    help="The token --print-token makes or --revoke-token removes; actions are recorded under its name.",
 )
 @click.option(
     "--print-token",
     is_flag=True,
-    help="Print the token named --token-name (kept in console/access.json of the state store) and exit.",
+    help="Make a new token named --token-name, print it once and exit. The state store keeps only its "
+    "SHA-256; it replaces that name's earlier token, which stops working (its browsers are signed out).",
+)
+@click.option(
+    "--revoke-token",
+    is_flag=True,
+    help="Remove the token named --token-name and exit: it opens nothing any more, its browsers are signed out.",
+)
+@click.option(
+    "--sign-in-hours",
+    type=click.FloatRange(min=0.01, max=24 * 30),
+    default=12.0,
+    show_default=True,
+    help="How long a browser's sign-in lasts (it also ends after two idle hours, or when signing out).",
 )
 @click.option(
     "--stalled-after",
@@ -65,27 +78,37 @@ def console(
     allow_actions: bool,
     token_name: str,
     print_token: bool,
+    revoke_token: bool,
+    sign_in_hours: float,
     stalled_after: float,
     stalled_min_seconds: float,
 ) -> None:
     """Serve the web console: every query's state, its plan's verdict and history, live previews, /metrics.
 
-    Until Ctrl-C. A token is required for every request: `--print-token` shows it (the browser asks for it
-    once and keeps it in an HttpOnly cookie; Prometheus sends it as a bearer token)."""
+    Until Ctrl-C. A token is required for every request: `--print-token` makes one (a browser signs in with
+    it once and keeps only a sign-in; Prometheus sends it as a bearer token)."""
     from runner.core.errors import UserError
-    from runner.core.protocol.console import ensure_token
+    from runner.core.protocol import console as access
 
+    if print_token and revoke_token:
+        raise click.UsageError("give --print-token or --revoke-token, not both")
     try:
-        token = ensure_token(ctx.store.manifests, token_name)
+        if print_token:
+            line(access.issue_token(ctx.store.manifests, token_name))
+            return
+        if revoke_token:
+            removed = access.revoke_token(ctx.store.manifests, token_name)
+            line(f"token {token_name} {'removed' if removed else 'did not exist'}")
+            return
     except ValueError as error:
         raise UserError.of("CONSOLE_TOKEN_NAME", name=token_name, reason=str(error)) from None
-    if print_token:
-        line(token.token)
-        return
+    access.scrub(ctx.store.manifests)
     stall = (stalled_after, stalled_min_seconds)
-    served = serve(ctx, address=address, port=port, allow_actions=allow_actions, stall=stall)
+    served = serve(
+        ctx, address=address, port=port, allow_actions=allow_actions, stall=stall, sign_in_hours=sign_in_hours
+    )
     line(f"console on {served.url}/ ({'actions allowed' if allow_actions else 'read-only'}); Ctrl-C to stop")
-    line(f"sign in with the token named {token_name}: sql-runner console --print-token")
+    line("sign in with a token: sql-runner console --print-token [--token-name NAME] makes one")
     try:
         threading.Event().wait()
     except KeyboardInterrupt:
@@ -94,16 +117,25 @@ def console(
         served.stop()
 
 
-def serve(ctx: Context, *, address: str, port: int, allow_actions: bool, stall: tuple[float, float]) -> Server:
+def serve(
+    ctx: Context,
+    *,
+    address: str,
+    port: int,
+    allow_actions: bool,
+    stall: tuple[float, float],
+    sign_in_hours: float = 12.0,
+) -> Server:
     """Start serving the console over the command's store and targets (on a thread); returns the server.
 
     Verdicts, validation and previews without a session take one local Spark, started when first needed;
     a preview goes to the team's session when one runs (its rows stream through), else to that Spark."""
     from runner.analysis.session import local_session
     from runner.console import previews
-    from runner.console.app import Console, console_routes, login_page, session_log
+    from runner.console.app import Console, console_routes, session_log
     from runner.console.http import application
     from runner.console.overview import Stall
+    from runner.console.signin import SignIns
     from runner.state.desired import Desired
     from runner.targets.session import SessionUnavailable
 
@@ -143,9 +175,8 @@ def serve(ctx: Context, *, address: str, port: int, allow_actions: bool, stall: 
         allow_actions=allow_actions,
         stall=Stall(*stall),
         session_log=session_log(ctx.target, ctx.team),
+        sign_ins=SignIns(lifetime=sign_in_hours * 3600),
     )
-    server = Server(
-        application(console_routes(console), console.holder, login_page), address=address, port=port, name="console"
-    )
+    server = Server(application(console_routes(console), console.access()), address=address, port=port, name="console")
     server.start()
     return server

@@ -30,21 +30,22 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from runner.authoring.manifest_file import parse_manifest
 from runner.authoring.project import Project
 from runner.console import metrics
-from runner.console.http import COOKIE, Refused, form_of, holder_of, json_of
+from runner.console.http import Access, Refused, holder_of, json_of
 from runner.console.overview import Overview, Stall
 from runner.console.previews import PreviewRun, PreviewRuns
 from runner.console.query import details, log_path, log_tail
+from runner.console.signin import SignIns
 from runner.core import layout
 from runner.core.errors import UserError
 from runner.core.manifest import Manifest
-from runner.core.protocol.console import read_access
+from runner.core.protocol.console import ConsoleAccess, read_access
 from runner.core.protocol.history import HistoryEntry
 from runner.core.protocol.preview import PreviewRequest
 from runner.deploy.deployer import Deployer
@@ -76,13 +77,14 @@ def session_log(application: Target, team: str) -> Callable[[], Path | None]:
     return find
 
 
-def login_page(next_path: str) -> str:
-    return TEMPLATES.get_template("login.html").render(next=local_path(next_path), failed=False)
+class SignInPages:
+    """The console's sign-in form, and the page that hands a new sign-in's anti-forgery key to its script."""
 
+    def form(self, next_path: str, nonce: str, error: str | None) -> str:
+        return TEMPLATES.get_template("login.html").render(next=next_path, nonce=nonce, error=error)
 
-def local_path(path: str) -> str:
-    """``path`` if it is a path of this console (never another site's), else ``/``."""
-    return path if path.startswith("/") and not path.startswith("//") and "\\" not in path else "/"
+    def signed_in(self, next_path: str, key: str) -> str:
+        return TEMPLATES.get_template("signed-in.html").render(next=next_path, key=key)
 
 
 @dataclass
@@ -107,6 +109,7 @@ class Console:
         stall: Stall | None = None,
         session_log: Callable[[], Path | None] = lambda: None,
         served_by: str = "console",
+        sign_ins: SignIns | None = None,
     ):
         self.store, self.targets, self.team = store, targets, team
         self.desired = desired
@@ -114,6 +117,7 @@ class Console:
         self.allow_actions = allow_actions
         self.session_log = session_log
         self.served_by = served_by
+        self.sign_ins = sign_ins or SignIns()
         self.overview = Overview(store, targets, team, stall or Stall())
         self.previews = PreviewRuns(preview)
         self._access: tuple[float, Any] = (0.0, None)
@@ -123,12 +127,27 @@ class Console:
 
     # ---- tokens ------------------------------------------------------------------------------
 
-    def holder(self, given: str) -> str | None:
+    def tokens(self) -> ConsoleAccess:
+        """The console's tokens, read again when older than ``ACCESS_FRESH`` seconds."""
         read_at, access = self._access
         if access is None or time.monotonic() - read_at > ACCESS_FRESH:
             access = read_access(self.store.manifests)
             self._access = (time.monotonic(), access)
-        return access.holder(given)
+        return access
+
+    def holder(self, given: str) -> str | None:
+        """The name of the console token ``given`` is (None: none)."""
+        return self.tokens().holder(given)
+
+    def access(self, bearer: Callable[[str], str | None] | None = None) -> Access:
+        """Who may use the console: its tokens as bearer tokens (and ``bearer``'s too: the session's own),
+        and browsers signed in with one of its tokens."""
+        return Access(
+            holder=lambda given: (bearer(given) if bearer else None) or self.holder(given),
+            sign_ins=self.sign_ins,
+            holder_of_digest=lambda given: self.tokens().holder_of_digest(given),
+            pages=SignInPages(),
+        )
 
     # ---- the desired manifests ---------------------------------------------------------------
 
@@ -297,24 +316,6 @@ def console_routes(console: Console) -> list[Any]:
         values.update(team=console.team, who=holder_of(request), served_by=console.served_by, page=name)
         return HTMLResponse(TEMPLATES.get_template(f"{name}.html").render(**values))
 
-    async def login_form(request: Request) -> Response:
-        return HTMLResponse(login_page(request.query_params.get("next", "/")))
-
-    async def login(request: Request) -> Response:
-        form = await form_of(request)
-        target = local_path(form.get("next", "/"))
-        if console.holder(form.get("token", "").strip()) is None:
-            failed = TEMPLATES.get_template("login.html").render(next=target, failed=True)
-            return HTMLResponse(failed, status_code=HTTPStatus.UNAUTHORIZED)
-        answer = RedirectResponse(target, status_code=HTTPStatus.SEE_OTHER)
-        answer.set_cookie(COOKIE, form["token"].strip(), httponly=True, samesite="strict", path="/")
-        return answer
-
-    async def logout(_request: Request) -> Response:
-        answer = RedirectResponse("/login", status_code=HTTPStatus.SEE_OTHER)
-        answer.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
-        return answer
-
     async def overview_page(request: Request) -> Response:
         return page("overview", request)
 
@@ -381,9 +382,6 @@ def console_routes(console: Console) -> list[Any]:
         return Response(await run_in_threadpool(metrics.exposition, console.overview), media_type=metrics.CONTENT_TYPE)
 
     return [
-        Route("/login", login_form, methods=["GET"]),
-        Route("/login", login, methods=["POST"]),
-        Route("/logout", logout, methods=["POST"]),
         Route("/", overview_page),
         Route("/api/overview", overview_json),
         Route("/query/{name}", query_page),

@@ -4,11 +4,17 @@ Starlette (ASGI routing, requests, responses, middleware) served by uvicorn on a
 process that serves it, so a session serves its control endpoint and its console from the Spark
 driver without another process. Every request passes ``Guard``:
 
-- a token is required, compared in constant time with every token accepted: ``Authorization:
-  Bearer <token>`` (the CLI, Prometheus) or the console's cookie (a browser, after ``POST /login``;
-  ``HttpOnly``, ``SameSite=Strict``, so no other site's page can send it). Without one the answer is
-  401 before anything is read: a login form for a browser, a JSON error otherwise. Only ``/login``
-  and the console's static files (the same for everyone, holding no state) answer without a token;
+- it must carry a token, ``Authorization: Bearer <token>`` (the CLI, Prometheus, scripts), compared in
+  constant time with every token accepted, or, where the application has sign-ins (the console), the
+  cookie of a browser's sign-in (``runner/console/signin.py``). Without either the answer is 401 before
+  anything is read: a sign-in form for a browser, a JSON error otherwise. Only the sign-in form and the
+  console's static files (the same for everyone, holding no state) answer without one;
+- a request let in by a sign-in's cookie is one a browser sent, so it must come from the console's own
+  pages: a request another page made it send (``Sec-Fetch-Site`` other than ``same-origin``) is refused
+  unless it is a plain navigation, and one that can change anything (any method but GET and HEAD) must
+  say the console's own origin in ``Origin`` and carry the sign-in's anti-forgery key in
+  ``X-Console-Key``, a header no form can set and no other page can read;
+- a JSON body must say so (``Content-Type: application/json``), so a form cannot pose as one;
 - a body holds at most ``MAX_BODY`` bytes (413);
 - every answer forbids framing, sniffing, caching and any script, style or connection but the
   console's own (a Content-Security-Policy of ``'self'``).
@@ -22,21 +28,26 @@ import logging
 import socket
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import parse_qs
 
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from runner.console.signin import Refusal, SignIn, SignIns, cookie_name, same_key
 
 log = logging.getLogger(__name__)
 
 MAX_BODY = 1 << 20  # bytes of one request
-COOKIE = "sql_runner_console"
-PUBLIC = ("/login", "/static/")  # answered without a token: the login form and the console's own assets
+KEY_HEADER = "x-console-key"  # the sign-in's anti-forgery key, sent by the console's script
+PUBLIC = ("/login", "/static/")  # answered without a token: the sign-in form and the console's own assets
+SAFE_METHODS = ("GET", "HEAD")
 
 HEADERS = {
     "content-security-policy": (
@@ -45,7 +56,7 @@ HEADERS = {
     ),
     "x-frame-options": "DENY",
     "x-content-type-options": "nosniff",
-    "referrer-policy": "no-referrer",
+    "referrer-policy": "same-origin",  # with no-referrer, a browser says "Origin: null" for its own forms
     "cache-control": "no-store",
 }
 
@@ -59,12 +70,31 @@ class Refused(Exception):
         self.problems = problems or []
 
 
-def token_of(request: Request) -> str:
-    """The token a request carries: its bearer token, else the console's cookie ("" for none)."""
+class SignInPages(Protocol):
+    """The pages of signing in, as the application that has sign-ins renders them."""
+
+    def form(self, next_path: str, nonce: str, error: str | None) -> str: ...
+
+    def signed_in(self, next_path: str, key: str) -> str: ...
+
+
+@dataclass
+class Access:
+    """Who may use an application: ``holder`` names the bearer token given (None: not one of those
+    accepted; read on every request, so a token made while serving is accepted at once); with
+    ``sign_ins``, browsers sign in with a console token (``holder_of_digest`` names the token a sign-in
+    was made with, so that one made anew ends it; ``pages`` renders the sign-in pages)."""
+
+    holder: Callable[[str], str | None]
+    sign_ins: SignIns | None = None
+    holder_of_digest: Callable[[str], str | None] | None = None
+    pages: SignInPages | None = None
+
+
+def bearer_of(request: Request) -> str:
+    """The bearer token a request carries ("" for none)."""
     scheme, _, given = request.headers.get("authorization", "").partition(" ")
-    if scheme == "Bearer" and given.strip():
-        return given.strip()
-    return request.cookies.get(COOKIE, "")
+    return given.strip() if scheme == "Bearer" else ""
 
 
 def holder_of(request: Request) -> str:
@@ -72,17 +102,51 @@ def holder_of(request: Request) -> str:
     return request.scope["state"]["token_name"]
 
 
+def sign_in_of(request: Request) -> SignIn | None:
+    """The sign-in a browser's request was let in with (None: a bearer token)."""
+    return request.scope["state"].get("sign_in")
+
+
+def browser_port(request: Request) -> int:
+    """The port the browser reached this server on (its ``Host``), which names the sign-in's cookie."""
+    return request.url.port or (443 if request.url.scheme == "https" else 80)
+
+
+def own_origin(request: Request) -> str:
+    """This server's origin as the browser sees it: ``http://127.0.0.1:8099``."""
+    return f"{request.url.scheme}://{request.url.netloc}".lower()
+
+
+def foreign(request: Request) -> str | None:
+    """Why a browser's request was not made by this server's own pages (None: it was, or it is a plain
+    navigation to one of them)."""
+    site = request.headers.get("sec-fetch-site")
+    if site in (None, "same-origin", "none"):
+        return None
+    if request.method in SAFE_METHODS and request.headers.get("sec-fetch-mode") == "navigate":
+        return None
+    return f"refused: a request made by a page of another origin ({site}); use the console's own pages"
+
+
+def cross_origin(request: Request) -> str | None:
+    """Why a request that changes something did not come from this server's own pages (None: it did)."""
+    origin = request.headers.get("origin")
+    if origin is None:
+        return "refused: a browser's request that changes anything must say its Origin; use the console's own pages"
+    if origin.lower() != own_origin(request):
+        return f"refused: a request from {origin}, not from this console ({own_origin(request)})"
+    site = request.headers.get("sec-fetch-site")
+    if site not in (None, "same-origin"):
+        return f"refused: a request made by a page of another origin ({site}); use the console's own pages"
+    return None
+
+
 class Guard:
-    """ASGI middleware: the token check, the body limit and the security headers of every answer.
+    """ASGI middleware: the token and sign-in checks, the body limit and the security headers of every answer."""
 
-    ``holder``: the name of the token given, or None if it is none of the accepted ones (read on every
-    request, so a token made while serving is accepted at once); ``login_page``: the 401 page a browser
-    gets (None: JSON only)."""
-
-    def __init__(self, app: ASGIApp, holder: Callable[[str], str | None], login_page: Callable[[str], str] | None):
+    def __init__(self, app: ASGIApp, access: Access):
         self.app = app
-        self.holder = holder
-        self.login_page = login_page
+        self.access = access
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -102,23 +166,114 @@ class Guard:
             answer = refusal(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"a request may hold at most {MAX_BODY} bytes")
             await answer(scope, receive, secured)
             return
-        path = scope["path"]
-        if not path.startswith(PUBLIC):
-            name = self.holder(token_of(request)) if token_of(request) else None
-            if name is None:
+        if not scope["path"].startswith(PUBLIC):
+            refused = self._let_in(request, scope.setdefault("state", {}))
+            if refused is not None:
+                answer, why = refused
                 client = scope.get("client") or ("?",)
-                log.info(f"refused a request without a valid token from {client[0]}")
-                await self._unauthorised(request)(scope, receive, secured)
+                log.info(f"refused {request.method} {scope['path']} from {client[0]}: {why}")
+                await answer(scope, receive, secured)
                 return
-            scope.setdefault("state", {})["token_name"] = name
         await self.app(scope, _capped(receive), secured)
 
-    def _unauthorised(self, request: Request) -> Response:
-        message = "a token is required: Authorization: Bearer <token>, or sign in to the console"
-        if self.login_page is not None and "text/html" in request.headers.get("accept", ""):
+    def _let_in(self, request: Request, state: dict[str, Any]) -> tuple[Response, str] | None:
+        """None when the request may go on (``state`` then names who sent it), else the answer refusing it
+        and why."""
+        bearer = bearer_of(request)
+        if bearer:
+            name = self.access.holder(bearer)
+            if name is None:
+                return self._unauthorised(request, None)
+            state["token_name"] = name
+            return None
+        sign_ins = self.access.sign_ins
+        given = request.cookies.get(cookie_name(browser_port(request)), "") if sign_ins is not None else ""
+        if not given:
+            return self._unauthorised(request, None)
+        assert sign_ins is not None and self.access.holder_of_digest is not None
+        found = sign_ins.find(given, self.access.holder_of_digest)
+        if isinstance(found, Refusal):
+            return self._unauthorised(request, found.value)
+        why = foreign(request)
+        if why is None and request.method not in SAFE_METHODS:
+            why = cross_origin(request)
+            if why is None and not same_key(found, request.headers.get(KEY_HEADER, "")):
+                why = (
+                    "refused: the request does not carry this sign-in's anti-forgery key (X-Console-Key), "
+                    "which the console's own pages send; reload the page, or sign in again"
+                )
+        if why is not None:
+            return refusal(HTTPStatus.FORBIDDEN, why), why
+        state["token_name"] = found.holder
+        state["sign_in"] = found
+        return None
+
+    def _unauthorised(self, request: Request, why: str | None) -> tuple[Response, str]:
+        message = why or "a token is required: Authorization: Bearer <token>, or sign in to the console"
+        pages = self.access.pages
+        if pages is not None and self.access.sign_ins is not None and "text/html" in request.headers.get("accept", ""):
             target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-            return HTMLResponse(self.login_page(target), status_code=HTTPStatus.UNAUTHORIZED)
-        return refusal(HTTPStatus.UNAUTHORIZED, message)
+            page = pages.form(local_path(target), self.access.sign_ins.nonce(), why)
+            return HTMLResponse(page, status_code=HTTPStatus.UNAUTHORIZED), message
+        return refusal(HTTPStatus.UNAUTHORIZED, message), message
+
+
+def local_path(path: str) -> str:
+    """``path`` if it is a path of this server (never another site's), else ``/``."""
+    return path if path.startswith("/") and not path.startswith("//") and "\\" not in path else "/"
+
+
+def sign_in_routes(access: Access) -> list[Route]:
+    """``GET /login`` (the form, with a one-time nonce), ``POST /login`` (a token for a sign-in) and
+    ``POST /logout`` (the sign-in ends)."""
+    sign_ins, pages = access.sign_ins, access.pages
+    assert sign_ins is not None and pages is not None
+
+    def form(target: str, error: str | None, status: HTTPStatus) -> HTMLResponse:
+        return HTMLResponse(pages.form(target, sign_ins.nonce(), error), status_code=status)
+
+    async def login_form(request: Request) -> Response:
+        return form(local_path(request.query_params.get("next", "/")), None, HTTPStatus.OK)
+
+    async def login(request: Request) -> Response:
+        fields = await form_of(request)
+        target = local_path(fields.get("next", "/"))
+        if request.headers.get("origin") is not None and (why := cross_origin(request)) is not None:
+            return form(target, why, HTTPStatus.FORBIDDEN)
+        if not sign_ins.use_nonce(fields.get("nonce", "")):
+            why = "this sign-in form has expired or was sent already: sign in again on this form"
+            return form(target, why, HTTPStatus.FORBIDDEN)
+        token = fields.get("token", "").strip()
+        name = access.holder(token) if token else None
+        if name is None:
+            return form(target, "That token is not one of this console's.", HTTPStatus.UNAUTHORIZED)
+        made, sign_in = sign_ins.make(name, token)
+        log.info(f"{name} signed in to the console from {(request.client or ('?',))[0]}")
+        answer = HTMLResponse(pages.signed_in(target, sign_in.key))
+        answer.set_cookie(
+            cookie_name(browser_port(request)),
+            made,
+            httponly=True,
+            samesite="strict",
+            path="/",
+            secure=request.url.scheme == "https",
+        )
+        return answer
+
+    async def logout(request: Request) -> Response:
+        given = request.cookies.get(cookie_name(browser_port(request)), "")
+        if sign_in_of(request) is not None and given:
+            sign_ins.end(given)
+            log.info(f"{holder_of(request)} signed out of the console")
+        answer = RedirectResponse("/login", status_code=HTTPStatus.SEE_OTHER)
+        answer.delete_cookie(cookie_name(browser_port(request)), path="/", httponly=True, samesite="strict")
+        return answer
+
+    return [
+        Route("/login", login_form, methods=["GET"]),
+        Route("/login", login, methods=["POST"]),
+        Route("/logout", logout, methods=["POST"]),
+    ]
 
 
 def _capped(receive: Receive) -> Receive:
@@ -147,10 +302,21 @@ async def form_of(request: Request) -> dict[str, str]:
     return {key: values[0] for key, values in fields.items()}
 
 
+async def json_body(request: Request) -> bytes:
+    """The body of a request that says it is JSON (415 if it does not: a form cannot pose as one)."""
+    media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media != "application/json":
+        said = f"Content-Type {media}" if media else "no Content-Type"
+        raise Refused(
+            HTTPStatus.UNSUPPORTED_MEDIA_TYPE, f"the body must be JSON (Content-Type: application/json), not {said}"
+        )
+    return await request.body()
+
+
 async def json_of(request: Request) -> dict[str, Any]:
-    """A JSON object body; 400 if the body is not one."""
+    """A JSON object body; 415 if it does not say it is JSON, 400 if it is not a JSON object."""
     try:
-        data = json.loads(await request.body() or b"{}")
+        data = json.loads(await json_body(request) or b"{}")
     except ValueError as error:
         raise Refused(HTTPStatus.BAD_REQUEST, f"the body is not JSON: {error}") from None
     if not isinstance(data, dict):
@@ -163,10 +329,12 @@ async def refused_answer(_request: Request, error: Exception) -> Response:
     return refusal(error.status, str(error), error.problems)
 
 
-def application(routes: list[Any], holder: Callable[[str], str | None], login_page=None) -> ASGIApp:
-    """A Starlette application of ``routes`` behind the guard."""
+def application(routes: list[Any], access: Access) -> ASGIApp:
+    """A Starlette application of ``routes`` behind the guard; with sign-ins, their routes too."""
+    if access.sign_ins is not None:
+        routes = [*sign_in_routes(access), *routes]
     app = Starlette(routes=routes, exception_handlers={Refused: refused_answer})
-    return Guard(app, holder, login_page)
+    return Guard(app, access)
 
 
 class Server:

@@ -38,6 +38,7 @@ from runner.core import logs  # noqa: E402
 from runner.core.bucket import bucket_from  # noqa: E402
 from runner.core.errors import UserError  # noqa: E402
 from runner.core.placeholders import Sources  # noqa: E402
+from runner.core.protocol.console import scrub  # noqa: E402
 from runner.core.protocol.preview import PreviewRequest  # noqa: E402
 from runner.core.protocol.session_config import SessionConfig  # noqa: E402
 from runner.deploy.deployer import Deployer  # noqa: E402
@@ -119,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         run.answered_by = f"session {config.run_id}"
         previews.answer(spark, request, env=env, build_timeout=config.protection.build_timeout, emit=run.take)
 
+    scrub(store.manifests)  # an earlier release's access file held the console tokens themselves
     console = Console(
         store,
         Targets(application, host),

@@ -3,8 +3,9 @@ web console (``runner/console/``), on the runner's one HTTP stack (``runner/cons
 
 It binds ``127.0.0.1`` by default (``session start --control-address`` for a private network, e.g.
 EMR's) on a free port, and publishes where it listens in ``session/control.json`` in the state store
-together with a token made for this session run. Every request must carry that token or a console
-token (``console/access.json``); one without, or with another, is refused with 401 before anything is
+together with a token made for this session run. Every request must carry that token, a console
+token (``sql-runner console --print-token``) or a browser's sign-in made with one
+(``runner/console/signin.py``); one without, or with another, is refused with 401 before anything is
 read or run. No token ever appears in a log, the health file or ``status``: only what can read the
 team's state store can use the endpoint.
 
@@ -35,8 +36,8 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from runner.console import previews
-from runner.console.app import Console, console_routes, login_page
-from runner.console.http import Refused, Server, application
+from runner.console.app import Console, console_routes
+from runner.console.http import Access, Refused, Server, application, json_body
 from runner.console.previews import PreviewRun
 from runner.core import layout
 from runner.core.bucket import Bucket
@@ -70,15 +71,13 @@ class ControlEndpoint:
         self.slots = threading.BoundedSemaphore(previews.CONCURRENT)
         self.console = console
 
-        def holder(given: str) -> str | None:
-            if hmac.compare_digest(given.encode(), self.token.encode()):
-                return SESSION_TOKEN_NAME
-            return console.holder(given) if console is not None else None
+        def own(given: str) -> str | None:
+            return SESSION_TOKEN_NAME if hmac.compare_digest(given.encode(), self.token.encode()) else None
 
         routes = [Route("/preview", self.answer, methods=["POST"])]
         if console is not None:
             routes += console_routes(console)
-        app = application(routes, holder, login_page if console is not None else None)
+        app = application(routes, console.access(own) if console is not None else Access(own))
         self.server = Server(app, address=address, port=port, name="sql-runner-control")
         self.url = self.server.url
 
@@ -88,7 +87,7 @@ class ControlEndpoint:
         write_control(self.records, SessionControl(run_id=self.run_id, url=self.url, token=self.token))
         log.info(f"control endpoint on {self.url} (token in {layout.SESSION_CONTROL} of the state store)")
         if self.console is not None:
-            log.info(f"console on {self.url}/ (tokens in {layout.CONSOLE_ACCESS} of the state store)")
+            log.info(f"console on {self.url}/ (sign in with a token from: sql-runner console --print-token)")
 
     def stop(self) -> None:
         self.server.stop()
@@ -99,7 +98,7 @@ class ControlEndpoint:
     # ---- one request -------------------------------------------------------------------------
 
     async def answer(self, request: Request) -> Response:
-        body = previews.bounded(previews.decode_request(await request.body()))
+        body = previews.bounded(previews.decode_request(await json_body(request)))
         if not self.slots.acquire(blocking=False):
             raise Refused(HTTPStatus.TOO_MANY_REQUESTS, f"{previews.CONCURRENT} previews are running; try again")
         if body.stream:  # the preview starts now, and gives its slot back when it ends, read or not

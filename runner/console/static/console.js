@@ -16,12 +16,25 @@ function el(tag, attributes = {}, ...children) {
   return node;
 }
 
+// A sign-in's anti-forgery key: handed to this script once, by the sign-in's answer, and kept in the
+// storage of the console's origin (its scheme, host and port), which no other page can read. Every
+// request that changes anything sends it; a page of another origin cannot.
+const KEY = "sql-runner-console-key";
+
+function signedIn() {
+  localStorage.setItem(KEY, document.body.dataset.key);
+  window.location.replace(document.body.dataset.next || "/");
+}
+
+function signInAgain() {
+  window.location.assign(`/login?next=${encodeURIComponent(window.location.pathname)}`);
+}
+
 async function api(path, options = {}) {
-  const response = await fetch(path, {
-    credentials: "same-origin",
-    headers: { Accept: "application/json", "Content-Type": "application/json" },
-    ...options,
-  });
+  const headers = { Accept: "application/json", "Content-Type": "application/json" };
+  if (options.method && options.method !== "GET") headers["X-Console-Key"] = localStorage.getItem(KEY) || "";
+  const response = await fetch(path, { credentials: "same-origin", headers, ...options });
+  if (response.status === 401) signInAgain();
   const body = await response.json().catch(() => ({}));
   if (!response.ok) {
     const error = new Error(body.error || `HTTP ${response.status}`);
@@ -281,8 +294,17 @@ function startPreview() {
   });
 }
 
+async function signOut() {
+  await fetch("/logout", { method: "POST", credentials: "same-origin", headers: { "X-Console-Key": localStorage.getItem(KEY) || "" } });
+  localStorage.removeItem(KEY);
+  window.location.assign("/login");
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   const page = document.body.dataset.page;
+  if (page === "signed-in") return signedIn();
+  const out = $("#sign-out");
+  if (out) out.addEventListener("click", signOut);
   if (page === "overview") startOverview();
   if (page === "query") startQuery();
   if (page === "preview") startPreview();
