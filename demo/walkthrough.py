@@ -40,6 +40,7 @@ import yaml
 from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 
 from demo.committed_rows import committed_json_rows
 from demo.kafka_broker import KafkaBroker, free_port
@@ -92,19 +93,22 @@ def say(message: str) -> None:
     console.print(f"\n[bold cyan]==>[/bold cyan] {message}")
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    result = subprocess.run(
-        [SQL_RUNNER, *args],
-        cwd=PROJECT,
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**os.environ, "COLUMNS": str(WIDTH), "SPARK_LOCAL_IP": "127.0.0.1"},
-    )
+def cli(*args: str, terminal: bool = False) -> subprocess.CompletedProcess:
+    """Run ``sql-runner``; ``terminal``: its output as at a terminal of the demo's width (rich takes
+    ``TTY_COMPATIBLE=1`` as one), not the plain lines a pipe gets; print that with :func:`shown`."""
+    env = {**os.environ, "COLUMNS": str(WIDTH), "SPARK_LOCAL_IP": "127.0.0.1"}
+    if terminal:
+        env["TTY_COMPATIBLE"] = "1"
+    result = subprocess.run([SQL_RUNNER, *args], cwd=PROJECT, capture_output=True, text=True, check=False, env=env)
     if result.returncode != 0:
         console.print(result.stdout + result.stderr, markup=False)
         raise SystemExit(f"sql-runner {' '.join(args)} failed (exit code {result.returncode})")
     return result
+
+
+def shown(result: subprocess.CompletedProcess) -> Text:
+    """What a command printed for a terminal, its styles kept."""
+    return Text.from_ansi(result.stdout.rstrip())
 
 
 def show_plan() -> None:
@@ -121,7 +125,7 @@ def deploy(*args: str) -> None:
 
 def show_status() -> None:
     console.print("   $ sql-runner status", style="dim")
-    console.print(cli("status").stdout.rstrip(), markup=False)
+    console.print(shown(cli("status", terminal=True)))
 
 
 def status_of(name: str) -> dict:
@@ -495,7 +499,7 @@ def run_session_demo(add_events: Callable[..., list[Transaction]]) -> None:
         )
     )
     console.print("   $ sql-runner session status", style="dim")
-    console.print(cli("session", "status").stdout.rstrip(), markup=False)
+    console.print(shown(cli("session", "status", terminal=True)))
 
 
 def offer_console() -> None:

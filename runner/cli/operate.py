@@ -3,34 +3,45 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 import click
 
-from runner.cli import options, render, requires
+from runner.cli import options, render, requires, status_layout
 from runner.cli.context import Context
-from runner.cli.output import line, out
+from runner.cli.output import err, line, out
 from runner.core.errors import UserError
 
 
 @click.command()
 @options.deployment
-@options.as_json("One JSON object per job instead of a table.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Choice(["wide", "json"]),
+    help="wide: every column, however narrow the terminal; json: one JSON object per job. "
+    "Default: at a terminal, the columns that fit it; piped, one plain line per job with every column.",
+)
+@click.option("--json", "output", flag_value="json", help="One JSON object per job (the same as -o json).")
 @requires.exit_codes
 @requires.context(need_project=False)
-def status(ctx: Context, as_json: bool) -> None:
-    """One line per deployed job: version, target, state, progress, watermark, latest savepoint."""
+def status(ctx: Context, output: str | None) -> None:
+    """Every deployed job: version, target, state, progress, watermark, latest savepoint, and why when unwell."""
     from runner.deploy.status import job_status
     from runner.state.records import deployed_names
 
     rows = [job_status(ctx.store, ctx.targets, ctx.team, name) for name in deployed_names(ctx.store.manifests)]
-    if as_json:
+    if output == "json":
         for row in rows:
             line(json.dumps(row))
         return
     health = ctx.sessions.health()
     if health is not None or any(row["target"] == "session" for row in rows):
         line(render.session_health(health))
-    out.print(render.status_table(rows))
+    if not rows:
+        err.print("no jobs deployed")
+        return
+    status_layout.show(out, rows, wide=output == "wide", at=datetime.now(UTC))
 
 
 @click.command()

@@ -1,9 +1,11 @@
-"""How decisions, outcomes, status and history look to people: rich tables and one-line summaries."""
+"""How decisions, outcomes, history and the session's health look to people: rich tables and one-line summaries.
+
+The jobs' status has its own layout (runner/cli/status_layout.py).
+"""
 
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from rich.table import Table
 
@@ -11,24 +13,6 @@ from runner.core.protocol.history import HistoryEntry, Outcome
 from runner.core.protocol.session import SessionHealth
 from runner.core.reasons import rendered
 from runner.deploy.deployer import Decision
-
-STATUS_COLUMNS = (
-    "name",
-    "version",
-    "target",
-    "state",
-    "restarts",
-    "last progress",
-    "input rows/s",
-    "changes/s",
-    "keys held",
-    "batch ms",
-    "watermark",
-    "lookups",
-    "latest savepoint",
-    "output",
-    "why",
-)
 
 
 def plan_table(decisions: list[Decision]) -> Table:
@@ -65,15 +49,6 @@ def outcome(result: Outcome) -> str:
         savepoint = result.savepoint
         parts.append(f"savepoint {savepoint.key} ({'graceful' if savepoint.graceful else 'after kill'})")
     return ", ".join(parts)
-
-
-def status_table(rows: list[dict[str, Any]]) -> Table:
-    table = Table(title="status", title_justify="left")
-    for column in STATUS_COLUMNS:
-        table.add_column(column, overflow="fold")
-    for row in rows:
-        table.add_row(*[str(row[c]) if row[c] is not None else "-" for c in STATUS_COLUMNS])
-    return table
 
 
 def history_table(name: str, entries: list[HistoryEntry]) -> Table:

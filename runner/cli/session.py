@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 
 import click
 
-from runner.cli import options, render, requires
+from runner.cli import options, render, requires, status_layout
 from runner.cli.context import Context
 from runner.cli.output import line, out
 from runner.core.errors import UserError
@@ -154,4 +155,4 @@ def status(ctx: Context, as_json: bool) -> None:
     rows = [job_status(ctx.store, ctx.targets, ctx.team, name) for name in deployed_names(ctx.store.manifests)]
     rows = [row for row in rows if row["target"] == "session"]
     if rows:
-        out.print(render.status_table(rows))
+        status_layout.show(out, rows, wide=False, at=datetime.now(UTC))
