@@ -164,7 +164,7 @@ class _Sources:
             sources.tap_marker(index, sources.ROWS_GOOD),
         )
         self.dead_letters.append(tapped)
-        good = tapped.source.good(sources.tap(source.rows, tapped.rows_read))
+        good = tapped.source.good(source.tapped(tapped.rows_read))
         return sources.tap(good, tapped.rows_good)
 
     def changes(self, table: TableDef) -> DataFrame:

@@ -39,6 +39,7 @@ from jobs.records import (
     json_reason,
     kafka_checks,
     origin_columns,
+    reader_checks,
 )
 from jobs.schema import spark_schema
 from runner.core.tables import TableDef
@@ -146,22 +147,15 @@ def file_changes(spark: SparkSession, table: TableDef, options: dict[str, str], 
         return _with_file(reader.schema(schema).load(path)), _upsert_checks(table, NO_ERRORS, file=True)
     reader = reader.schema(T.StructType([*schema.fields, T.StructField(RAW, T.StringType())]))
     reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", RAW)
-    for ours, spark_name in (
+    names = (
         ("csv.field-delimiter", "sep"),
         ("csv.quote-character", "quote"),
         ("csv.null-literal", "nullValue"),
         ("csv.header", "header"),
-    ):
-        if fmt == "csv" and ours in options:
-            reader = reader.option(spark_name, options[ours])
-    if fmt == "json":
-        checks = Checks(lambda frame: frame, f"{sqltext.identifier(RAW)} IS NULL", lambda p: json_reason(table, p))
-    else:
-        checks = Checks(
-            lambda frame: frame,
-            f"{sqltext.identifier(RAW)} IS NULL",
-            lambda _: "'CSV line does not match the declared columns (count or types)'",
-        )
+    )
+    csv_options = {spark_name: options[ours] for ours, spark_name in names if fmt == "csv" and ours in options}
+    reader = reader.options(**csv_options)
+    checks = reader_checks(table, fmt, csv_options)
     return _with_file(reader.load(path)), _upsert_checks(table, checks, file=True)
 
 
@@ -199,6 +193,7 @@ def _upsert_checks(table: TableDef, checks: Checks, *, file: bool) -> Checks:
         reason,
         helpers=(*checks.helpers, FILE),
         origin=checks.origin,
+        reader_parses=checks.reader_parses,
     )
 
 

@@ -46,6 +46,7 @@ from runner.core.protocol.status import (
     JobStatus,
     OperatorProgress,
     SourceProgress,
+    known_watermark,
     write_status,
 )
 from runner.core.reasons import Reason
@@ -347,7 +348,8 @@ def progress_since(query: StreamingQuery, published: int | None) -> list[Any]:
 
 def progress_record(progress: Any, changes: BatchOutcome | None = None) -> BatchProgress:
     """What the status shows of one micro-batch (a ``StreamingQueryProgress``; ``changes``: what a changelog
-    query's engine did in it). A source table's changes/s is its share of the batch's input rate."""
+    query's engine did in it). A source table's changes/s is its share of the batch's input rate. Spark
+    reports the start of the epoch as the watermark of a query that has none yet: the status says none."""
     event_time = progress.eventTime or {}
     rates = None
     if changes is not None:
@@ -364,7 +366,7 @@ def progress_record(progress: Any, changes: BatchOutcome | None = None) -> Batch
         input_rows_per_second=progress.inputRowsPerSecond,
         processed_rows_per_second=progress.processedRowsPerSecond,
         batch_duration_ms=(progress.durationMs or {}).get("triggerExecution"),
-        watermark=event_time.get("watermark"),
+        watermark=known_watermark(event_time.get("watermark")),
         sources=[_source(source) for source in progress.sources or ()],
         operators=[
             OperatorProgress(

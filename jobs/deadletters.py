@@ -3,7 +3,7 @@
 A job is one streaming query; its sources' rows pass two taps each (``jobs/sources.py``).
 After the micro-batch's output is written, the taps' row counts in the batch's executed
 plan say whether any record was malformed. Only then are the malformed ones taken from
-the rows the first tap saw: the plan below that tap is run again (the same files or
+the rows the first tap saw: a copy of the plan below that tap is run (the same files or
 offsets, the same parsing), its malformed records written to the dead-letter location,
 before Spark commits the batch. A batch without malformed records costs nothing more
 than its output; one with them reads its input a second time, never its good rows into
@@ -85,8 +85,12 @@ class Taps:
 
 
 def rows_below(spark: SparkSession, node: Any) -> DataFrame:
-    """The rows a plan node's child produces, computed again, as a batch DataFrame."""
-    child = node.child()
+    """The rows a plan node's child produces, computed again, as a batch DataFrame.
+
+    A copy of the child is run, not the child itself: the copy's nodes count in metrics of their own. Spark
+    adds up the micro-batch's scan nodes' row counts into its progress (``numInputRows``, per source and in
+    all) once the batch is written; the child's own scan run again would count every record twice."""
+    child = node.child().clone()
     return frame_of(java_session(spark).internalCreateDataFrame(child.execute(), child.schema(), False), spark)
 
 

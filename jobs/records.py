@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
@@ -33,8 +33,12 @@ class Checks:
 
     ``columns`` turns the reader's rows into the physical columns, RAW and any helper
     columns; over those, ``readable`` (SQL) holds for a record that could be parsed and
-    ``reason`` gives the SQL that says why one could not, over the physical columns at hand
-    (a file source reads only those the query uses: Spark prunes the others)."""
+    ``reason`` gives the SQL that says why one could not, over the physical columns at hand.
+    A record is parsed against every physical column: a Kafka value is decoded whole, and
+    a reader that parses the records itself (``reader_parses``: JSON and CSV files) is asked
+    for every column (``Source.tapped``). Only a reader of typed files (Parquet, ORC), whose
+    records cannot be malformed but by a NULL, reads no more than the query's columns and
+    those declared NOT NULL."""
 
     columns: Callable[[DataFrame], DataFrame]
     readable: str
@@ -44,6 +48,9 @@ class Checks:
     # A changelog record that deletes its key (SQL, ``jobs/change_records.py``): it carries only the key,
     # so its other columns need not be set even where they are declared NOT NULL.
     deletes: str | None = None
+    # The reader parses each record into the physical columns itself (a JSON or CSV file reader): it parses
+    # only the columns it is asked for, so it must be asked for all of them.
+    reader_parses: bool = False
 
 
 # Sources whose records always match their schema (datagen, parquet, orc): only NOT NULL is checked.
@@ -134,20 +141,75 @@ def _avro_checks(table: TableDef) -> Checks:
     )
 
 
+def reader_checks(table: TableDef, fmt: str, options: Mapping[str, str]) -> Checks:
+    """Checks of JSON or CSV files, which Spark's reader parses into the physical columns (PERMISSIVE, the raw
+    record in RAW when it does not parse). ``options``: the CSV reader's (``sources.csv_reader_options``)."""
+    if fmt == "json":
+        reason: Callable[[Sequence[str]], str] = functools.partial(json_reason, table)
+    else:
+        reason = functools.partial(csv_reason, table, options)
+    return Checks(lambda frame: frame, f"{sqltext.identifier(RAW)} IS NULL", reason, reader_parses=True)
+
+
 def json_reason(table: TableDef, present: Sequence[str]) -> str:
-    """Why a JSON record was rejected: not JSON at all, or which of the ``present`` fields have the wrong
-    type (SQL)."""
-    as_map = f"from_json({sqltext.identifier(RAW)}, 'map<string,string>')"
+    """Why a JSON record was rejected: not JSON at all, or which of the ``present`` fields are not of their
+    declared type (SQL)."""
+    raw = sqltext.identifier(RAW)
+    as_map = f"from_json({raw}, 'map<string,string>')"
     field_errors = []
     for f in (f for f in spark_schema(table).fields if f.name in present):
         value = f"{as_map}[{sqltext.string(f.name)}]"
-        message = ", ".join(
-            (sqltext.string(f"field '{f.name}': "), value, sqltext.string(f" is not a valid {type_sql(f.dataType)}"))
-        )
-        wrong_type = f"{value} IS NOT NULL AND {sqltext.identifier(f.name)} IS NULL"
-        field_errors.append(f"CASE WHEN {wrong_type} THEN concat({message}) END")
+        if isinstance(f.dataType, T.StructType | T.ArrayType | T.MapType):
+            # A nested value with a malformed part can be read as what could be read of it (a struct of NULLs),
+            # not as NULL: the field alone is parsed again, and it is malformed when that fails.
+            alone = T.StructType([f, T.StructField(RAW, T.StringType())])
+            options = f"map('mode', 'PERMISSIVE', 'columnNameOfCorruptRecord', {sqltext.string(RAW)})"
+            wrong_type = f"from_json({raw}, {sqltext.string(alone.json())}, {options}).{raw} IS NOT NULL"
+        else:
+            wrong_type = f"{value} IS NOT NULL AND {sqltext.identifier(f.name)} IS NULL"
+        field_errors.append(f"CASE WHEN {wrong_type} THEN {_wrong_type_message(f, value)} END")
     detail = f"concat_ws('; ', {', '.join(field_errors)})"
     return (
         f"CASE WHEN {as_map} IS NULL THEN 'malformed JSON: not a JSON object' WHEN {detail} != '' THEN {detail} "
         "ELSE 'record does not match the declared schema' END"
     )
+
+
+def csv_reason(table: TableDef, options: Mapping[str, str], present: Sequence[str]) -> str:
+    """Why a CSV line was rejected: it does not hold the declared number of fields, or which of the ``present``
+    fields are not of their declared type (SQL). ``options``: the reader's (``sep``, ``quote``, ``nullValue``),
+    to split the line again as it was read, every field as text."""
+    raw = sqltext.identifier(RAW)
+    schema = spark_schema(table)
+    as_text = T.StructType(
+        [*(T.StructField(f.name, T.StringType()) for f in schema.fields), T.StructField(RAW, T.StringType())]
+    )
+    settings = {
+        **{k: v for k, v in options.items() if k != "header"},
+        "mode": "PERMISSIVE",
+        "columnNameOfCorruptRecord": RAW,
+    }
+    pairs = ", ".join(f"{sqltext.string(k)}, {sqltext.string(v)}" for k, v in settings.items())
+    fields = f"from_csv({raw}, {sqltext.string(as_text.json())}, map({pairs}))"
+    field_errors = []
+    for f in (f for f in schema.fields if f.name in present):
+        # The reader keeps what it could read of a malformed line: a field it could not read is NULL.
+        text = f"{fields}.{sqltext.identifier(f.name)}"
+        wrong_type = f"{text} IS NOT NULL AND {sqltext.identifier(f.name)} IS NULL"
+        field_errors.append(f"CASE WHEN {wrong_type} THEN {_wrong_type_message(f, text)} END")
+    detail = f"concat_ws('; ', {', '.join(field_errors)})"
+    count = sqltext.string(f"CSV line does not hold the {len(schema.fields)} declared fields")
+    return (
+        f"CASE WHEN {fields}.{raw} IS NOT NULL THEN {count} WHEN {detail} != '' THEN {detail} "
+        "ELSE 'CSV line does not match the declared columns' END"
+    )
+
+
+def _wrong_type_message(field: T.StructField, value: str) -> str:
+    """SQL: ``field 'name': <value> is not a valid TYPE``, ``value`` the field's text (SQL)."""
+    said = (
+        sqltext.string(f"field '{field.name}': "),
+        value,
+        sqltext.string(f" is not a valid {type_sql(field.dataType)}"),
+    )
+    return f"concat({', '.join(said)})"

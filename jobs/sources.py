@@ -13,10 +13,12 @@ that keep every row they should and that the optimiser cannot move or merge), on
 the rows as read and one over the good rows. Their row counts tell, after each
 micro-batch, whether it held malformed records; only then are they taken from the very
 rows the first tap saw (``jobs/deadletters.py``). A tap also keeps the query's filters
-out of the reader: every record is checked against the declared schema, not only the
-ones the query keeps. A file source checks the columns the query reads and those
-declared NOT NULL (Spark prunes the others from the read); a Kafka record's value is
-parsed against every column.
+out of the reader: every record is checked, not only the ones the query keeps, and
+against every declared column, whatever columns the query reads, so every query over a
+table sets aside the same records. A Kafka record's value is parsed whole; the first tap
+over a JSON or CSV file asks the reader for every column (``Source.tapped``), where
+Spark would read only those the query uses. A Parquet or ORC file, whose records cannot
+be malformed but by a NULL, is read for the query's columns and those declared NOT NULL.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import logging
 import re
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,7 +42,7 @@ from jobs import change_records as changelog_records
 from jobs import kafka, kafka_admin, kafka_check, sqltext
 from jobs.datagen import datagen_frame
 from jobs.jvm import hadoop_configuration, jvm_of, spark_configuration
-from jobs.records import ERROR, KAFKA_ORIGIN, NO_ERRORS, RAW, Checks, json_reason, kafka_checks
+from jobs.records import ERROR, KAFKA_ORIGIN, NO_ERRORS, RAW, Checks, kafka_checks, reader_checks
 from jobs.schema import spark_schema
 from runner.core import jars, platform
 from runner.core.errors import UserError
@@ -146,8 +148,16 @@ def tap_marker(index: int, which: int) -> str:
     return f"{TAP_BASE + 10 * (index + 1) + which}.25"
 
 
-def tap(frame: DataFrame, marker: str) -> DataFrame:
-    return frame.where(f"NOT isnan(spark_partition_id() + {marker}D)")
+def tap(frame: DataFrame, marker: str, keep: Sequence[str] = ()) -> DataFrame:
+    """``frame`` through the tap ``marker``. ``keep``: columns the reader must give whatever the query reads
+    above (the optimiser prunes from a read the columns nothing references). The tap references them after an
+    OR whose first branch holds for every row, so that branch is never evaluated; the condition is not
+    deterministic, so the optimiser does not simplify it. Per row this costs the generated code taking each
+    kept column out of the reader's row (a filter does so for the columns its condition references)."""
+    condition = f"NOT isnan(spark_partition_id() + {marker}D)"
+    if keep:
+        condition += f" OR ({' AND '.join(f'{sqltext.identifier(name)} IS NULL' for name in keep)})"
+    return frame.where(condition)
 
 
 @dataclass(frozen=True)
@@ -168,6 +178,14 @@ class Source:
 
     def frame(self) -> DataFrame:
         return self.parse(self.rows)
+
+    def tapped(self, marker: str) -> DataFrame:
+        """The rows as read, through the tap ``marker``. A reader that parses each record into the physical
+        columns itself (JSON, CSV files) parses only those it is asked for, and Spark asks only for those the
+        query reads: the tap asks for every one, so a record is malformed in every query over the table or
+        in none, whatever columns each query reads."""
+        keep = [f.name for f in spark_schema(self.table).fields] if self.checks.reader_parses else []
+        return tap(self.rows, marker, keep)
 
 
 def read_table(spark: SparkSession, table: TableDef, env: Mapping[str, str], start: Start | None = None) -> DataFrame:
@@ -246,14 +264,9 @@ def _filesystem(
     if fmt in ("json", "csv"):
         reader = reader.schema(T.StructType([*schema.fields, T.StructField(RAW, T.StringType())]))
         reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", RAW)
-        if fmt == "csv":
-            reader = reader.options(**csv_reader_options(options))
-        reason = (
-            functools.partial(json_reason, table)
-            if fmt == "json"
-            else lambda _: "'CSV line does not match the declared columns (count or types)'"
-        )
-        checks = Checks(lambda frame: frame, f"{sqltext.identifier(RAW)} IS NULL", reason)
+        csv_options = csv_reader_options(options) if fmt == "csv" else {}
+        reader = reader.options(**csv_options)
+        checks = reader_checks(table, fmt, csv_options)
         return Source(table, _skip_files(spark, reader.load(path), start), checks)
     return Source(table, _skip_files(spark, reader.schema(schema).load(path), start), NO_ERRORS)
 
@@ -286,8 +299,9 @@ def _missing(checks: Checks, table: TableDef, name: str) -> str:
 def _with_error(checks: Checks, table: TableDef, rows: DataFrame) -> DataFrame:
     """The physical columns ``rows`` hold, ERROR (parse problems, then NOT NULL violations) and RAW holding
     every bad record: its text as read, or for a record that was parsed (a NOT NULL violation) the JSON of
-    the columns at hand. ``rows`` may lack columns the query does not read (a file source's pruned read
-    again, ``jobs/deadletters.py``); those were not checked, so no reason names them.
+    the columns at hand. ``rows`` hold every physical column but for a Parquet or ORC file read again
+    (``jobs/deadletters.py``): its read is pruned to the query's columns and those declared NOT NULL, and
+    only a NULL in these can make one of its records malformed.
 
     Both columns are SQL text: one parse in the JVM instead of a Py4J call per function."""
     frame = checks.columns(rows)

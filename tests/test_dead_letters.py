@@ -27,7 +27,7 @@ from runner.core.bucket import LocalBucket
 from runner.state import deadletters as stored_dead_letters
 from tests.clihelpers import START, cli, status, wait_for
 from tests.conftest import ProjectDir
-from tests.test_job import output_rows, run_once
+from tests.test_job import output_rows, run_once, run_published
 
 ONE_FILE_PER_BATCH = ", 'source.max-files-per-trigger' = '1')"
 DEAD = "demo-card-transactions"
@@ -118,6 +118,19 @@ def test_each_micro_batch_reads_its_source_once_and_malformed_records_come_from_
     sizes = [f.stat().st_size for f in files]
     # A second query per source would read every file twice: 2 * sum(sizes).
     assert task_bytes_read(logs) == sizes[0] + 2 * sizes[1] + sizes[2]
+
+
+def test_a_micro_batch_of_four_lines_one_malformed_shows_four_input_rows(batched: ProjectDir, spark, tmp_path: Path):
+    """The batch's malformed record is taken from its input read again (a copy of the plan below the first
+    tap): Spark's progress, and the status published from it, count each line once, as in a clean batch."""
+    events = batched.root / "data" / "in"
+    write_batch(events, "mixed", transactions(3, start=START, seed=1), malformed("m")[:1])
+    write_batch(events, "clean", transactions(10, start=START, seed=2, first_id=100))
+    prepared, status, _ = run_published(spark, batched, "high-value", tmp_path / "state")
+    batches = [(p["input-rows"], [s["input-rows"] for s in p["sources"]]) for p in status["recent-progress"]]
+    assert sorted(batches) == [(4, [4]), (10, [10])]  # the files' order is Spark's
+    dead = output_rows(spark, prepared.dead_letter / DEAD)
+    assert keys([r.raw for r in dead]) == ["m-1"]
 
 
 def test_taps_are_counted_where_the_last_batch_had_them_and_found_again_when_the_plan_moves_them(spark):

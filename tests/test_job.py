@@ -17,8 +17,12 @@ from pyspark.errors import AnalysisException
 from demo.transactions import MALFORMED_LINES, transactions, write_batch
 from jobs import batchtime, jvm, runtime
 from jobs.build import build_job
+from jobs.control import JobControl
+from jobs.entry import Job
 from runner.authoring.project import load_project
+from runner.core.bucket import LocalBucket
 from runner.core.manifest import Manifest, Meta
+from runner.core.placeholders import Values
 from runner.core.protocol.jobspec import JobSpec
 from tests.conftest import HIGH_VALUE_MANIFEST, METADATA_DDL, ProjectDir, plan_nodes
 
@@ -32,8 +36,9 @@ class Run:
     dead_letter: Path
 
 
-def run_once(spark, project: ProjectDir, manifest_name: str, state: Path, *, once: bool = True):
-    """Run a manifest in this process at version 1 on one checkpoint (reruns resume it)."""
+def prepare(project: ProjectDir, manifest_name: str, state: Path, **fields) -> tuple[Run, JobSpec]:
+    """A manifest's run at version 1 on one checkpoint under ``state`` (reruns resume it), and its job spec
+    (``fields``: the spec's other fields)."""
     proj = load_project(project.root)
     manifest = proj.load_manifest(project.root / "manifests" / f"{manifest_name}.yaml")
     meta = Meta(
@@ -44,12 +49,34 @@ def run_once(spark, project: ProjectDir, manifest_name: str, state: Path, *, onc
         state / "checkpoints" / manifest_name,
         state / "dead-letter" / manifest_name,
     )
-    spec = JobSpec(prepared.manifest, proj.catalog, str(prepared.checkpoint), str(prepared.dead_letter), once)
+    return prepared, JobSpec(
+        prepared.manifest, proj.catalog, str(prepared.checkpoint), str(prepared.dead_letter), **fields
+    )
+
+
+def run_once(spark, project: ProjectDir, manifest_name: str, state: Path, *, once: bool = True):
+    """Run a manifest in this process at version 1 on one checkpoint (reruns resume it)."""
+    prepared, spec = prepare(project, manifest_name, state, once=once)
     built = build_job(spark, spec.manifest, spec.catalog, {}, live=True)
     queries = runtime.start(spark, built, spec, {})
     if once:
         runtime.wait(spark, queries, once=True)
     return prepared, queries
+
+
+def run_published(spark, project: ProjectDir, manifest_name: str, state: Path) -> tuple[Run, dict, list]:
+    """Run a manifest once in this process as its job's driver runs it (``jobs/entry.py``), publishing its
+    status to a state store under ``state``: the run, its status as published (``status/<name>.json``, what
+    ``sql-runner status`` and the console read) and its query."""
+    store = LocalBucket(state / "manifests")
+    prepared, spec = prepare(project, manifest_name, state, once=True, store={"manifests": store.describe()})
+    control = JobControl(spec)
+    job = Job(spark, spec, Values({}), control)
+    try:
+        assert job.run() == 0
+    finally:
+        control.close()
+    return prepared, json.loads((state / "manifests" / "status" / f"{manifest_name}.json").read_text()), job.queries
 
 
 def output_rows(spark, path: Path) -> list:
@@ -142,12 +169,12 @@ CREATE TABLE `demo`.`note-ids` (id STRING"""
 )
 
 
-def test_a_malformed_record_of_a_table_without_not_null_columns_is_dead_lettered_over_the_columns_read(
+def test_a_record_malformed_in_a_column_the_query_does_not_read_is_dead_lettered(
     spark, project: ProjectDir, tmp_path: Path
 ):
-    """A query that reads some of a table's columns: Spark reads only those, so a record is checked on them.
-    A record that is not JSON goes to the dead-letter location (the job does not fail writing it), and
-    a wrong type in a column the query does not read leaves the record good."""
+    """A query that reads some of a table's columns, the others declared nullable: a record is still checked
+    against every column (Spark would read only ``id``). A wrong type in a column the query does not read
+    sets the record aside, as does a record that is not JSON; the job does not fail writing them."""
     project.ddl("tables", NOTES_DDL)
     project.manifest(
         "note-ids", 'name: note-ids\ntarget-table: "`demo`.`note-ids`"\nsql: SELECT id FROM `demo`.`notes`\n'
@@ -158,32 +185,34 @@ def test_a_malformed_record_of_a_table_without_not_null_columns_is_dead_lettered
         '{"id": "a", "note": "fine", "n": 1}\n{"id": "b", "n": "not a number"}\nnot json at all\n'
     )
     prepared, _ = run_once(spark, project, "note-ids", tmp_path / "state")
-    assert sorted(r.id for r in output_rows(spark, project.root / "data" / "note-ids")) == ["a", "b"]
+    assert sorted(r.id for r in output_rows(spark, project.root / "data" / "note-ids")) == ["a"]
     dead = output_rows(spark, prepared.dead_letter / "demo-notes")
-    assert [(r.raw, r.reason) for r in dead] == [("not json at all", "malformed JSON: not a JSON object")]
+    assert sorted((r.raw, r.reason) for r in dead) == [
+        ("not json at all", "malformed JSON: not a JSON object"),
+        ('{"id": "b", "n": "not a number"}', "field 'n': not a number is not a valid INT"),
+    ]
+
+
+PER_MINUTE_DDL = """
+CREATE TABLE per_minute (window_start TIMESTAMP, account_id STRING, n BIGINT, total DOUBLE,
+  __create_timestamp TIMESTAMP, __query_name STRING, __query_description STRING, __query_id STRING,
+  __query_version INT, __query_create_timestamp TIMESTAMP)
+WITH ('connector' = 'filesystem', 'path' = 'data/agg', 'format' = 'parquet');
+"""
+
+PER_MINUTE_MANIFEST = """
+name: per-minute
+target-table: per_minute
+sql: |
+  SELECT window.start AS window_start, account_id, COUNT(*) AS n, SUM(amount) AS total
+  FROM `demo`.`card-transactions`
+  GROUP BY window(ts, '1 minute'), account_id
+"""
 
 
 def test_windowed_aggregation_with_watermark(spark, demo_project: ProjectDir, tmp_path: Path):
-    demo_project.ddl(
-        "agg",
-        """
-        CREATE TABLE per_minute (window_start TIMESTAMP, account_id STRING, n BIGINT, total DOUBLE,
-          __create_timestamp TIMESTAMP, __query_name STRING, __query_description STRING, __query_id STRING,
-          __query_version INT, __query_create_timestamp TIMESTAMP)
-        WITH ('connector' = 'filesystem', 'path' = 'data/agg', 'format' = 'parquet');
-    """,
-    )
-    demo_project.manifest(
-        "per-minute",
-        """
-        name: per-minute
-        target-table: per_minute
-        sql: |
-          SELECT window.start AS window_start, account_id, COUNT(*) AS n, SUM(amount) AS total
-          FROM `demo`.`card-transactions`
-          GROUP BY window(ts, '1 minute'), account_id
-    """,
-    )
+    demo_project.ddl("agg", PER_MINUTE_DDL)
+    demo_project.manifest("per-minute", PER_MINUTE_MANIFEST)
     rows = transactions(40, start=START, seed=5, step_seconds=6)  # 4 minutes of event time
     write_batch(demo_project.root / "data" / "in", "b1", rows)
     run_once(spark, demo_project, "per-minute", tmp_path / "state")
@@ -199,6 +228,23 @@ def test_windowed_aggregation_with_watermark(spark, demo_project: ProjectDir, tm
     assert got.keys() == expected.keys()
     for key, (n, total) in expected.items():
         assert got[key][0] == n and got[key][1] == pytest.approx(total)
+
+
+def test_the_status_says_there_is_no_watermark_until_the_query_has_one(spark, demo_project, tmp_path: Path):
+    """Spark reports the start of the epoch as the watermark of a query that has none yet: a windowed query's
+    first micro-batch (the watermark moves after it). The published status says none there, so no one is
+    shown a watermark decades behind, and the watermark once the query has one."""
+    demo_project.ddl("agg", PER_MINUTE_DDL)
+    demo_project.manifest("per-minute", PER_MINUTE_MANIFEST)
+    rows = transactions(40, start=START, seed=5, step_seconds=6)
+    write_batch(demo_project.root / "data" / "in", "b1", rows)
+    _, status, queries = run_published(spark, demo_project, "per-minute", tmp_path / "state")
+    said = [progress.eventTime.get("watermark") for progress in queries[0].recentProgress]
+    assert said[0] == "1970-01-01T00:00:00.000Z", "Spark's watermark before the query has one"
+    shown = [(p["batch"], p.get("watermark")) for p in status["recent-progress"]]
+    watermark = max(t.ts for t in rows) - timedelta(seconds=5)  # the table's WATERMARK delay
+    assert shown == [(0, None), (1, watermark.isoformat(timespec="milliseconds").replace("+00:00", "Z"))]
+    assert status["progress"]["watermark"] == shown[-1][1]
 
 
 def test_datagen_source_respects_bounds_and_cardinality(spark, project: ProjectDir, tmp_path: Path):
@@ -329,8 +375,6 @@ def test_the_status_shows_the_batch_after_an_idle_spell_and_no_idle_progress(spa
     """An idle query reports progress of its own (Spark does, every noDataProgressEventInterval): no rows,
     no batch run, the id of the batch to come. The status keeps only batches that ran, so the batch that
     ends an idle spell is there with its rows (it used to be lost behind the idle progress with its id)."""
-    from jobs.control import JobControl
-    from runner.core.bucket import LocalBucket
     from runner.core.catalog import Catalog
 
     store = LocalBucket(tmp_path / "manifests")

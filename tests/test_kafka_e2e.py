@@ -13,7 +13,7 @@ from pathlib import Path
 from pyspark.errors import AnalysisException
 
 from demo.kafka_broker import Message
-from demo.transactions import transactions
+from demo.transactions import MALFORMED_LINES, transactions
 from jobs import boundary, runtime
 from tests.conftest import METADATA_DDL, ProjectDir
 from tests.test_job import run_once
@@ -90,6 +90,30 @@ def test_filter_into_kafka_is_exact_with_metadata_and_no_keys_and_a_rerun_adds_o
     ids = [r["transaction_id"] for r in values(kafka.records(out))]
     assert len(ids) == len(set(ids)), "the second run on the same checkpoint reads only the new records"
     assert sorted(ids) == sorted(t.transaction_id for t in first + second if t.amount > 500)
+
+
+def test_a_malformed_value_is_set_aside_whatever_columns_the_query_reads_and_counted_once(
+    spark, project: ProjectDir, kafka, topic, tmp_path: Path
+):
+    """A Kafka value is decoded against every declared column: a query that reads only ``transaction_id`` sets
+    aside a record whose ``amount`` is not a number. The micro-batch's malformed record is read from Kafka
+    again to be set aside; Spark's progress counts each record once."""
+    source, out = topic("in"), topic("out")
+    kafka_project(
+        project,
+        kafka,
+        f"'topic' = '{source}'",
+        "transaction_id STRING",
+        f"'topic' = '{out}', 'format' = 'json'",
+        "SELECT transaction_id FROM `kafka`.`transactions`",
+    )
+    good = transactions(3, start=START, seed=5)
+    kafka.produce(source, [t.to_json() for t in good] + [MALFORMED_LINES[0]])  # "amount": "twelve"
+    prepared, queries = run_once(spark, project, "kafka-query", tmp_path / "state")
+    assert sorted(r["transaction_id"] for r in values(kafka.records(out))) == sorted(t.transaction_id for t in good)
+    dead = spark.read.json(str(prepared.dead_letter / "kafka-transactions")).collect()
+    assert [(r.raw, r.reason) for r in dead] == [(MALFORMED_LINES[0], "field 'amount': twelve is not a valid DOUBLE")]
+    assert [(p.numInputRows, [s.numInputRows for s in p.sources]) for p in queries[0].recentProgress] == [(4, [4])]
 
 
 def test_a_batch_that_begins_after_a_stop_began_writes_nothing_and_runs_once_on_restore(

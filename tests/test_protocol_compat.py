@@ -15,13 +15,14 @@ from pathlib import Path
 
 import pytest
 
+from runner.console.overview import watermark_delay
 from runner.core.bucket import LocalBucket
 from runner.core.protocol.control import SessionStopped
 from runner.core.protocol.document import SCHEMA, Document, Unreadable, read
 from runner.core.protocol.history import HistoryEntry
 from runner.core.protocol.ownership import JobRecord, Lease
 from runner.core.protocol.session import HeldQueries, SessionHealth
-from runner.core.protocol.status import JobState, JobStatus, read_status
+from runner.core.protocol.status import BatchProgress, JobState, JobStatus, read_status
 
 OLD = Path(__file__).parent / "documents" / "schema-0"
 MODELS: dict[str, type[Document]] = {
@@ -87,6 +88,20 @@ def test_a_status_file_of_the_previous_release_is_what_status_reads(tmp_path: Pa
     assert status is not None and status.of_run(2, "run-20261125T200501Z-6b2560")
     assert status.state == JobState.STOPPED and status.reason == "finished"
     assert status.progress is not None and status.progress.watermark == "2026-01-01T09:13:48.000Z"
+
+
+def test_a_watermark_of_the_start_of_the_epoch_is_no_watermark_yet():
+    """Spark says "no watermark yet" with the start of the epoch, and earlier jobs wrote it into their status
+    as it was: read today, it is no watermark, so the status, the console and /metrics show no delay."""
+    stopped = JobStatus.decode(old("status-stopped"))
+    first, last = stopped.recent_progress
+    assert "1970-01-01T00:00:00.000Z" in old("status-stopped"), "the old status holds Spark's epoch watermark"
+    assert (first.watermark, last.watermark) == (None, "2026-01-01T09:13:48.000Z")
+    assert watermark_delay(first) is None and watermark_delay(last) is not None
+    assert "1970" not in stopped.encode().decode()
+    assert BatchProgress(batch=0, watermark="1970-01-01T00:00:00.000Z").watermark is None
+    assert BatchProgress(batch=0, watermark="1970-01-01T00:00:00.001Z").watermark == "1970-01-01T00:00:00.001Z"
+    assert BatchProgress(batch=0).watermark is None
 
 
 def test_history_of_the_previous_release_keeps_its_words_and_its_outcome():

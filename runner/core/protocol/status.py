@@ -6,7 +6,10 @@ The job's control (``jobs/control.py``) is the one writer; ``read_status`` the o
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from enum import StrEnum
+
+from pydantic import field_validator
 
 from runner.core import layout
 from runner.core.bucket import Bucket
@@ -25,6 +28,22 @@ class JobState(StrEnum):
     def final(self) -> bool:
         """Once said, the run's state stays: a later progress report updates the progress only."""
         return self in (JobState.STOPPED, JobState.FAILED)
+
+
+# Spark's watermark of a query that has none yet: its watermark's 0 ms, the start of the epoch.
+_NO_WATERMARK = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def known_watermark(value: str | None) -> str | None:
+    """A micro-batch's event-time watermark as Spark reports it (ISO 8601), or None when it is Spark's way of
+    saying there is none yet (the start of the epoch)."""
+    if value is None:
+        return None
+    try:
+        at = datetime.fromisoformat(value)
+    except ValueError:
+        return value
+    return None if at == _NO_WATERMARK else value
 
 
 class SourceProgress(Part):
@@ -54,7 +73,7 @@ class BatchProgress(Part):
     input_rows_per_second: float | None = None
     processed_rows_per_second: float | None = None
     batch_duration_ms: int | None = None
-    watermark: str | None = None
+    watermark: str | None = None  # None: the query has no watermark yet
     # A changelog query (jobs/changelog/): changes read per source table, their rate, and the keys each holds.
     changes: dict[str, int] | None = None
     changes_per_second: dict[str, float] | None = None
@@ -63,6 +82,12 @@ class BatchProgress(Part):
     sources: list[SourceProgress] = []
     operators: list[OperatorProgress] = []
     sink: str | None = None
+
+    @field_validator("watermark")
+    @classmethod
+    def _no_watermark_yet(cls, value: str | None) -> str | None:
+        """A status written by an earlier job said "no watermark yet" as Spark does, with the start of the epoch."""
+        return known_watermark(value)
 
     @property
     def offsets_behind(self) -> int | None:
@@ -109,6 +134,7 @@ class JobStatus(Document):
     reason: str | None = None  # stopped: why
     progress: BatchProgress | None = None  # the last completed micro-batch
     recent_progress: list[BatchProgress] = []  # the run's recent ones, oldest first
+
     lookups: list[LookupStatus] = []  # its lookup tables' snapshots
 
     @property
