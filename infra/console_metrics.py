@@ -3,9 +3,10 @@
 ``sql-runner console`` runs there as a systemd service (read-only, on 127.0.0.1; operators reach it
 through an SSM or SSH port forward), over the team's buckets. The CloudWatch agent scrapes its
 ``/metrics`` with the Prometheus scrape configuration below (the console token in a root-only file,
-made anew when the service starts: the state store keeps only its digest) and sends the figures as embedded metric format
-to the team's log group, where CloudWatch turns them into metrics in the ``sql-runner/<team>``
-namespace with the dimensions team, query (and state) — what an alarm on a stalled query needs.
+made anew when the service starts: the state store keeps only its digest) and sends the figures as
+embedded metric format to the team's log group, where CloudWatch turns them into metrics in the
+``sql-runner/<team>`` namespace with the dimensions team, query (and state) — what an alarm on a
+stalled query needs.
 
 The bootstrap action (``bootstrap/console-metrics.sh``) fetches these files from the artifacts bucket,
 where the stack writes them, and installs both on the primary node only.

@@ -47,6 +47,7 @@ from runner.core.protocol.status import (
     OperatorProgress,
     SourceProgress,
     known_watermark,
+    read_status,
     write_status,
 )
 from runner.core.reasons import Reason
@@ -130,6 +131,8 @@ class JobControl:
         self._progress_lock = threading.Lock()
         self.published_batch: int | None = None  # the last micro-batch whose progress was published
         self.lookups: Lookups | None = None  # the running query's lookup tables, shown in every status
+        self._previous: BatchProgress | None = None  # the previous run's last micro-batch (same version)
+        self._previous_read = False
 
     def publish(
         self,
@@ -165,6 +168,7 @@ class JobControl:
             elif self._final is not None:
                 state, said = self._final
             self._recent.extend(progress)
+            previous = None if self._recent else self._previous_progress()
             status = JobStatus(
                 name=self.spec.manifest.name,
                 version=self.version,
@@ -177,12 +181,28 @@ class JobControl:
                 # a stopped or failed job still shows where it got to
                 progress=self._recent[-1] if self._recent else None,
                 recent_progress=list(self._recent),
+                previous_progress=previous,
                 lookups=self.lookups.statuses() if self.lookups is not None else [],
             )
             try:
                 write_status(self.bucket, status)
             except Exception as failure:  # noqa: BLE001 - status is best effort; the data path matters more
                 log.warning(f"could not publish status: {failure}", extra=self.label)
+
+    def _previous_progress(self) -> BatchProgress | None:
+        """The last micro-batch of the run (or attempt) this one continues: the status found when this one
+        first publishes, if it is of the same version (a new version starts from clean state or from where
+        the previous version stopped, so its batches are not this state's)."""
+        if not self._previous_read:
+            self._previous_read = True
+            try:
+                found = read_status(self.bucket, self.spec.manifest.name) if self.bucket is not None else None
+            except Exception as failure:  # noqa: BLE001 - status is best effort
+                log.warning(f"could not read the previous run's status: {failure}", extra=self.label)
+                found = None
+            if found is not None and found.version == self.version:  # also a YARN re-attempt of this very run
+                self._previous = found.last_progress
+        return self._previous
 
     def publish_progress(self, queries: Sequence[StreamingQuery]) -> bool:
         """Publish the output query's micro-batches completed since the last call; True if there were any.

@@ -27,7 +27,9 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from datetime import datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -82,6 +84,7 @@ target-table: "`demo`.`out-q`"
 sql: "SELECT id, amount FROM `demo`.`quiet`"
 """
 SIZES = (2, 9, 5, 14, 3)  # events per file, in turn, so that rates vary
+VIEWER_ZONE = "Asia/Kathmandu"  # UTC+05:45: a time shown in the viewer's zone cannot pass for UTC
 
 
 class Feeder(threading.Thread):
@@ -189,7 +192,9 @@ def test_the_console_shows_each_query_its_verdict_and_live_rows_only_to_a_token_
     with browser() as chromium:
         # The test's own waits evaluate script, which the console's policy forbids; without the policy a
         # script left unescaped would run, so the escaping is checked on its own.
-        context = chromium.new_context(viewport={"width": 1500, "height": 900}, bypass_csp=True)
+        context = chromium.new_context(
+            viewport={"width": 1500, "height": 900}, bypass_csp=True, timezone_id=VIEWER_ZONE, locale="en-GB"
+        )
         page = context.new_page()
         sign_in(page, url, token)
         port = int(url.rsplit(":", 1)[1])
@@ -197,7 +202,9 @@ def test_the_console_shows_each_query_its_verdict_and_live_rows_only_to_a_token_
         assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["value"] != token
         overview_changes_and_shows_the_stalled_query(page, url)
         metrics_parse(url, token)
+        a_savepoint_keeps_the_last_batchs_figures(page, url, token, project)
         edited_manifest_shows_its_diff_and_verdict(page, url, author)
+        what_an_on_call_engineer_reads(page, url, project)
         preview_rows_arrive(page, url)
         an_action_is_confirmed_and_recorded(page, url, project)
     the_sessions_console_is_read_only(project, token)
@@ -285,6 +292,29 @@ def metrics_parse(url: str, token: str) -> None:
     assert value("sql_runner_session_queries", state="running") == 3
 
 
+def a_savepoint_keeps_the_last_batchs_figures(page, url: str, token: str, project: ProjectDir) -> None:
+    """q-quiet's source has nothing new: after a savepoint its new run has no micro-batch of its own, and the
+    overview and its page show the one the run continues from, not dashes or "no micro-batch yet"."""
+    path = project.root / ".sql-runner" / "manifests" / "status" / "q-quiet.json"
+    before = json.loads(path.read_text())
+    status, _, text = call(f"{url}/api/query/q-quiet/savepoint", token, method="POST", body={"confirm": "q-quiet"})
+    assert status == 200 and json.loads(text)["result"] == "ok", text
+
+    def restarted() -> dict | None:
+        now = json.loads(path.read_text())
+        return now if now.get("run-id") != before["run-id"] or now.get("started-at") != before["started-at"] else None
+
+    after = wait_for(restarted, "q-quiet's run after the savepoint")
+    assert after.get("progress") is None and after["previous-progress"]["batch"] == before["progress"]["batch"]
+    page.goto(url + "/")
+    page.wait_for_selector('#queries tbody tr[data-name="q-quiet"]')
+    shown = cells(page, "q-quiet")
+    assert shown[10].startswith(f"#{before['progress']['batch']}, ") and "before the restart" in shown[10], shown
+    assert shown[4].splitlines()[0] != "–" and shown[5].splitlines()[0] != "–", shown  # rows/s, batch duration
+    page.goto(f"{url}/query/q-quiet")
+    assert page.locator("#graph .source").count() == 1 and "before the restart" in page.inner_text("#graph-batch")
+
+
 def edited_manifest_shows_its_diff_and_verdict(page, url: str, author: Path) -> None:
     manifest = author / "manifests" / "q-a.yaml"
     manifest.write_text(manifest.read_text().replace("amount >= 5", "amount >= 7"))
@@ -308,6 +338,23 @@ def edited_manifest_shows_its_diff_and_verdict(page, url: str, author: Path) -> 
     assert "dedupe" in page.inner_text("#graph").lower()  # its stateful operator, with its state
 
 
+def what_an_on_call_engineer_reads(page, url: str, project: ProjectDir) -> None:
+    """On q-b's page: the manifest as its author wrote it, times in the viewer's zone, whole words."""
+    page.goto(f"{url}/query/q-b")
+    deployed = page.locator("#deployed").text_content()
+    assert "code: |" in deployed and '  execution_output = table("`demo`.`events`")' in deployed, deployed
+    assert "\\n" not in deployed and "''" not in deployed
+    history = read_history(LocalBucket(project.root / ".sql-runner" / "manifests"), "q-b")
+    first = datetime.fromisoformat(history[0].at).astimezone(ZoneInfo(VIEWER_ZONE))
+    shown = page.locator("#history time").last.inner_text()  # newest first: the last is the first decision
+    assert first.strftime("%H:%M:%S") in shown, (shown, first)  # to the second, in the viewer's zone
+    text = page.inner_text("main")
+    assert not re.search(r"\b1 rows\b|\(s\)|\d\.\d{4,}", text), text  # "1 row", no "(s)", figures rounded
+    missing = page.goto(f"{url}/query/no-such-query")
+    assert missing.status == 404 and "no query named no-such-query" in page.inner_text("#missing")
+    assert page.goto(f"{url}/nothing/here").status == 404 and page.locator("#missing").is_visible()
+
+
 def preview_rows_arrive(page, url: str) -> None:
     page.goto(f"{url}/preview")
     page.fill("#editor", "SELECT id, amount FROM `demo`.`events` WHERE amount > 1")
@@ -315,7 +362,7 @@ def preview_rows_arrive(page, url: str) -> None:
     page.fill("#timeout", "20")
     page.click("#run")
     page.wait_for_function("document.querySelectorAll('#rows tbody tr').length > 0", timeout=60_000)
-    assert "so far" in page.inner_text("#preview-state") or "row(s)" in page.inner_text("#preview-state")
+    assert re.search(r"\d+ rows? (so far|in)", page.inner_text("#preview-state"))
     page.wait_for_function("document.querySelectorAll('#rows tbody tr').length >= 40", timeout=60_000)
     assert page.locator("#rows thead th").all_inner_texts() == ["id", "amount"]
     page.wait_for_selector("#run:enabled", timeout=60_000)

@@ -132,7 +132,7 @@ def serve(
     a preview goes to the team's session when one runs (its rows stream through), else to that Spark."""
     from runner.analysis.session import local_session
     from runner.console import previews
-    from runner.console.app import Console, console_routes, session_log
+    from runner.console.app import Console, console_routes, not_found_page, session_log
     from runner.console.http import application
     from runner.console.overview import Stall
     from runner.console.signin import SignIns
@@ -177,6 +177,7 @@ def serve(
         session_log=session_log(ctx.target, ctx.team),
         sign_ins=SignIns(lifetime=sign_in_hours * 3600),
     )
-    server = Server(application(console_routes(console), console.access()), address=address, port=port, name="console")
+    app = application(console_routes(console), console.access(), not_found_page(console))
+    server = Server(app, address=address, port=port, name="console")
     server.start()
     return server

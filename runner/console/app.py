@@ -20,7 +20,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from http import HTTPStatus
@@ -37,7 +37,7 @@ from starlette.staticfiles import StaticFiles
 from runner.authoring.manifest_file import parse_manifest
 from runner.authoring.project import Project
 from runner.console import metrics
-from runner.console.http import Access, Refused, holder_of, json_of
+from runner.console.http import Access, Refused, holder_of, json_of, refusal
 from runner.console.overview import Overview, Stall
 from runner.console.previews import PreviewRun, PreviewRuns
 from runner.console.query import details, log_path, log_tail
@@ -312,9 +312,9 @@ class Console:
 def console_routes(console: Console) -> list[Any]:
     """The console's routes, for a Starlette application behind ``runner/console/http.py``'s guard."""
 
-    def page(name: str, request: Request, **values: Any) -> HTMLResponse:
+    def page(name: str, request: Request, status: HTTPStatus = HTTPStatus.OK, **values: Any) -> HTMLResponse:
         values.update(team=console.team, who=holder_of(request), served_by=console.served_by, page=name)
-        return HTMLResponse(TEMPLATES.get_template(f"{name}.html").render(**values))
+        return HTMLResponse(TEMPLATES.get_template(f"{name}.html").render(**values), status_code=status)
 
     async def overview_page(request: Request) -> Response:
         return page("overview", request)
@@ -325,7 +325,12 @@ def console_routes(console: Console) -> list[Any]:
         return JSONResponse({"team": console.team, "rows": rows, "session": session, "at": time.time()})
 
     async def query_page(request: Request) -> Response:
-        shown = await run_in_threadpool(console.query, request.path_params["name"])
+        try:
+            shown = await run_in_threadpool(console.query, request.path_params["name"])
+        except Refused as refused:
+            if refused.status != HTTPStatus.NOT_FOUND:
+                raise
+            return page("missing", request, HTTPStatus.NOT_FOUND, message=f"{refused}.")
         return page("query", request, q=shown)
 
     async def query_json(request: Request) -> Response:
@@ -396,3 +401,17 @@ def console_routes(console: Console) -> list[Any]:
         Route("/metrics", scrape),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
+
+
+def not_found_page(console: Console) -> Callable[[Request, Exception], Awaitable[Response]]:
+    """What a path the console does not serve answers: a page for a browser, a JSON error otherwise."""
+
+    async def not_found(request: Request, _error: Exception) -> Response:
+        message = f"the console has no page {request.url.path}"
+        if "text/html" not in request.headers.get("accept", ""):
+            return refusal(HTTPStatus.NOT_FOUND, message)
+        values = {"team": console.team, "who": holder_of(request), "served_by": console.served_by, "page": "missing"}
+        text = TEMPLATES.get_template("missing.html").render(message=f"{message[0].upper()}{message[1:]}.", **values)
+        return HTMLResponse(text, status_code=HTTPStatus.NOT_FOUND)
+
+    return not_found

@@ -27,7 +27,7 @@ import json
 import logging
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any, Protocol
@@ -329,11 +329,17 @@ async def refused_answer(_request: Request, error: Exception) -> Response:
     return refusal(error.status, str(error), error.problems)
 
 
-def application(routes: list[Any], access: Access) -> ASGIApp:
-    """A Starlette application of ``routes`` behind the guard; with sign-ins, their routes too."""
+def application(
+    routes: list[Any], access: Access, not_found: Callable[[Request, Exception], Awaitable[Response]] | None = None
+) -> ASGIApp:
+    """A Starlette application of ``routes`` behind the guard; with sign-ins, their routes too; ``not_found``
+    answers a path no route serves."""
     if access.sign_ins is not None:
         routes = [*sign_in_routes(access), *routes]
-    app = Starlette(routes=routes, exception_handlers={Refused: refused_answer})
+    handlers: dict[Any, Any] = {Refused: refused_answer}
+    if not_found is not None:
+        handlers[HTTPStatus.NOT_FOUND.value] = not_found
+    app = Starlette(routes=routes, exception_handlers=handlers)
     return Guard(app, access)
 
 

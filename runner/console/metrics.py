@@ -20,9 +20,9 @@ STATES = ("running", "degraded", "stalled", "failing", "parked", "failed", "stop
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 QUERY_GAUGES = (
-    # (name, help, overview field, scale)
+    # (name, help, overview field, what it is divided by for the metric's unit)
     ("sql_runner_query_input_rows_per_second", "Input rows per second of the last micro-batch.", "rows_per_second", 1),
-    ("sql_runner_query_batch_duration_seconds", "Duration of the last micro-batch.", "batch_ms", 0.001),
+    ("sql_runner_query_batch_duration_seconds", "Duration of the last micro-batch.", "batch_ms", 1000),
     (
         "sql_runner_query_last_batch_age_seconds",
         "Seconds since the last micro-batch was committed.",
@@ -31,7 +31,8 @@ QUERY_GAUGES = (
     ),
     (
         "sql_runner_query_watermark_delay_seconds",
-        "Seconds between the last micro-batch's start and its event-time watermark.",
+        "Seconds between the last micro-batch's start and its event-time watermark (no series before the query "
+        "has a watermark).",
         "watermark_delay_s",
         1,
     ),
@@ -65,11 +66,11 @@ class QueryCollector(Collector):
                 shown = [team, row["name"], str(row["version"]), row["mode"], each]
                 state.add_metric(shown, float(row["state"] == each))
         yield state
-        for name, description, field, scale in QUERY_GAUGES:
+        for name, description, field, divisor in QUERY_GAUGES:
             gauge = GaugeMetricFamily(name, description, labels=labels)
             for row in rows:
-                if row[field] is not None:
-                    gauge.add_metric([team, row["name"], str(row["version"]), row["mode"]], float(row[field]) * scale)
+                if row[field] is not None:  # no figure: no series, not a made-up zero
+                    gauge.add_metric([team, row["name"], str(row["version"]), row["mode"]], row[field] / divisor)
             yield gauge
         deployed = GaugeMetricFamily("sql_runner_queries_deployed", "Queries deployed.", labels=["team"])
         deployed.add_metric([team], float(len(rows)))

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from runner.console import figures
 from runner.core import layout
 from runner.core.protocol.session import read_health
 from runner.core.protocol.status import BatchProgress
@@ -112,7 +113,7 @@ def console_state(view: JobView, stall: Stall, now: float) -> tuple[str, str | N
 
 
 def watermark_delay(progress: BatchProgress | None) -> float | None:
-    """Seconds between a micro-batch's start and its event-time watermark."""
+    """Seconds between a micro-batch's start and its event-time watermark (None: it has none yet)."""
     if progress is None or not progress.watermark or progress.timestamp is None:
         return None
     began, watermark = _epoch(progress.timestamp), _epoch(progress.watermark)
@@ -155,9 +156,16 @@ class Overview:
         view = observe_job(self.store, self.targets, self.team, name, at)
         record, status = view.record, view.status
         state, why = console_state(view, self.stall, now)
-        progress = status.progress if status else None
+        # after a savepoint or a restart, the figures of the micro-batch the run continues from
+        progress = status.last_progress if status else None
+        continued = status is not None and status.progress is None and progress is not None
         samples = self.samples.take(name, status.run_id, status.recent_progress, now) if status else []
         last = batch_end(progress) if progress else None
+        delay = watermark_delay(progress)
+        rate = None if progress is None else round(progress.input_rows_per_second or 0.0, 1)
+        age = None if last is None else round(now - last, 1)
+        read = {source.table for source in record.sources}
+        event_time = any(t.watermark for t in record.tables if t.name in read)
         return {
             "name": name,
             "description": record.manifest.description,
@@ -166,21 +174,32 @@ class Overview:
             "version": record.version,
             "state": state,
             "why": why,
-            "rows_per_second": None if progress is None else round(progress.input_rows_per_second or 0.0, 1),
+            "rows_per_second": rate,
             "batch_ms": progress.batch_duration_ms if progress else None,
             "series": {
                 "t": [round(s[0], 3) for s in samples],
                 "rate": [round(s[1], 1) for s in samples],
                 "ms": [s[2] for s in samples],
             },
-            "watermark_delay_s": watermark_delay(progress),
+            "watermark_delay_s": delay,
             "kafka_lag": progress.offsets_behind if progress else None,
             "dead_letters_hour": self.dead_letters_last_hour(name),
             "restarts": status.restarts if status else 0,
             "last_batch": progress.batch if progress else None,
-            "last_batch_age_s": None if last is None else round(now - last, 1),
+            "last_batch_age_s": age,
             "trigger_seconds": record.manifest.trigger_seconds,
             "job": view.job.job_id if view.job else None,
+            "shown": {  # the figures as the page writes them
+                "rate": figures.number(rate),
+                "batch": figures.milliseconds(progress.batch_duration_ms if progress else None),
+                "watermark": figures.duration(delay)
+                if delay is not None
+                else ("no watermark yet" if event_time else figures.NONE),
+                "kafka_lag": figures.number(progress.offsets_behind if progress else None, 0),
+                "last_batch": "no micro-batch yet"
+                if progress is None
+                else f"#{progress.batch}, {figures.duration(age)} ago" + (" (before the restart)" if continued else ""),
+            },
         }
 
     def session(self) -> dict[str, Any] | None:
@@ -189,6 +208,7 @@ class Overview:
         if health is None:
             return None
         updated = _epoch(health.updated_at)
+        updated_age = None if updated is None else round(time.time() - updated, 1)
         return {
             "state": health.state.value,
             "run_id": health.run_id,
@@ -198,5 +218,6 @@ class Overview:
             "parked": health.queries.parked,
             "stuck_builds": health.queries.stuck_builds,
             "invalid": health.invalid,
-            "updated_age_s": None if updated is None else round(time.time() - updated, 1),
+            "updated_age_s": updated_age,
+            "shown": {"uptime": figures.duration(health.uptime_seconds), "updated": figures.duration(updated_age)},
         }

@@ -13,12 +13,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from runner.console import figures
 from runner.core.manifest import Manifest
 from runner.core.protocol.history import HistoryEntry, read_history
 from runner.core.protocol.status import JobStatus
-from runner.deploy.status import JobView, age
+from runner.core.yamltext import readable
+from runner.deploy.status import JobView
 from runner.state import deadletters, savepoints
 from runner.state.store import Store
 
@@ -31,7 +31,7 @@ def manifest_yaml(manifest: Manifest) -> str:
     """A manifest as its fields read, without what the runner adds (``meta``), for comparing two of them."""
     data = manifest.to_dict()
     data.pop("meta", None)
-    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
+    return readable(data)
 
 
 def diff(deployed: str, desired: str) -> list[dict[str, str]]:
@@ -60,6 +60,8 @@ def timeline(entries: list[HistoryEntry]) -> list[dict[str, Any]]:
         shown.append(
             {
                 "at": entry.at,
+                "at_iso": figures.iso(entry.at),
+                "at_shown": figures.moment(entry.at),
                 "decision": entry.decision,
                 "summary": entry.summary,
                 "version": entry.version,
@@ -86,45 +88,49 @@ def savepoint_list(store: Store, name: str, latest_version: int, at: datetime) -
                     "key": ref.key,
                     "version": version,
                     "created": ref.created.isoformat() if ref.created else None,
-                    "age": age(ref.created.isoformat(), at) if ref.created else "-",
+                    "age": figures.duration((at - ref.created).total_seconds()) if ref.created else figures.NONE,
                     "files": len(sizes),
                     "bytes": sum(sizes.values()),
+                    "size": figures.size(sum(sizes.values())),
                 }
             )
     return shown
 
 
 def graph(status: JobStatus | None) -> dict[str, Any] | None:
-    """The streaming plan of the last micro-batch, from its sources through its stateful operators to its
-    sink, with the figures Spark gave for each."""
-    progress = status.progress if status else None
+    """The streaming plan of the last micro-batch (after a savepoint or a restart, until the new run has one,
+    the one it continues from), from its sources through its stateful operators to its sink, with the
+    figures Spark gave for each, as the page writes them."""
+    progress = status.last_progress if status else None
     if progress is None:
         return None
+    sources = []
+    for source in progress.sources:
+        parts = [figures.count(source.input_rows, "row")]
+        if source.input_rows_per_second is not None:
+            parts.append(f"{figures.number(source.input_rows_per_second)} rows/s")
+        if source.offsets_behind is not None:
+            parts.append(f"{figures.count(source.offsets_behind, 'record')} behind")
+        sources.append({"description": source.description, "figures": ", ".join(parts)})
+    operators = [
+        {
+            "name": operator.name,
+            "rows": f"{figures.count(operator.rows, 'row')} in state "
+            f"({figures.number(operator.rows_updated, 0)} updated)",
+            "memory": figures.size(operator.memory_bytes),
+        }
+        for operator in progress.operators
+    ]
     return {
         "batch": progress.batch,
-        "sources": [
-            {
-                "description": source.description,
-                "rows": source.input_rows,
-                "rows_per_second": None
-                if source.input_rows_per_second is None
-                else round(source.input_rows_per_second, 1),
-                "offsets_behind": source.offsets_behind,
-            }
-            for source in progress.sources
-        ],
-        "operators": [
-            {
-                "name": operator.name,
-                "rows": operator.rows,
-                "rows_updated": operator.rows_updated,
-                "memory_bytes": operator.memory_bytes,
-            }
-            for operator in progress.operators
-        ],
+        "sources": sources,
+        "operators": operators,
         "sink": progress.sink,
-        "input_rows": progress.input_rows,
-        "batch_ms": progress.batch_duration_ms,
+        "figures": f"{figures.count(progress.input_rows, 'row')} in, "
+        f"{figures.milliseconds(progress.batch_duration_ms)}",
+        "at_iso": figures.iso(progress.timestamp),
+        "at_shown": figures.moment(progress.timestamp),
+        "previous_run": status is not None and status.progress is None,
     }
 
 
@@ -135,6 +141,8 @@ def dead_letter_rows(store: Store, name: str) -> list[dict[str, Any]]:
     for row in rows:
         raw = str(row.get("raw") or "")
         row["raw"] = raw if len(raw) <= RAW_SHOWN else raw[:RAW_SHOWN] + "…"
+        seen = row.get("error_time")
+        row["seen_iso"], row["seen_shown"] = (figures.iso(seen), figures.moment(seen)) if seen else ("", figures.NONE)
     return rows
 
 
@@ -174,6 +182,8 @@ def details(store: Store, view: JobView, desired: tuple[str, Manifest] | None, a
         "description": record.manifest.description,
         "target": record.target,
         "deployed_at": record.deployed_at.isoformat(),
+        "deployed_iso": figures.iso(record.deployed_at),
+        "deployed_shown": figures.moment(record.deployed_at),
         "deployed": deployed_text,
         "desired_file": desired[0] if desired is not None else None,
         "desired": desired_text,

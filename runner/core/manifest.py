@@ -13,7 +13,6 @@ import re
 from datetime import datetime
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
@@ -247,9 +246,6 @@ class Manifest(BaseModel):
         """The manifest as YAML-ready plain data, with the file's key spellings."""
         data = self.model_dump(by_alias=True, exclude_none=True, mode="json")
         return data
-
-    def to_yaml(self) -> str:
-        return yaml.safe_dump(self.to_dict(), sort_keys=False, allow_unicode=True)
 
 
 ALLOWED_FIELDS = [

@@ -36,7 +36,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from runner.console import previews
-from runner.console.app import Console, console_routes
+from runner.console.app import Console, console_routes, not_found_page
 from runner.console.http import Access, Refused, Server, application, json_body
 from runner.console.previews import PreviewRun
 from runner.core import layout
@@ -77,7 +77,10 @@ class ControlEndpoint:
         routes = [Route("/preview", self.answer, methods=["POST"])]
         if console is not None:
             routes += console_routes(console)
-        app = application(routes, console.access(own) if console is not None else Access(own))
+        if console is not None:
+            app = application(routes, console.access(own), not_found_page(console))
+        else:
+            app = application(routes, Access(own))
         self.server = Server(app, address=address, port=port, name="sql-runner-control")
         self.url = self.server.url
 

@@ -45,13 +45,19 @@ async function api(path, options = {}) {
   return body;
 }
 
-const shown = (value, unit = "") => (value === null || value === undefined ? "–" : `${value}${unit}`);
+// How many rows, with the right noun: "1 row", "2 rows".
+const rows = (n) => `${n.toLocaleString()} ${n === 1 ? "row" : "rows"}`;
 
-function age(seconds) {
-  if (seconds === null || seconds === undefined) return "–";
-  if (seconds < 60) return `${Math.round(seconds)}s ago`;
-  if (seconds < 3600) return `${Math.floor(seconds / 60)}m${String(Math.round(seconds % 60)).padStart(2, "0")}s ago`;
-  return `${Math.floor(seconds / 3600)}h${String(Math.floor((seconds % 3600) / 60)).padStart(2, "0")}m ago`;
+// Every <time datetime="..."> in the viewer's own time zone, to the second (the server writes UTC).
+function localTimes(root = document) {
+  const format = { year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit", timeZoneName: "short" };
+  for (const node of root.querySelectorAll("time[datetime]")) {
+    const at = new Date(node.getAttribute("datetime"));
+    if (!Number.isNaN(at.getTime())) {
+      node.title = node.getAttribute("datetime");
+      node.textContent = at.toLocaleString(undefined, format);
+    }
+  }
 }
 
 // A small line chart of the last minutes: x is time, y the values, scaled to their maximum.
@@ -106,13 +112,13 @@ function renderOverview() {
         el("td", {}, row.mode),
         el("td", {}, `v${row.version}`),
         el("td", { title: row.why || "" }, el("span", { class: `state state-${row.state.split(" ")[0]}` }, row.state), row.why ? el("div", { class: "why small" }, row.why) : null),
-        el("td", { class: "number rate" }, el("span", { class: "value" }, shown(row.rows_per_second)), sparkline(row.series.t, row.series.rate, `input rows/s of ${row.name}`)),
-        el("td", { class: "number" }, el("span", { class: "value" }, shown(row.batch_ms)), sparkline(row.series.t, row.series.ms, `batch ms of ${row.name}`)),
-        el("td", { class: "number" }, shown(row.watermark_delay_s, " s")),
-        el("td", { class: "number" }, shown(row.kafka_lag)),
-        el("td", { class: "number" }, shown(row.dead_letters_hour)),
-        el("td", { class: "number" }, shown(row.restarts)),
-        el("td", { class: "number" }, row.last_batch === null ? "–" : `#${row.last_batch}, ${age(row.last_batch_age_s)}`),
+        el("td", { class: "number rate" }, el("span", { class: "value" }, row.shown.rate), sparkline(row.series.t, row.series.rate, `input rows/s of ${row.name}`)),
+        el("td", { class: "number" }, el("span", { class: "value" }, row.shown.batch), sparkline(row.series.t, row.series.ms, `batch duration (ms) of ${row.name}`)),
+        el("td", { class: "number watermark" }, row.shown.watermark),
+        el("td", { class: "number" }, row.shown.kafka_lag),
+        el("td", { class: "number" }, row.dead_letters_hour.toLocaleString()),
+        el("td", { class: "number" }, row.restarts.toLocaleString()),
+        el("td", { class: "number last-batch" }, row.shown.last_batch),
       ),
     ),
   );
@@ -126,12 +132,14 @@ function renderSession(session) {
     return;
   }
   const invalid = Object.keys(session.invalid || {}).length;
+  const builds = session.stuck_builds === 1 ? "1 stuck build" : `${session.stuck_builds} stuck builds`;
+  const manifests = invalid === 1 ? "1 manifest not deployable" : `${invalid} manifests not deployable`;
   target.replaceChildren(
     el("span", { class: `state state-${session.state}` }, session.state),
-    ` run ${session.run_id}, up ${Math.round(session.uptime_s)} s: ${session.running} running, ${session.failing} failing, ` +
-      `${session.parked} parked, ${session.stuck_builds} stuck build(s)` +
-      (invalid ? `, ${invalid} manifest(s) not deployable` : "") +
-      `; health ${age(session.updated_age_s)}`,
+    ` run ${session.run_id}, up ${session.shown.uptime}: ${session.running} running, ${session.failing} failing, ` +
+      `${session.parked} parked, ${builds}` +
+      (invalid ? `, ${manifests}` : "") +
+      `; health reported ${session.shown.updated} ago`,
   );
 }
 
@@ -244,9 +252,9 @@ async function pollPreview() {
     problems(data.problems.length ? data.problems : [data.error]);
     $("#preview-state").textContent = "refused";
   } else if (data.done) {
-    $("#preview-state").textContent = `${data.total} row(s) in ${data.seconds} s${by}` + (data.timed_out ? " (time limit reached)" : "");
+    $("#preview-state").textContent = `${rows(data.total)} in ${data.seconds.toFixed(1)} s${by}` + (data.timed_out ? " (time limit reached)" : "");
   } else {
-    $("#preview-state").textContent = `${data.total} row(s) so far, ${data.seconds} s${by}…`;
+    $("#preview-state").textContent = `${rows(data.total)} so far, ${data.seconds.toFixed(1)} s${by}…`;
   }
   if (!data.done) preview.timer = setTimeout(pollPreview, 300);
   else $("#run").disabled = false;
@@ -303,6 +311,7 @@ async function signOut() {
 document.addEventListener("DOMContentLoaded", () => {
   const page = document.body.dataset.page;
   if (page === "signed-in") return signedIn();
+  localTimes();
   const out = $("#sign-out");
   if (out) out.addEventListener("click", signOut);
   if (page === "overview") startOverview();

@@ -134,6 +134,15 @@ class JobStatus(Document):
     reason: str | None = None  # stopped: why
     progress: BatchProgress | None = None  # the last completed micro-batch
     recent_progress: list[BatchProgress] = []  # the run's recent ones, oldest first
+    # Until this run completes a micro-batch: the last one of the run before it, of the same version (this
+    # run continues that run's state, restored from its savepoint or checkpoint), so where the query got
+    # to stays visible across a savepoint or a restart.
+    previous_progress: BatchProgress | None = None
+
+    @property
+    def last_progress(self) -> BatchProgress | None:
+        """The query's last micro-batch: this run's, else the one its state continues from."""
+        return self.progress or self.previous_progress
 
     lookups: list[LookupStatus] = []  # its lookup tables' snapshots
 
