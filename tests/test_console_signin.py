@@ -12,7 +12,7 @@ Bad inputs tried, each refused with 401 or 403 and one line, the route never rea
 another sign-in, no key, a key with the wrong Origin, a request another page made (``Sec-Fetch-Site:
 same-site``, ``cross-site``), an expired sign-in, an idle one, a sign-in whose token was made anew, a signed-out
 cookie, a replayed sign-in request, an expired sign-in form, a sign-in from another origin, the sign-in cookie
-as a bearer token, a wrong token.
+as a bearer token, a wrong token, the session's own token on the sign-in form.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ from runner.console.http import Access, Server, application, holder_of, json_of
 from runner.console.signin import NONCE_LIFETIME, SignIns, cookie_name
 from runner.core.bucket import LocalBucket
 from runner.core.protocol.console import issue_token, read_access
+
+SESSION_TOKEN = "the-sessions-own-token"
 
 
 class Clock:
@@ -57,8 +59,8 @@ class Console:
         async def page(request):
             return JSONResponse({"who": holder_of(request)})
 
-        access = Access(
-            holder=lambda given: read_access(bucket).holder(given),
+        access = Access(  # as a session serves it: its own token beside the console's
+            holder=lambda given: "session-control" if given == SESSION_TOKEN else read_access(bucket).holder(given),
             sign_ins=self.sign_ins,
             holder_of_digest=lambda given: read_access(bucket).holder_of_digest(given),
             pages=SignInPages(),
@@ -271,8 +273,13 @@ def test_a_key_from_another_sign_in_an_expired_or_revoked_sign_in_and_a_replayed
         assert alice.post_form(console, fields)[0] == 403
     status, page, _ = alice.sign_in(console, token, origin="http://127.0.0.1:1")  # from another origin's page
     assert status == 403 and "not from this console" in page
-    status, page, set_cookie = alice.sign_in(console, "not-the-token")
-    assert status == 401 and "not one of this console" in page and set_cookie == ""
+    for wrong in ("not-the-token", SESSION_TOKEN):  # the session's token is for its CLI, not for signing in
+        status, page, set_cookie = alice.sign_in(console, wrong)
+        assert status == 401 and "not one of this console" in page and set_cookie == ""
+    assert (
+        Browser().send(console.port, "GET", "/api/overview", headers={"Authorization": f"Bearer {SESSION_TOKEN}"})[0]
+        == 200
+    )
 
     # an idle sign-in expires; a lasting one expires at its lifetime, however active
     carol = Browser()

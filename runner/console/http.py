@@ -41,6 +41,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from runner.console.signin import Refusal, SignIn, SignIns, cookie_name, same_key
+from runner.core.protocol.console import digest
 
 log = logging.getLogger(__name__)
 
@@ -244,7 +245,8 @@ def sign_in_routes(access: Access) -> list[Route]:
             why = "this sign-in form has expired or was sent already: sign in again on this form"
             return form(target, why, HTTPStatus.FORBIDDEN)
         token = fields.get("token", "").strip()
-        name = access.holder(token) if token else None
+        # a console token: a sign-in lasts while its token does (the session's own token is for its CLI)
+        name = access.holder_of_digest(digest(token)) if token and access.holder_of_digest else None
         if name is None:
             return form(target, "That token is not one of this console's.", HTTPStatus.UNAUTHORIZED)
         made, sign_in = sign_ins.make(name, token)
