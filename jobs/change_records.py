@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.streaming import DataStreamReader
 
-from jobs import sqltext
+from jobs import narrowing, sqltext
 from jobs.records import (
     CORRUPT,
     KAFKA_ORIGIN,
@@ -40,6 +40,7 @@ from jobs.records import (
     kafka_checks,
     origin_columns,
     reader_checks,
+    reader_schema,
 )
 from jobs.schema import spark_schema
 from runner.core.tables import TableDef
@@ -71,7 +72,7 @@ def _file_seq(frame: DataFrame) -> F.Column:
 
 
 def _debezium_schema(table: TableDef) -> T.StructType:
-    row = spark_schema(table)
+    row = narrowing.json_type(spark_schema(table))
     return T.StructType(
         [
             T.StructField("before", row),
@@ -84,8 +85,13 @@ def _debezium_schema(table: TableDef) -> T.StructType:
 
 def _debezium(table: TableDef, seq: Callable[[DataFrame], F.Column]) -> Checks:
     """Checks of debezium-json records held as text in ``value`` (a Kafka value, or a line of a text file):
-    the physical columns are the image the op leaves (``after``, or ``before`` for a delete)."""
+    the physical columns are the image the op leaves (``after``, or ``before`` for a delete). A TINYINT in
+    either image is read as a SMALLINT and narrowed (``jobs/narrowing.py``): one that does not fit makes the
+    record malformed, as a value of the wrong type in either image does."""
     parse = _debezium_schema(table)
+    declared = spark_schema(table)
+    wide = parse["after"].dataType
+    assert isinstance(wide, T.StructType)
 
     def columns(frame: DataFrame) -> DataFrame:
         text = F.col("value").cast("string")
@@ -94,12 +100,18 @@ def _debezium(table: TableDef, seq: Callable[[DataFrame], F.Column]) -> Checks:
         op = F.col("record").getField("op")
         delete = op == F.lit("d")
         image = F.when(delete, F.col("record").getField("before")).otherwise(F.col("record").getField("after"))
+        fields = [narrowing.narrowed(image.getField(f.name), wide[f.name].dataType, f.dataType)[0] for f in declared]
+        images = [narrowing.narrowed(F.col("record").getField(side), wide, declared)[1] for side in ("before", "after")]
+        corrupt = F.col("record").getField(RAW)
+        misfit = narrowing.any_of(images)
+        if misfit is not None:  # parsed, but an integer in an image does not fit its declared type
+            corrupt = F.coalesce(corrupt, F.when(misfit, F.col(RAW)))
         return staged.select(
-            *[image.getField(f.name).alias(f.name) for f in spark_schema(table).fields],
+            *[value.alias(f.name) for value, f in zip(fields, declared, strict=True)],
             op.alias(OP),
             delete.alias(DELETE),
             image.isNull().alias(IMAGE_MISSING),
-            F.col("record").getField(RAW).alias(CORRUPT),
+            corrupt.alias(CORRUPT),
             F.col(RAW),
             F.col(SEQ),
             *[F.col(c) for c in KAFKA_ORIGIN.values() if c in staged.columns],
@@ -111,15 +123,19 @@ def _debezium(table: TableDef, seq: Callable[[DataFrame], F.Column]) -> Checks:
     parsed = f"{raw} IS NOT NULL AND {corrupt} IS NULL"
     key_set = " AND ".join(f"{sqltext.identifier(k)} IS NOT NULL" for k in table.primary_key)
     key_names = ", ".join(table.primary_key)
+    image_text = f"from_json({raw}, 'map<string,string>')[CASE WHEN {op} = 'd' THEN 'before' ELSE 'after' END]"
 
-    def reason(_present: Sequence[str]) -> str:
+    def reason(present: Sequence[str]) -> str:
+        # A record that is a JSON object but holds a value not of its declared type is told by the field of the
+        # image the op leaves (a value in the other image, an update's before, by no field).
         return (
             f"CASE WHEN {raw} IS NULL THEN {sqltext.string(TOMBSTONE)} "
-            f"WHEN {corrupt} IS NOT NULL THEN 'malformed JSON: not a JSON object' "
+            f"WHEN from_json({raw}, 'map<string,string>') IS NULL THEN 'malformed JSON: not a JSON object' "
             f"WHEN {op} IS NULL THEN 'debezium record has no op (c, r, u or d)' "
             f"WHEN {op} NOT IN ({ops}) THEN concat('debezium record has an unknown op: ', {op}) "
             f"WHEN {image_missing} THEN concat('debezium op ', {op}, ' has no ', "
             f"CASE WHEN {op} = 'd' THEN 'before' ELSE 'after' END, ' row') "
+            f"WHEN {corrupt} IS NOT NULL THEN {json_reason(table, present, image_text)} "
             f"ELSE {sqltext.string(f'the row has no primary key ({key_names})')} END"
         )
 
@@ -145,7 +161,7 @@ def file_changes(spark: SparkSession, table: TableDef, options: dict[str, str], 
     reader = _file_reader(spark.readStream.format(fmt), options)
     if fmt == "parquet":
         return _with_file(reader.schema(schema).load(path)), _upsert_checks(table, NO_ERRORS, file=True)
-    reader = reader.schema(T.StructType([*schema.fields, T.StructField(RAW, T.StringType())]))
+    reader = reader.schema(reader_schema(table, fmt))
     reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", RAW)
     names = (
         ("csv.field-delimiter", "sep"),
@@ -222,12 +238,16 @@ def _upsert_kafka_checks(table: TableDef) -> Checks:
     key_schema = T.StructType([T.StructField(f.name.removeprefix(prefix), f.dataType) for f in keys])
     except_key = table.options.get("value.fields-include", "ALL") == "EXCEPT_KEY"
     value_fields = [f for f in schema.fields if not (except_key and f.name in table.primary_key)]
-    value_schema = T.StructType([*value_fields, T.StructField(RAW, T.StringType())])
+    # A TINYINT in the key or the value is read as a SMALLINT and narrowed (jobs/narrowing.py).
+    key_wide = narrowing.json_type(key_schema)
+    value_wide = narrowing.json_type(T.StructType(value_fields))
+    assert isinstance(key_wide, T.StructType) and isinstance(value_wide, T.StructType)
+    value_schema = T.StructType([*value_wide.fields, T.StructField(RAW, T.StringType())])
 
     def columns(frame: DataFrame) -> DataFrame:
         value = F.col("value").cast("string")
         key = F.col("key").cast("string")
-        parsed_key = F.from_json(key, key_schema)
+        parsed_key = F.from_json(key, key_wide)
         parsed_value = F.from_json(value, value_schema, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": RAW})
         staged = frame.select(
             parsed_key.alias("k"),
@@ -237,19 +257,31 @@ def _upsert_kafka_checks(table: TableDef) -> Checks:
             _kafka_seq(frame),
             *origin_columns(frame),
         )
+        keyed = {
+            f.name: narrowing.narrowed(F.col("k").getField(f.name), key_wide[f.name].dataType, f.dataType)[0]
+            for f in key_schema.fields
+        }
         key_bad = F.col("k").isNull()
         for field in key_schema.fields:
-            key_bad = key_bad | F.col("k").getField(field.name).isNull()
+            key_bad = key_bad | keyed[field.name].isNull()  # a key field that does not fit is NULL
+        valued = {
+            f.name: narrowing.narrowed(F.col("v").getField(f.name), value_wide[f.name].dataType, f.dataType)
+            for f in value_fields
+        }
         row = []
         for f in schema.fields:
             if f.name in table.primary_key:
-                row.append(F.col("k").getField(f.name.removeprefix(prefix)).alias(f.name))
+                row.append(keyed[f.name.removeprefix(prefix)].alias(f.name))
             else:
-                row.append(F.col("v").getField(f.name).alias(f.name))
+                row.append(valued[f.name][0].alias(f.name))
+        corrupt = F.col("v").getField(RAW)
+        misfit = narrowing.any_of([m for _, m in valued.values()])
+        if misfit is not None:  # parsed, but an integer in the value does not fit its declared type
+            corrupt = F.coalesce(corrupt, F.when(misfit, F.col(RAW)))
         return staged.select(
             *row,
             F.col(RAW).isNull().alias(DELETE),
-            F.col("v").getField(RAW).alias(CORRUPT),
+            corrupt.alias(CORRUPT),
             key_bad.alias(KEY_BAD),
             F.coalesce(F.col(RAW), F.col(KEY_RAW)).alias(RAW),
             F.col(SEQ),

@@ -14,11 +14,11 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from jobs import sqltext
+from jobs import narrowing, sqltext
 from jobs.schema import spark_schema, type_sql
 from runner.core.avro import value_schema
 from runner.core.tables import TableDef
@@ -58,6 +58,7 @@ NO_ERRORS = Checks(lambda frame: frame.withColumn(RAW, F.lit(None).cast("string"
 
 
 CORRUPT = "__sql_runner_corrupt"
+MISFIT = "__sql_runner_misfit"  # why a decoded record is malformed: an integer in it does not fit (Avro)
 
 
 # A Kafka record's place, kept beside a malformed record in the dead letters (as topic, partition, offset).
@@ -75,19 +76,29 @@ def origin_names(frame: DataFrame) -> list[str]:
 
 
 def kafka_checks(table: TableDef) -> Checks:
-    """Kafka records (binary ``value``) decoded against the declared schema: JSON, or Avro with the schema
-    derived from the declared columns (``runner/core/avro.py``)."""
+    """Kafka records (binary ``value``) decoded against the declared schema: JSON (a TINYINT read as a
+    SMALLINT and narrowed, ``jobs/narrowing.py``), or Avro with the schema derived from the declared columns
+    (``runner/core/avro.py``)."""
     if table.value_format == "avro":
         return _avro_checks(table)
     schema = spark_schema(table)
-    parse_schema = T.StructType([*schema.fields, T.StructField(RAW, T.StringType())])
+    wide = narrowing.json_type(schema)
+    assert isinstance(wide, T.StructType)
+    parse_schema = T.StructType([*wide.fields, T.StructField(RAW, T.StringType())])
 
     def decode(frame: DataFrame) -> DataFrame:
         text = F.col("value").cast("string")
         record = F.from_json(text, parse_schema, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": RAW})
+        fields = [
+            narrowing.narrowed(F.col("record").getField(f.name), wide[f.name].dataType, f.dataType) for f in schema
+        ]
+        corrupt = F.col("record").getField(RAW)
+        misfit = narrowing.any_of([m for _, m in fields])
+        if misfit is not None:  # parsed, but an integer in it does not fit its declared type
+            corrupt = F.coalesce(corrupt, F.when(misfit, F.col(RAW)))
         return frame.select(record.alias("record"), text.alias(RAW), *origin_columns(frame)).select(
-            *[F.col("record").getField(f.name).alias(f.name) for f in schema.fields],
-            F.col("record").getField(RAW).alias(CORRUPT),
+            *[value.alias(f.name) for (value, _), f in zip(fields, schema, strict=True)],
+            corrupt.alias(CORRUPT),
             F.col(RAW),
             *origin_names(frame),
         )
@@ -110,63 +121,117 @@ def _avro_checks(table: TableDef) -> Checks:
     Spark's ``from_avro`` in PERMISSIVE mode gives a record it cannot decode as a row of nulls. A record
     whose fields are all null is only valid where every field is nullable, and then it is encoded as one
     zero byte per field (each union's "null" branch), so a row of nulls from any other value is malformed.
+    A TINYINT or SMALLINT is an Avro int: one that does not fit its declared type makes the record malformed
+    (``jobs/narrowing.py``), its reason naming the field.
     """
     from pyspark.sql.avro.functions import from_avro
 
     schema = spark_schema(table)
+    wide = narrowing.avro_type(schema)
+    assert isinstance(wide, T.StructType)
     avro_schema = json.dumps(value_schema(table))
     all_null = functools.reduce(lambda a, b: a & b, [F.col("record").getField(f.name).isNull() for f in schema.fields])
     if all(f.nullable for f in schema.fields):
         all_null = all_null & (F.col("value") != F.lit(bytearray(len(schema.fields))))
+    narrows = wide != schema
 
     def decode(frame: DataFrame) -> DataFrame:
         record = from_avro(F.col("value"), avro_schema, {"mode": "PERMISSIVE"})
+        fields = [(f, F.col("record").getField(f.name), wide[f.name].dataType) for f in schema]
+        narrowed = [(f, read, *narrowing.narrowed(read, read_as, f.dataType)) for f, read, read_as in fields]
+        misfit = narrowing.any_of([m for *_, m in narrowed])
+        said = [F.when(m, wrong_type_column(f, read)) for f, read, _, m in narrowed if m is not None]
         return frame.select(
             record.alias("record"), F.col("value"), F.base64("value").alias(RAW), *origin_columns(frame)
         ).select(
-            *[F.col("record").getField(f.name).cast(f.dataType).alias(f.name) for f in schema.fields],
-            F.when(all_null, F.lit(True)).alias(CORRUPT),
+            *[value.cast(f.dataType).alias(f.name) for f, _, value, _ in narrowed],
+            F.when(all_null if misfit is None else all_null | misfit, F.lit(True)).alias(CORRUPT),
             F.col(RAW),
+            *([F.concat_ws("; ", *said).alias(MISFIT)] if narrows else []),
             *origin_names(frame),
         )
 
-    raw, corrupt = sqltext.identifier(RAW), sqltext.identifier(CORRUPT)
-    malformed = "malformed Avro: the value does not decode with the schema derived from the declared columns"
+    raw, corrupt, misfit = sqltext.identifier(RAW), sqltext.identifier(CORRUPT), sqltext.identifier(MISFIT)
+    malformed = sqltext.string(
+        "malformed Avro: the value does not decode with the schema derived from the declared columns"
+    )
+    why = f"CASE WHEN {misfit} != '' THEN {misfit} ELSE {malformed} END" if narrows else malformed
     return Checks(
         decode,
         f"{raw} IS NOT NULL AND {corrupt} IS NULL",
-        lambda _: f"CASE WHEN {raw} IS NULL THEN {sqltext.string(TOMBSTONE)} ELSE {sqltext.string(malformed)} END",
-        helpers=(CORRUPT,),
+        lambda _: f"CASE WHEN {raw} IS NULL THEN {sqltext.string(TOMBSTONE)} ELSE {why} END",
+        helpers=(CORRUPT, MISFIT) if narrows else (CORRUPT,),
         origin=tuple(KAFKA_ORIGIN.values()),
     )
 
 
+def reader_schema(table: TableDef, fmt: str) -> T.StructType:
+    """The schema a JSON or CSV file reader is given: the physical columns, a TINYINT in JSON as a SMALLINT
+    (``jobs/narrowing.py``; the CSV reader reads one as it should), and RAW for a record it cannot parse."""
+    schema = spark_schema(table)
+    read_as = narrowing.json_type(schema) if fmt == "json" else schema
+    assert isinstance(read_as, T.StructType)
+    return T.StructType([*read_as.fields, T.StructField(RAW, T.StringType())])
+
+
 def reader_checks(table: TableDef, fmt: str, options: Mapping[str, str]) -> Checks:
     """Checks of JSON or CSV files, which Spark's reader parses into the physical columns (PERMISSIVE, the raw
-    record in RAW when it does not parse). ``options``: the CSV reader's (``sources.csv_reader_options``)."""
+    record in RAW when it does not parse; ``reader_schema``). ``options``: the CSV reader's
+    (``sources.csv_reader_options``)."""
     if fmt == "json":
         reason: Callable[[Sequence[str]], str] = functools.partial(json_reason, table)
-    else:
-        reason = functools.partial(csv_reason, table, options)
+        return Checks(_json_file_columns(table), f"{sqltext.identifier(RAW)} IS NULL", reason, reader_parses=True)
+    reason = functools.partial(csv_reason, table, options)
     return Checks(lambda frame: frame, f"{sqltext.identifier(RAW)} IS NULL", reason, reader_parses=True)
 
 
-def json_reason(table: TableDef, present: Sequence[str]) -> str:
+def _json_file_columns(table: TableDef) -> Callable[[DataFrame], DataFrame]:
+    """The JSON file reader's rows as the physical columns: each TINYINT, read as a SMALLINT, narrowed. A record
+    holding one that does not fit was parsed, so the reader kept no text of it: its RAW is the JSON of its
+    columns as read, as a record with a NOT NULL column missing gets (``sources._with_error``), and a record
+    with RAW is malformed."""
+    schema = spark_schema(table)
+    wide = narrowing.json_type(schema)
+    assert isinstance(wide, T.StructType)
+    if wide == schema:
+        return lambda frame: frame
+
+    def columns(frame: DataFrame) -> DataFrame:
+        fitted = [
+            (f.name, *narrowing.narrowed(F.col(sqltext.identifier(f.name)), wide[f.name].dataType, f.dataType))
+            for f in schema
+        ]
+        misfit = narrowing.any_of([m for *_, m in fitted])
+        assert misfit is not None
+        as_read = F.to_json(F.struct(*[F.col(sqltext.identifier(f.name)) for f in schema]))
+        narrowed = {name: value for name, value, m in fitted if m is not None}
+        return frame.withColumns({**narrowed, RAW: F.coalesce(F.col(RAW), F.when(misfit, as_read))})
+
+    return columns
+
+
+def json_reason(table: TableDef, present: Sequence[str], text: str | None = None) -> str:
     """Why a JSON record was rejected: not JSON at all, or which of the ``present`` fields are not of their
-    declared type (SQL)."""
+    declared type (SQL). ``text``: SQL of the JSON object holding the fields (by default RAW, the record)."""
     raw = sqltext.identifier(RAW)
-    as_map = f"from_json({raw}, 'map<string,string>')"
+    record = raw if text is None else text
+    as_map = f"from_json({record}, 'map<string,string>')"
     field_errors = []
     for f in (f for f in spark_schema(table).fields if f.name in present):
         value = f"{as_map}[{sqltext.string(f.name)}]"
+        column_null = f"{value} IS NOT NULL AND {sqltext.identifier(f.name)} IS NULL"
         if isinstance(f.dataType, T.StructType | T.ArrayType | T.MapType):
             # A nested value with a malformed part can be read as what could be read of it (a struct of NULLs),
-            # not as NULL: the field alone is parsed again, and it is malformed when that fails.
-            alone = T.StructType([f, T.StructField(RAW, T.StringType())])
+            # not as NULL: the field alone is parsed again, and it is malformed when that fails. One that parses
+            # but holds a TINYINT that does not fit is NULL (jobs/narrowing.py).
+            read_as = T.StructField(f.name, narrowing.json_type(f.dataType), f.nullable, f.metadata)
+            alone = T.StructType([read_as, T.StructField(RAW, T.StringType())])
             options = f"map('mode', 'PERMISSIVE', 'columnNameOfCorruptRecord', {sqltext.string(RAW)})"
-            wrong_type = f"from_json({raw}, {sqltext.string(alone.json())}, {options}).{raw} IS NOT NULL"
+            wrong_type = f"from_json({record}, {sqltext.string(alone.json())}, {options}).{raw} IS NOT NULL"
+            if narrowing.json_type(f.dataType) != f.dataType:
+                wrong_type = f"{wrong_type} OR ({column_null})"
         else:
-            wrong_type = f"{value} IS NOT NULL AND {sqltext.identifier(f.name)} IS NULL"
+            wrong_type = column_null
         field_errors.append(f"CASE WHEN {wrong_type} THEN {_wrong_type_message(f, value)} END")
     detail = f"concat_ws('; ', {', '.join(field_errors)})"
     return (
@@ -207,9 +272,16 @@ def csv_reason(table: TableDef, options: Mapping[str, str], present: Sequence[st
 
 def _wrong_type_message(field: T.StructField, value: str) -> str:
     """SQL: ``field 'name': <value> is not a valid TYPE``, ``value`` the field's text (SQL)."""
-    said = (
-        sqltext.string(f"field '{field.name}': "),
-        value,
-        sqltext.string(f" is not a valid {type_sql(field.dataType)}"),
-    )
-    return f"concat({', '.join(said)})"
+    before, after = _wrong_type_words(field)
+    return f"concat({sqltext.string(before)}, {value}, {sqltext.string(after)})"
+
+
+def wrong_type_column(field: T.StructField, value: Column) -> Column:
+    """``field 'name': <value> is not a valid TYPE`` of a decoded ``value`` (a nested one as JSON)."""
+    nested = isinstance(field.dataType, T.StructType | T.ArrayType | T.MapType)
+    before, after = _wrong_type_words(field)
+    return F.concat(F.lit(before), F.to_json(value) if nested else value.cast("string"), F.lit(after))
+
+
+def _wrong_type_words(field: T.StructField) -> tuple[str, str]:
+    return f"field '{field.name}': ", f" is not a valid {type_sql(field.dataType)}"

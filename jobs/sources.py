@@ -42,7 +42,7 @@ from jobs import change_records as changelog_records
 from jobs import kafka, kafka_admin, kafka_check, sqltext
 from jobs.datagen import datagen_frame
 from jobs.jvm import hadoop_configuration, jvm_of, spark_configuration
-from jobs.records import ERROR, KAFKA_ORIGIN, NO_ERRORS, RAW, Checks, kafka_checks, reader_checks
+from jobs.records import ERROR, KAFKA_ORIGIN, NO_ERRORS, RAW, Checks, kafka_checks, reader_checks, reader_schema
 from jobs.schema import spark_schema
 from runner.core import jars, platform
 from runner.core.errors import UserError
@@ -262,7 +262,7 @@ def _filesystem(
     if "source.path-glob-filter" in options:
         reader = reader.option("pathGlobFilter", options["source.path-glob-filter"])
     if fmt in ("json", "csv"):
-        reader = reader.schema(T.StructType([*schema.fields, T.StructField(RAW, T.StringType())]))
+        reader = reader.schema(reader_schema(table, fmt))
         reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", RAW)
         csv_options = csv_reader_options(options) if fmt == "csv" else {}
         reader = reader.options(**csv_options)

@@ -162,6 +162,53 @@ def test_avro_values_decode_against_the_derived_schema_and_a_row_of_nulls_is_mal
     ]
 
 
+def test_an_avro_int_out_of_range_of_its_tinyint_or_smallint_column_is_malformed_and_fails_nothing(spark):
+    """TINYINT and SMALLINT are Avro ints: one that does not fit its column, top-level or nested, makes its record
+    malformed, the reason naming the field (a CAST to the column's type would fail the job, Spark running in ANSI
+    mode); one at the ends of the range is kept exactly."""
+    import io
+
+    import fastavro
+
+    from runner.core.avro import value_schema
+
+    (t,) = parse_ddl(
+        "CREATE TABLE k (id STRING, b TINYINT, s SMALLINT, r ROW<x TINYINT, xs ARRAY<TINYINT>>) WITH ("
+        "'connector' = 'kafka', 'topic' = 't', 'format' = 'avro', 'properties.bootstrap.servers' = 'b:9092')"
+    )
+    schema = fastavro.parse_schema(value_schema(t))
+
+    def encode(row: dict) -> bytes:
+        buffer = io.BytesIO()
+        fastavro.schemaless_writer(buffer, schema, row)
+        return buffer.getvalue()
+
+    nested = "STRUCT<x: TINYINT, xs: ARRAY<TINYINT>>"
+    rows = {
+        "ends": ({"id": "ends", "b": -128, "s": 32767, "r": {"x": 127, "xs": [-128, 127]}}, None),
+        "b": ({"id": "b", "b": 128, "s": 1, "r": None}, "field 'b': 128 is not a valid TINYINT"),
+        "s": ({"id": "s", "b": 1, "s": -32769, "r": None}, "field 's': -32769 is not a valid SMALLINT"),
+        "xs": (
+            {"id": "xs", "b": 1, "s": 1, "r": {"x": 1, "xs": [1, -129]}},
+            f'field \'r\': {{"x":1,"xs":[1,-129]}} is not a valid {nested}',
+        ),
+    }
+    frame = spark.createDataFrame([(encode(row),) for row, _ in rows.values()], "value BINARY")
+    source = Source(t, frame, kafka_checks(t))
+    decoded = {r["id"]: r for r in source.parse(frame).collect()}
+    assert {name: r["__sql_runner_error"] for name, r in decoded.items()} == {n: why for n, (_, why) in rows.items()}
+    good = source.good(frame)
+    assert [f.dataType.simpleString() for f in good.schema] == [
+        "string",
+        "tinyint",
+        "smallint",
+        nested.lower().replace(" ", ""),
+    ]
+    assert [(r.id, r.b, r.s, r.r.asDict()) for r in good.collect()] == [
+        ("ends", -128, 32767, {"x": 127, "xs": [-128, 127]})
+    ]
+
+
 def test_bootstrap_servers_and_the_protocol_probe_tell_a_tls_listener_from_a_plaintext_one():
     import socket
     import threading

@@ -4,7 +4,8 @@
   cast in the database to the declared type, so a value that does not fit fails the load with
   PostgreSQL's own words instead of reaching the query.
 - ``filesystem``: the folder listed and read anew (files added or replaced since the last load are
-  seen), in ``FAILFAST`` mode: one malformed record fails the load.
+  seen), in ``FAILFAST`` mode: one malformed record fails the load, as does a JSON TINYINT outside
+  -128 to 127 (read as a SMALLINT and narrowed, ``jobs/narrowing.py``).
 
 Either way a row with NULL in a NOT NULL column fails the load. The rows are then held by a
 DataFrame over the driver's copy of them, cached: should a cached block be lost, Spark rebuilds
@@ -19,9 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql import types as S
 
-from jobs import sources
+from jobs import narrowing, records, sources, sqltext
 from jobs.jdbc import Database, database, first_line, match_column, qualified, quote_identifier, unreachable
 from jobs.schema import spark_schema
 from runner.core.errors import UserError
@@ -177,7 +179,9 @@ class Loader:
     def _file_rows(self) -> list[Any]:
         options = self.options
         path, fmt = options["path"], options["format"]
-        reader = self.spark.read.format(fmt).schema(self.schema)
+        read_as = narrowing.json_type(self.schema) if fmt == "json" else self.schema
+        assert isinstance(read_as, S.StructType)
+        reader = self.spark.read.format(fmt).schema(read_as)
         if fmt in ("json", "csv"):
             reader = reader.option("mode", "FAILFAST")
         if fmt == "csv":
@@ -185,9 +189,29 @@ class Loader:
         if "source.path-glob-filter" in options:
             reader = reader.option("pathGlobFilter", options["source.path-glob-filter"])
         try:
-            return reader.load(path).collect()
+            rows, misfit = self._fitted(reader.load(path), read_as)
         except Exception as error:  # noqa: BLE001 - Spark's reason (a malformed record, a missing folder)
             raise LoadFailed(f"{path}: {_spark_reason(error)}") from None
+        if misfit:
+            raise LoadFailed(f"{path}: {misfit}")
+        return rows
+
+    def _fitted(self, frame: DataFrame, read_as: S.StructType) -> tuple[list[Any], str | None]:
+        """The rows of ``frame``, each TINYINT read from JSON as a SMALLINT narrowed (``jobs/narrowing.py``), and
+        why one does not fit (``field 'name': 200 is not a valid TINYINT``), if one does not."""
+        fitted = [
+            (f, *narrowing.narrowed(F.col(sqltext.identifier(f.name)), read_as[f.name].dataType, f.dataType))
+            for f in self.schema
+        ]
+        said = [
+            F.when(misfit, records.wrong_type_column(f, F.col(sqltext.identifier(f.name))))
+            for f, _, misfit in fitted
+            if misfit is not None
+        ]
+        if not said:
+            return frame.collect(), None
+        rows = frame.select(*[value.alias(f.name) for f, value, _ in fitted], F.concat_ws("; ", *said)).collect()
+        return [tuple(row)[:-1] for row in rows], next((row[-1] for row in rows if row[-1]), None)
 
     def _check_not_null(self, rows: list[Any]) -> None:
         required = [(i, f.name) for i, f in enumerate(self.schema.fields) if not f.nullable]
