@@ -15,10 +15,11 @@ writing it out, so a micro-batch's code is the same as the one before, compiled 
 kept compiled. The value is the same, and so is every row's: the rule changes where the
 code finds the value, not what it is.
 
-The rule is a small Java class compiled in the driver's JVM by Janino (the compiler Spark
-itself uses for its generated code), so it needs no jar on any machine; it runs on the
-driver only, and the plans it leaves use Spark's own expressions. If it cannot be
-compiled or added (a Spark whose API differs), the job says so once and runs as before.
+The rule is a small Java class (``jobs/java/SqlRunnerStableBatchTimestamp.java``) compiled in
+the driver's JVM by Janino (the compiler Spark itself uses for its generated code), so it
+needs no jar on any machine; it runs on the driver only, and the plans it leaves use Spark's
+own expressions. If it cannot be compiled or added (a Spark whose API differs), the job says
+so once and runs as before.
 """
 
 from __future__ import annotations
@@ -33,43 +34,7 @@ from jobs.jvm import add_optimizer_rule, compiled_class, gateway_key, jvm_of, op
 from runner.core import logs
 
 RULE_CLASS = "SqlRunnerStableBatchTimestamp"
-RULE_SOURCE = """
-import org.apache.spark.sql.catalyst.expressions.CurrentBatchTimestamp;
-import org.apache.spark.sql.catalyst.expressions.GetArrayItem;
-import org.apache.spark.sql.catalyst.expressions.KnownNotNull;
-import org.apache.spark.sql.catalyst.expressions.Literal;
-import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
-import org.apache.spark.sql.catalyst.trees.TreeNode;
-import org.apache.spark.sql.catalyst.util.GenericArrayData;
-import org.apache.spark.sql.types.ArrayType;
-import org.apache.spark.sql.types.DataTypes;
 
-public class SqlRunnerStableBatchTimestamp extends org.apache.spark.sql.catalyst.rules.Rule {
-    public TreeNode apply(TreeNode plan) {
-        return ((LogicalPlan) plan).transformAllExpressions(new SqlRunnerBatchTimestampHeld());
-    }
-
-    public String ruleName() {
-        return "SqlRunnerStableBatchTimestamp";
-    }
-}
-
-class SqlRunnerBatchTimestampHeld extends scala.runtime.AbstractPartialFunction {
-    public boolean isDefinedAt(Object expression) {
-        return expression instanceof CurrentBatchTimestamp;
-    }
-
-    public Object applyOrElse(Object expression, scala.Function1 otherwise) {
-        if (!(expression instanceof CurrentBatchTimestamp)) {
-            return otherwise.apply(expression);
-        }
-        Literal value = ((CurrentBatchTimestamp) expression).toLiteral();
-        Literal held = new Literal(
-            new GenericArrayData(new Object[] { value.value() }), new ArrayType(value.dataType(), false));
-        return new KnownNotNull(new GetArrayItem(held, new Literal(Integer.valueOf(0), DataTypes.IntegerType), false));
-    }
-}
-"""
 
 WITHOUT = "micro-batch code is compiled anew each batch: the batch-timestamp rule"
 
@@ -83,7 +48,7 @@ def install(spark: SparkSession, name: str, version: int) -> bool:
     if optimizer_rule(spark, RULE_CLASS) is not None:
         return True
     try:
-        rule_class = compiled_class(spark, RULE_CLASS, RULE_SOURCE)
+        rule_class = compiled_class(spark, RULE_CLASS)
     except Exception as error:  # noqa: BLE001 - the job runs without it
         return _without(spark, f"failed to compile ({failure_reason(str(error))})", name, version)
     try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from functools import reduce
+from pathlib import Path
 from typing import Any
 
 import pyspark
@@ -168,17 +169,27 @@ def observed(observation: Observation, fallback: Callable[[], dict[str, Any]], t
 _COMPILED: dict[tuple[Any, str], Any] = {}
 
 
-def compiled_class(spark: SparkSession, name: str, source: str) -> Any:
-    """The class ``name`` of Java ``source``, compiled once per JVM by Janino (the compiler Spark uses for
-    its generated code, so no jar is needed); raises the compilation's error, then and on later calls."""
+JAVA = Path(__file__).parent / "java"  # the Java the runner compiles in a driver: one public class a file
+
+
+def java_source(name: str) -> str:
+    """The Java source of class ``name`` (``jobs/java/<name>.java``)."""
+    return (JAVA / f"{name}.java").read_text(encoding="utf-8")
+
+
+def compiled_class(spark: SparkSession, name: str) -> Any:
+    """The class ``name`` of ``jobs/java/<name>.java``, compiled once per JVM by Janino (the compiler Spark
+    uses for its generated code, so no jar is needed); raises the compilation's error, then and on later
+    calls. tests/test_java_sources.py compiles every file with javac against Spark's jars."""
     jvm = jvm_of(spark)
     key = (gateway_key(jvm), name)
     if key not in _COMPILED:
         try:
+            source = java_source(name)
             compiler = java_class(jvm, "org.codehaus.janino.SimpleCompiler")()
             compiler.setParentClassLoader(java_class(jvm, "org.apache.spark.util.Utils").getContextOrSparkClassLoader())
             compiler.setTargetVersion(8)  # Scala's collection interfaces have static methods
-            compiler.cook(source)
+            compiler.cook(f"{name}.java", source)
             _COMPILED[key] = compiler.getClassLoader().loadClass(name)
         except Exception as error:  # noqa: BLE001 - kept, and raised to every caller
             _COMPILED[key] = error

@@ -526,10 +526,12 @@ def test_without_the_rule_each_micro_batch_compiles_its_code_again(spark, demo_p
     assert all(len(at) == 1 for at in stamps.values())
 
 
-def test_a_rule_that_cannot_compile_is_said_once_and_changes_nothing(spark, monkeypatch, caplog):
+def test_a_rule_that_cannot_compile_is_said_once_and_changes_nothing(spark, monkeypatch, caplog, tmp_path: Path):
     monkeypatch.setattr(jvm, "_COMPILED", {})
     monkeypatch.setattr(batchtime, "_WARNED", set())
-    monkeypatch.setattr(batchtime, "RULE_SOURCE", "public class SqlRunnerStableBatchTimestamp extends NoSuchRule {}")
+    broken = "public class SqlRunnerStableBatchTimestamp extends NoSuchRule {}"
+    (tmp_path / f"{batchtime.RULE_CLASS}.java").write_text(broken)
+    monkeypatch.setattr(jvm, "JAVA", tmp_path)
     session = spark.newSession()
     before = session._jsparkSession.experimental().extraOptimizations().size()
     with caplog.at_level(logging.WARNING, logger="jobs.batchtime"):
