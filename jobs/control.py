@@ -8,6 +8,10 @@
   ``StreamingQueryListener`` would have Spark call into Python for every event and build
   each progress object field by field over Py4J, which cost a 100 k-event micro-batch
   about a seventh of its time on a 2-core machine (bench/results/NOTEBOOK.md).
+- Every status carries where the run stands as its restart state machine says
+  (``runner/core/restart_machine.py``): state, restarts, consecutive failures, the next
+  retry, whether it gave up. Each transition of the machine is published at once; the
+  machine is the only writer of those fields, in application jobs and session queries alike.
 - When Spark refuses to start from the restored state (``refused_restore``), it says so
   in its status and in ``history/<name>/``, and stops: restoring the same state again
   would fail the same way, so the next ``plan`` proposes a new version instead.
@@ -24,7 +28,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -34,7 +38,7 @@ from jobs import boundary
 from jobs.changelog.engine import BatchOutcome, changelog_of
 from jobs.lookup.refresh import Lookups, lookups_of
 from jobs.query import first_line
-from runner.core import logs
+from runner.core import logs, restarts
 from runner.core.bucket import Bucket, bucket_from
 from runner.core.protocol.control import StopAck, StopRequest, read_stop_request, write_stop_ack
 from runner.core.protocol.document import now
@@ -42,7 +46,6 @@ from runner.core.protocol.history import HistoryEntry, Outcome, Result, write_hi
 from runner.core.protocol.jobspec import JobSpec
 from runner.core.protocol.status import (
     BatchProgress,
-    JobState,
     JobStatus,
     OperatorProgress,
     SourceProgress,
@@ -51,6 +54,7 @@ from runner.core.protocol.status import (
     write_status,
 )
 from runner.core.reasons import Reason
+from runner.core.restart_machine import RestartMachine
 
 log = logging.getLogger(__name__)
 
@@ -102,20 +106,20 @@ def failure_reason(text: str) -> str:
     return re.sub(r"^.*?terminated with exception: ", "", first_line(text))
 
 
-@dataclass
+@dataclass(frozen=True)
 class Labels:
-    """What every status of the run carries besides its state (the session it runs in, its restarts)."""
+    """What every status of the run carries besides where it stands: its launch, or the session it runs in."""
 
     launch_id: str | None = None
     mode: str | None = None
     session_run: str | None = None
-    restarts: int = 0
-    failures: int | None = None
-    failure_times: list[float] = field(default_factory=list)
 
 
 class JobControl:
-    def __init__(self, spec: JobSpec):
+    """A run's status and stop requests. Its restart state machine (``machine``) says where the run stands:
+    every transition of it is published here, and every status carries it."""
+
+    def __init__(self, spec: JobSpec, machine: RestartMachine | None = None, *, session_run: str | None = None):
         self.spec = spec
         self.label = logs.job(spec.manifest.name, spec.manifest.version)  # extra= for its log lines
         self.bucket: Bucket | None = bucket_from(spec.store["manifests"]) if spec.store else None
@@ -125,8 +129,11 @@ class JobControl:
         self._done = threading.Event()
         self._lock = threading.Lock()
         self._recent: deque[BatchProgress] = deque(maxlen=RECENT_BATCHES)
-        self._final: tuple[JobState, dict[str, Any]] | None = None  # stopped or failed, once said
-        self.labels = Labels()
+        self.labels = (
+            Labels(mode="session", session_run=session_run) if session_run else Labels(launch_id=spec.launch_id)
+        )
+        self.machine = machine or RestartMachine(spec.manifest.restart_strategy or restarts.DEFAULT)
+        self.machine.listen(lambda _transition: self.publish())
         self._watcher: threading.Thread | None = None
         self._progress_lock = threading.Lock()
         self.published_batch: int | None = None  # the last micro-batch whose progress was published
@@ -134,50 +141,37 @@ class JobControl:
         self._previous: BatchProgress | None = None  # the previous run's last micro-batch (same version)
         self._previous_read = False
 
-    def publish(
-        self,
-        state: JobState,
-        progress: Sequence[BatchProgress] = (),
-        *,
-        error: str | None = None,
-        state_refused: str | None = None,
-        gave_up: bool = False,
-        parked: bool = False,
-        retry_in: float | None = None,
-        reason: str | None = None,
-    ) -> None:
-        """Write the job's status, with ``progress``: micro-batches completed since the last call
-        (oldest first); failures to publish never stop the job.
+    def publish(self, progress: Sequence[BatchProgress] = ()) -> None:
+        """Write the job's status: where its restart state machine says it stands, with ``progress``:
+        micro-batches completed since the last call (oldest first); failures to publish never stop the job.
 
-        Progress events arrive asynchronously, so one may come after the job said it stopped
-        or failed: it updates the progress shown, never the final state.
+        Progress may be polled after the run stopped or failed: it updates the progress shown, and the
+        machine keeps the run's end.
         """
         if self.bucket is None:
             return
-        said: dict[str, Any] = {
-            "error": error,
-            "state_refused": state_refused,
-            "gave_up": gave_up,
-            "parked": parked,
-            "retry_in": retry_in,
-            "reason": reason,
-        }
         with self._lock:
-            if state.final:
-                self._final = (state, said)
-            elif self._final is not None:
-                state, said = self._final
             self._recent.extend(progress)
+            standing = self.machine.standing
+            if standing.state is None:  # not started: nothing to say yet
+                return
             previous = None if self._recent else self._previous_progress()
             status = JobStatus(
                 name=self.spec.manifest.name,
                 version=self.version,
                 run_id=self.spec.run_id,
-                state=state,
+                state=standing.state,
                 started_at=self.started,
                 updated_at=now(),
                 **asdict(self.labels),
-                **said,
+                restarts=standing.restarts,
+                failures=standing.failures,
+                failure_times=list(standing.failure_times),
+                retry_at=_time(standing.retry_at),
+                gave_up=standing.gave_up,
+                error=standing.error,
+                state_refused=standing.state_refused,
+                reason=standing.reason,
                 # a stopped or failed job still shows where it got to
                 progress=self._recent[-1] if self._recent else None,
                 recent_progress=list(self._recent),
@@ -223,18 +217,16 @@ class JobControl:
                 lookups = self.lookups
                 if lookups is not None and lookups.changed.is_set() and lookups.failure() is None:  # failed, recovered
                     lookups.changed.clear()
-                    self.publish(JobState.RUNNING)
+                    self.publish()
                 return False
             self.published_batch = new[-1].batchId
             engine = changelog_of(queries[0])
-            self.publish(
-                JobState.RUNNING, [progress_record(p, engine.outcome(p.batchId) if engine else None) for p in new]
-            )
+            self.publish([progress_record(p, engine.outcome(p.batchId) if engine else None) for p in new])
             return True
 
     def refused(self, reason: str) -> None:
-        """Spark refused the restored state: say so in the status and the job's history."""
-        self.publish(JobState.FAILED, error=reason, state_refused=reason)
+        """Spark refused the restored state: the run ends, and its status and history say so."""
+        self.machine.refused(reason)
         if self.bucket is None:
             return
         entry = HistoryEntry(
@@ -294,13 +286,24 @@ class JobControl:
             stop_between_batches(queries)
 
         while not self._done.is_set():
-            self.publish_progress(queries)
+            if self.publish_progress(queries):
+                recovered = self.machine.progressed()
+                if recovered is not None:
+                    log.info(
+                        f"running again after {recovered.recovered_from} failure(s): a micro-batch completed",
+                        extra=self.label,
+                    )
             try:
                 if self.answer_stop(stop) is not None:
                     return
             except Exception as error:  # noqa: BLE001 - a store hiccup must not kill the job
                 log.warning(f"could not answer stop requests: {error}", extra=self.label)
             self._done.wait(POLL_SECONDS)
+
+
+def _time(epoch: float | None) -> str | None:
+    """Epoch seconds as a status says a time (UTC, ISO 8601, milliseconds)."""
+    return None if epoch is None else datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds")
 
 
 def stop_between_batches(queries: list[StreamingQuery], timeout: float = 120.0) -> bool:

@@ -8,8 +8,9 @@ properties and table options are resolved here, from this process's environment 
 sources the spec names (SSM Parameter Store, Secrets Manager), and never written anywhere.
 
 A query that fails at run time is restarted from the latest checkpoint by the manifest's
-``restart-strategy`` (``runner/core/restarts.py``); the failures are kept in the job's
-status, so a new application attempt of the same run (YARN) counts on from them.
+``restart-strategy``, as the run's restart state machine (``runner/core/restart_machine.py``)
+says; the failures are kept in the job's status, so a new application attempt of the same
+run (YARN) counts on from them.
 
 Exit codes: 0 done (or stopped), 2 a problem in the manifest or tables (one line each
 on stderr), 1 a failure of the job itself (restarts used up, or Spark refused the state).
@@ -38,12 +39,13 @@ from jobs.build import build_job  # noqa: E402
 from jobs.control import JobControl, failure_reason, refused_restore  # noqa: E402
 from jobs.jvm import check_spark_version  # noqa: E402
 from jobs.logs import quiet_python_logs  # noqa: E402
-from runner.core import logs, restarts  # noqa: E402
+from runner.core import logs  # noqa: E402
 from runner.core.bucket import read_uri  # noqa: E402
 from runner.core.errors import UserError  # noqa: E402
 from runner.core.placeholders import Values, driver_properties  # noqa: E402
 from runner.core.protocol.jobspec import JobSpec  # noqa: E402
-from runner.core.protocol.status import JobState, JobStatus, read_status  # noqa: E402
+from runner.core.protocol.status import JobStatus, read_status  # noqa: E402
+from runner.core.restart_machine import Turn  # noqa: E402
 
 log = logging.getLogger("jobs.entry")
 
@@ -60,20 +62,16 @@ def previous_attempt(control: JobControl) -> JobStatus | None:
 
 
 class Job:
-    """One run of a job: start its queries, wait, and restart them after a failure as the strategy says."""
+    """One run of a job: start its queries, wait, and restart them after a failure as its restart state machine
+    (``control.machine``) says."""
 
     def __init__(self, spark: SparkSession, spec: JobSpec, values: Values, control: JobControl):
         self.spark, self.spec, self.values, self.control = spark, spec, values, control
+        self.machine = control.machine
         self.queries: list = []
         self.counts = runtime.Counts()
         self.ending = threading.Event()  # SIGTERM or a stop request: no more restarts
-        strategy = spec.manifest.restart_strategy or restarts.DEFAULT
-        earlier = previous_attempt(control)
-        self.restarts = restarts.Restarts(
-            strategy, list(earlier.failure_times) if earlier else [], earlier.restarts if earlier else 0
-        )
-        self.earlier = earlier
-        control.labels.launch_id = spec.launch_id
+        self.earlier = previous_attempt(control)
 
     def start(self, first: bool) -> None:
         spec = self.spec
@@ -86,30 +84,25 @@ class Job:
                     log.info(f"{table} ({role}) continues the previous version: {start.kind}")
         self.spark.streams.resetTerminated()
         self.queries.extend(runtime.start(self.spark, built, spec, self.values, self.counts))
-        self._note_restarts()
-        self.control.publish(JobState.RUNNING)
+        self.machine.started()
         if first:
             log.info(
                 f"started: writing to {built.target.name}, checkpoint {spec.checkpoint}"
                 + (" (once: stops when the available input is processed)" if spec.once else "")
             )
 
-    def _note_restarts(self) -> None:
-        """Every status from now on carries the run's restarts and recent failures."""
-        self.control.labels.restarts = self.restarts.restarts
-        self.control.labels.failure_times = [round(t, 3) for t in self.restarts.failures]
-
     def run(self) -> int:
         """Run until done or stopped (0), or until a failure the strategy gives up on (1)."""
-        refused = self.earlier.state_refused if self.earlier else None
-        if refused:  # an earlier attempt of this run: Spark refused its state; it would again
-            log.info(f"Spark refused this run's restored state before: {refused}; not starting again")
-            return 1
-        if self.restarts.exhausted(time.time()):
-            log.info("an earlier attempt of this run used up its restarts; not starting again")
-            self.control.publish(JobState.FAILED, error=self.earlier.error if self.earlier else None, gave_up=True)
-            return 1
-        pause = self.restarts.wait_before_start(time.time())
+        if self.earlier is not None:
+            if self.earlier.state_refused:  # an earlier attempt of this run: Spark refused its state; it would again
+                log.info(
+                    f"Spark refused this run's restored state before: {self.earlier.state_refused}; not starting again"
+                )
+                return 1
+            if self.machine.continue_from(self.earlier) is not None:
+                log.info("an earlier attempt of this run used up its restarts; not starting again")
+                return 1
+        pause = self.machine.wait_before_start()
         if pause > 0:
             log.info(f"an earlier attempt of this run failed: starting in {pause:.0f}s")
             if self._pause(pause):
@@ -143,25 +136,23 @@ class Job:
             self.queries.clear()
             if self._asked_to_stop():
                 return self._stopped()
-            verdict = self.restarts.failed(time.time())
             reason = failure_reason(error.problems[0].render() if isinstance(error, UserError) else str(error))
-            self._note_restarts()
-            if verdict.give_up:
-                log.info(f"failed {verdict.failures} times within the failure window: giving up ({reason})")
-                self.control.publish(JobState.FAILED, error=reason, gave_up=True)
+            judged = self.machine.failed(reason)
+            if judged.turn == Turn.GAVE_UP:
+                log.info(f"failed {judged.counted} times within the failure window: giving up ({reason})")
                 return 1
-            self.control.publish(JobState.FAILING, error=reason, retry_in=round(verdict.delay, 1))
-            log.info(f"failed ({reason}); restarting from the latest checkpoint in {verdict.delay:.0f}s")
-            if self._pause(verdict.delay):
+            delay = judged.delay or 0.0
+            log.info(f"failed ({reason}); restarting from the latest checkpoint in {delay:.0f}s")
+            if self._pause(delay):
                 return self._stopped()
-            self.restarts.restarts += 1
-            log.info(f"restart {self.restarts.restarts} from the latest checkpoint")
+            restart = self.machine.restarting()
+            log.info(f"restart {restart.standing.restarts} from the latest checkpoint")
 
     def _asked_to_stop(self) -> bool:
         return self.ending.is_set() or self.control.stop_requested.is_set()
 
     def _pause(self, seconds: float) -> bool:
-        """Wait ``seconds`` before a restart; True if a stop (signal or request) came meanwhile."""
+        """Wait ``seconds`` before a (re)start; True if a stop (signal or request) came meanwhile."""
         deadline = time.monotonic() + seconds
         while not self._asked_to_stop():
             left = deadline - time.monotonic()
@@ -179,7 +170,7 @@ class Job:
     def _stopped(self) -> int:
         reason = "stop requested" if self.control.stop_requested.is_set() or self.ending.is_set() else "finished"
         self.control.publish_progress(self.queries)  # its last micro-batches, before it says it stopped
-        self.control.publish(JobState.STOPPED, reason=reason)
+        self.machine.stopped(reason)
         return 0
 
 
@@ -236,7 +227,7 @@ def run(spark: SparkSession, spec: JobSpec, values: Values, control: JobControl 
             return 1
         log.error(f"job failed: {type(error).__name__}: {error}")
         control.publish_progress(job.queries)
-        control.publish(JobState.FAILED, error=f"{type(error).__name__}: {error}")
+        control.machine.fatal(f"{type(error).__name__}: {error}")
         return 1
     finally:
         control.finish_stop()
@@ -248,7 +239,7 @@ def run(spark: SparkSession, spec: JobSpec, values: Values, control: JobControl 
 def _user_error(control: JobControl, error: UserError) -> int:
     for problem in error.problems:
         log.error(problem.render())
-    control.publish(JobState.FAILED, error="; ".join(p.render() for p in error.problems))
+    control.machine.fatal("; ".join(p.render() for p in error.problems))
     control.close()
     return 2
 

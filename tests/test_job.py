@@ -380,6 +380,7 @@ def test_the_status_shows_the_batch_after_an_idle_spell_and_no_idle_progress(spa
     store = LocalBucket(tmp_path / "manifests")
     manifest = Manifest.model_validate({"name": "q", "target-table": "t", "sql": "SELECT 1"})
     control = JobControl(JobSpec(manifest, Catalog(), "/c", "/d", store={"manifests": store.describe()}))
+    control.machine.started()  # its query runs
     session = spark.newSession()
     session.conf.set("spark.sql.streaming.noDataProgressEventInterval", "200ms")
     data = tmp_path / "in"

@@ -11,6 +11,7 @@ today's model and checked field by field, and survives a write and a read by tod
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from runner.core.protocol.history import HistoryEntry
 from runner.core.protocol.ownership import JobRecord, Lease
 from runner.core.protocol.session import HeldQueries, SessionHealth
 from runner.core.protocol.status import BatchProgress, JobState, JobStatus, read_status
+from runner.deploy.status import ended, next_restart
 
 OLD = Path(__file__).parent / "documents" / "schema-0"
 MODELS: dict[str, type[Document]] = {
@@ -70,12 +72,19 @@ def test_statuses_of_the_previous_release_read_field_by_field():
     assert refused.state_refused is not None and refused.state_refused.startswith("[STATE_STORE_KEY_SCHEMA")
 
     failing = JobStatus.decode(old("status-failing"))
-    assert (failing.state, failing.retry_in, failing.restarts) == (JobState.FAILING, 20.0, 2)
+    assert (failing.state, failing.restarts, failing.failures) == (JobState.FAILING, 2, 0)
     assert failing.failure_times == [1764100000.5, 1764100012.25] and not failing.state.final
+    # that release said the wait in seconds after the status's updated-at (retry-in: 20.0); today, when
+    assert failing.retry_at == "2026-11-25T20:06:35.987+00:00"
+    at = datetime.fromisoformat(failing.updated_at) + timedelta(seconds=5)
+    assert next_restart(failing, at) == "restart in 15s"
 
-    assert JobStatus.decode(old("status-gave-up")).gave_up
+    # an application job gave up and a session parked its query: one field today, each in its mode's words
+    gave_up = JobStatus.decode(old("status-gave-up"))
+    assert gave_up.gave_up and not gave_up.parked and ended(gave_up) == " (restarts used up)"
     parked = JobStatus.decode(old("status-parked"))
-    assert parked.parked and (parked.failures, parked.restarts, parked.mode) == (5, 4, "session")
+    assert parked.gave_up and parked.parked and ended(parked) == " (parked)"
+    assert (parked.failures, parked.restarts, parked.mode) == (5, 4, "session")
 
     failed = JobStatus.decode(old("status-failed-at-start"))
     assert failed.state == JobState.FAILED and "KAFKA_PROTOCOL_MISMATCH" in (failed.error or "")

@@ -169,34 +169,44 @@ def test_a_job_whose_sink_fails_for_a_while_comes_back_by_itself_and_one_that_ke
     assert status(project, "copier")["restarts"] == 0
 
 
-def test_a_session_query_follows_its_own_restart_strategy_and_others_the_sessions_protection(tmp_path):
-    """The session host's bookkeeping, without Spark: a manifest's restart-strategy parks a query past its
-    attempts within the window; without one the session's protection counts consecutive failures."""
-    from jobs.control import JobControl
+def test_a_session_query_follows_its_own_restart_strategy_and_others_the_sessions_protection():
+    """The session host's restart state machine, without Spark: a manifest's restart-strategy parks a query past
+    its attempts within the window; without one the session's protection counts consecutive failures."""
     from runner.core.catalog import Catalog
     from runner.core.manifest import Manifest
     from runner.core.protocol.jobspec import JobSpec
     from runner.core.protocol.session_config import Protection
-    from runner.session.host import Hosted, QueryHost
-    from runner.targets.base import JobIdentity, Launch
+    from runner.core.restart_machine import RestartMachine, Turn
+    from runner.session.host import QueryHost
 
     host = QueryHost(None, "run-0", Protection(max_failures=3))  # type: ignore[arg-type]
 
-    def hosted(strategy: dict | None) -> Hosted:
+    def machine(strategy: dict | None) -> RestartMachine:
         fields = {"name": "q", "target-table": "t", "sql": "SELECT 1"}
         manifest = Manifest.model_validate({**fields, **({"restart-strategy": strategy} if strategy else {})})
-        spec = JobSpec(manifest, Catalog(), "/c", "/d", run_id="run-1")
-        return Hosted(Launch(JobIdentity("team", "q", 1, "run-1"), spec), JobControl(spec))
+        restarts = host.restart_machine(JobSpec(manifest, Catalog(), "/c", "/d", run_id="run-1"))
+        restarts.started()
+        return restarts
 
-    own = hosted({"attempts": 1, "delay": "3 seconds", "backoff": 1})
-    assert host._judge(own) == (False, 3.0, "2")
-    assert host._judge(own)[0], "a second failure within the hour is past its one attempt"
-    session = hosted(None)
-    assert [host._judge(session) for _ in range(2)] == [(False, 1.0, "3"), (False, 2.0, "3")]
-    host._recovered(session, 0.0)  # a micro-batch completed: the failures no longer follow each other
-    assert [host._judge(session) for _ in range(3)] == [(False, 1.0, "3"), (False, 2.0, "3"), (True, 0.0, "3")]
-    host._recovered(own, 0.0)
-    assert host._judge(own)[0], "a manifest's own strategy counts every failure within its window, recovered or not"
+    def judge(restarts: RestartMachine) -> tuple[bool, float | None, int | None]:
+        """One failure, and its restart started (as the host does once it is due): (parked, delay, limit)."""
+        judged = restarts.failed("boom")
+        if judged.turn == Turn.FAILING:
+            restarts.restarting()
+            restarts.started()
+        return judged.turn == Turn.GAVE_UP, judged.delay, judged.limit
+
+    own = machine({"attempts": 1, "delay": "3 seconds", "backoff": 1})
+    assert judge(own) == (False, 3.0, 1)
+    assert judge(own)[0], "a second failure within the hour is past its one attempt"
+    session = machine(None)
+    assert [judge(session) for _ in range(2)] == [(False, 1.0, 2), (False, 2.0, 2)]
+    assert session.progressed() is not None  # a micro-batch completed: the failures no longer follow each other
+    assert [judge(session) for _ in range(3)] == [(False, 1.0, 2), (False, 2.0, 2), (True, None, 2)]
+    own = machine({"attempts": 1, "delay": "3 seconds", "backoff": 1})
+    judge(own)
+    assert own.progressed() is not None
+    assert judge(own)[0], "a manifest's own strategy counts every failure within its window, recovered or not"
 
 
 def test_stopping_the_queries_never_raises_when_the_jvm_is_gone(caplog):

@@ -188,7 +188,7 @@ def test_a_session_applies_adds_changes_and_removals_while_the_other_queries_kee
     steady = ["q-a", "q-d"]
     wait_for(lambda: all(batch(project, n) >= 0 for n in ["q-a", "q-b", "q-c", "q-d", "q-e"]), "five queries running")
     # The throwing snippet: restarted with backoff, then parked; the others are not disturbed.
-    wait_for(lambda: status_file(project, "q-bad").get("parked"), "q-bad parked", 120)
+    wait_for(lambda: status_file(project, "q-bad").get("gave-up"), "q-bad parked", 120)
     bad = statuses(project)["q-bad"]
     assert bad["state"] == "failed (parked)"
     assert "the snippet throws on every row" in bad["why"] and bad["restarts"] == 1
@@ -443,7 +443,7 @@ def test_one_slow_query_does_not_hold_up_the_others_and_code_that_blocks_is_cut_
     try:
         health_file = project.root / ".sql-runner" / "manifests" / "session" / "health.json"
         wait_for(lambda: "q-hang-build" in json.loads(health_file.read_text())["invalid"], "the hanging build cut off")
-        wait_for(lambda: status_file(project, "q-hang-batch").get("parked"), "the hanging batch parked", 120)
+        wait_for(lambda: status_file(project, "q-hang-batch").get("gave-up"), "the hanging batch parked", 120)
         wait_for(
             lambda: all(batch(project, n) >= 0 for n in [*light, "q-slow"]),
             "the others running",
@@ -534,6 +534,7 @@ def test_a_query_publishes_every_batch_even_several_between_two_looks(tmp_path: 
     manifest = Manifest.model_validate({"name": "q", "target-table": "t", "sql": "SELECT 1"})
     spec = JobSpec(manifest, Catalog(), "/c", "/d", store={"manifests": store.describe()}, run_id="run-1")
     control = JobControl(spec)
+    control.machine.started()  # its queries run
     query = FakeQuery()
     queries = [query]
 

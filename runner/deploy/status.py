@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -45,6 +46,22 @@ def _lookup(lookup: LookupStatus, at: datetime) -> str:
     return f"{lookup.table} {rows}" + (", reload failing" if lookup.error else "")
 
 
+def ended(status: JobStatus) -> str:
+    """How a job that gave up is told apart, in its mode's words: a session parks the query until its manifest
+    changes; an application job's restarts are used up until the next deploy."""
+    if not status.gave_up:
+        return ""
+    return " (parked)" if status.parked else " (restarts used up)"
+
+
+def next_restart(status: JobStatus, at: datetime) -> str:
+    """When a failing job restarts: ``restart in 12s``, or ``restarting`` once it is due."""
+    if status.retry_at is None:
+        return "restarting"
+    left = math.ceil((datetime.fromisoformat(status.retry_at) - at).total_seconds())
+    return f"restart in {left}s" if left > 0 else "restarting"
+
+
 @dataclass(frozen=True)
 class JobView:
     """What is known of one deployed job: its record, where it runs, its own last word, and its state."""
@@ -72,12 +89,14 @@ def observe_job(store: Store, targets: Targets, team: str, name: str, at: dateti
         if state == "running" and mine and mine.degraded:
             state = "degraded"
     elif mine and mine.state.final:
-        state = mine.state + (" (parked)" if mine.parked else " (restarts used up)" if mine.gave_up else "")
+        state = mine.state + ended(mine)
     else:
         state = "not running"
     why = None
-    if mine and (state.startswith("failed") or state == "failing"):
+    if mine and state.startswith("failed"):
         why = f"Spark refused the restored state: {mine.state_refused}" if mine.state_refused else mine.error
+    elif mine and state == "failing":
+        why = f"{mine.error} ({next_restart(mine, at)})" if mine.error else next_restart(mine, at)
     elif mine and state == "degraded":
         why = "; ".join(
             f"{lookup.table}: reloads failing since {lookup.failing_since}, serving the snapshot read "

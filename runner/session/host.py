@@ -7,13 +7,14 @@ an application-mode job does (``jobs/control.py``), with ``mode: session``.
 
 Isolation (the session supervises, the deployer never sees a crash):
 
-- a query that fails at run time is restarted from its checkpoint after a backoff
-  (1 s, 2 s, 4 s ... up to a minute: ``Protection.restart_strategy``), shown as ``failing``
-  with its error;
-- after ``max_failures`` consecutive failures it is parked as ``failed`` and stays so
-  until its manifest changes (the session loop decides that). A manifest that sets its
-  own ``restart-strategy`` is restarted and parked by that instead
-  (``runner/core/restarts.py``), as it would be in application mode;
+- each query has the restart state machine of application jobs
+  (``runner/core/restart_machine.py``), which says where it stands in its status: a query
+  that fails at run time is restarted from its checkpoint after a backoff (1 s, 2 s, 4 s
+  ... up to a minute: ``Protection.restart_strategy``), shown as ``failing`` with its error;
+- after ``max_failures`` consecutive failures the machine gives up: the query is parked as
+  ``failed`` and stays so until its manifest changes (the session loop decides that). A
+  manifest that sets its own ``restart-strategy`` is restarted and parked by that instead,
+  as it would be in application mode;
 - a micro-batch whose tasks run longer than ``batch_timeout`` is cancelled and counts as a
   failure, so a ``code`` snippet or UDF that blocks cannot hold a query (and its
   executor slots) forever;
@@ -48,7 +49,8 @@ from runner.core.protocol.session import QueryCounts
 from runner.core.protocol.session_config import Protection
 from runner.core.protocol.status import JobState
 from runner.core.reasons import Reason
-from runner.core.restarts import Restarts, RestartStrategy
+from runner.core.restart_machine import RestartMachine, Transition, Turn
+from runner.core.restarts import RestartStrategy
 from runner.targets.base import JobIdentity, Launch, RunningJob
 
 log = logging.getLogger(__name__)
@@ -81,16 +83,9 @@ class Event:
 @dataclass
 class Hosted:
     launch: Launch
-    control: JobControl
+    control: JobControl  # its restart state machine (control.machine) says where it stands
     session: SparkSession | None = None
     queries: list[StreamingQuery] = field(default_factory=list)
-    state: JobState | None = None  # None while it starts
-    failures: int = 0  # consecutive
-    restarts: int = 0
-    error: str | None = None
-    retry_at: float | None = None
-    # Its restart-strategy's bookkeeping (the manifest's own, else the session's protection), from its first failure
-    restarts_book: Restarts | None = None
     batch_seen: tuple[int | None, float] | None = None  # (batch id, since) while a batch is in flight
     batch_busy: float = 0.0  # seconds that batch has had tasks running (waiting for cores does not count)
     batch_polled: float = 0.0
@@ -106,6 +101,15 @@ class Hosted:
     def spec(self) -> JobSpec:
         assert self.launch.spec is not None, "a hosted query has a job spec"
         return self.launch.spec
+
+    @property
+    def machine(self) -> RestartMachine:
+        return self.control.machine
+
+    @property
+    def state(self) -> JobState | None:
+        """None while it starts."""
+        return self.control.machine.state
 
     @property
     def active(self) -> bool:
@@ -133,6 +137,13 @@ class QueryHost:
     def submit_options(self, identity: JobIdentity, restart: RestartStrategy | None = None) -> list[str]:
         return []
 
+    def restart_machine(self, spec: JobSpec) -> RestartMachine:
+        """A hosted query's restart state machine: by its manifest's ``restart-strategy`` if it sets one, as in
+        application mode; else by the session's protection, whose failures count only while they follow each
+        other (``Protection.restart_strategy``)."""
+        own = spec.manifest.restart_strategy
+        return RestartMachine(own or self.protection.restart_strategy, forget_on_recovery=own is None)
+
     def submit(self, launch: Launch) -> RunningJob:
         """Start the launch's job as queries in this application; UserError if it cannot be built."""
         name = launch.identity.name
@@ -141,8 +152,7 @@ class QueryHost:
             old = self.hosted.get(name)
             if old is not None and old.active:
                 self._stop_queries(old, force=True)
-            control = JobControl(launch.spec)
-            control.labels.mode, control.labels.session_run = "session", self.session_run
+            control = JobControl(launch.spec, self.restart_machine(launch.spec), session_run=self.session_run)
             hosted = Hosted(launch, control)
             self.hosted[name] = hosted
         with hosted.lock:
@@ -163,7 +173,7 @@ class QueryHost:
         if hosted is not None:
             with hosted.lock:
                 self._stop_queries(hosted, force=force)
-                self._settle(hosted, JobState.STOPPED, reason="stopped by the runner")
+                hosted.machine.stopped("stopped by the runner")
 
     def stop_gracefully(self, job: RunningJob, timeout: float) -> bool:
         """Stop the job's queries between micro-batches (cancelled after ``timeout``)."""
@@ -172,7 +182,7 @@ class QueryHost:
             return True
         with hosted.lock:
             graceful = self._stop_queries(hosted, force=False, timeout=timeout)
-            self._settle(hosted, JobState.STOPPED, reason="stop requested")
+            hosted.machine.stopped("stop requested")
             return graceful
 
     # ---- supervision ---------------------------------------------------------------------
@@ -216,16 +226,18 @@ class QueryHost:
             culprit.lock.release()
 
     def _supervise(self, hosted: Hosted, now: float) -> list[Event]:
-        if hosted.state == JobState.RUNNING:
+        machine = hosted.machine
+        if machine.state == JobState.RUNNING:
             failure = self._failure(hosted, now)
             if failure is not None:
                 return self._on_failure(hosted, failure, now)
-            if hosted.control.publish_progress(hosted.queries) and hosted.failures:
-                return [self._recovered(hosted, now)]
-        elif hosted.state == JobState.FAILING and hosted.retry_at is not None and now >= hosted.retry_at:
-            hosted.retry_at = None
-            hosted.restarts += 1
-            log.info(f"restart {hosted.restarts} from its checkpoint", extra=logs.label(hosted.spec.label))
+            if hosted.control.publish_progress(hosted.queries):
+                recovered = machine.progressed()
+                if recovered is not None:
+                    return [self._recovered(hosted, recovered, now)]
+        elif machine.due():
+            restart = machine.restarting()
+            log.info(f"restart {restart.standing.restarts} from its checkpoint", extra=logs.label(hosted.spec.label))
             error = self._start_with_timeout(hosted)
             if error is not None:
                 return self._on_failure(hosted, str(error), now)
@@ -286,7 +298,6 @@ class QueryHost:
         self._stop_queries(hosted, force=True)
         refusal = refused_restore(Exception(error))
         if refusal is not None:
-            hosted.state, hosted.error = JobState.FAILED, refusal
             hosted.control.refused(refusal)
             log.info(f"Spark refused the restored state: {refusal}", extra=logs.label(label))
             return [
@@ -299,63 +310,41 @@ class QueryHost:
                     now,
                 )
             ]
-        hosted.error = failure_reason(error)
-        give_up, delay, limit = self._judge(hosted)
-        if give_up:
-            hosted.state = JobState.FAILED
-            self._note_failures(hosted)
-            hosted.control.publish(JobState.FAILED, error=hosted.error, parked=True)
-            log.info(f"failed {hosted.failures} times: parked until its manifest changes", extra=logs.label(label))
+        judged = hosted.machine.failed(failure_reason(error))
+        reason = judged.standing.error or ""
+        if judged.turn == Turn.GAVE_UP:
+            log.info(f"failed {judged.counted} times: parked until its manifest changes", extra=logs.label(label))
             return [
                 Event(
                     spec.manifest.name,
                     spec.manifest.version,
                     EventKind.PARKED,
-                    f"parked after {hosted.failures} failures; it stays stopped until its manifest changes",
-                    (Reason.of("QUERY_FAILED", error=hosted.error or ""),),
+                    f"parked after {judged.counted} failures; it stays stopped until its manifest changes",
+                    (Reason.of("QUERY_FAILED", error=reason),),
                     now,
                 )
             ]
-        hosted.state, hosted.retry_at = JobState.FAILING, now + delay
-        self._note_failures(hosted)
-        hosted.control.publish(JobState.FAILING, error=hosted.error, retry_in=delay)
-        log.info(
-            f"failed ({hosted.failures}/{limit}): {hosted.error}; restarting in {delay:.0f}s", extra=logs.label(label)
-        )
+        delay, allowed = judged.delay or 0.0, "unlimited" if judged.limit is None else str(judged.limit + 1)
+        log.info(f"failed ({judged.counted}/{allowed}): {reason}; restarting in {delay:.0f}s", extra=logs.label(label))
         return [
             Event(
                 spec.manifest.name,
                 spec.manifest.version,
                 EventKind.FAILING,
-                f"failed at run time ({hosted.failures} of {limit} before it is parked): restart from its "
+                f"failed at run time ({judged.counted} of {allowed} before it is parked): restart from its "
                 f"checkpoint in {delay:.0f}s",
-                (Reason.of("QUERY_FAILED", error=hosted.error or ""),),
+                (Reason.of("QUERY_FAILED", error=reason),),
                 now,
             )
         ]
 
-    def _judge(self, hosted: Hosted) -> tuple[bool, float, str]:
-        """Count a failure: (park it, seconds before the restart, how many it may have) by the manifest's
-        restart-strategy if it sets one, else by the session's protection (``Protection.restart_strategy``)."""
-        if hosted.restarts_book is None:
-            hosted.restarts_book = Restarts(hosted.spec.manifest.restart_strategy or self.protection.restart_strategy)
-        verdict = hosted.restarts_book.failed(time.time())
-        hosted.failures = verdict.failures
-        limit = hosted.restarts_book.strategy.limit
-        return verdict.give_up, verdict.delay, "unlimited" if limit is None else str(limit + 1)
-
-    def _recovered(self, hosted: Hosted, now: float) -> Event:
+    def _recovered(self, hosted: Hosted, recovered: Transition, now: float) -> Event:
         spec = hosted.spec
-        failures, hosted.failures, hosted.error = hosted.failures, 0, None
-        if hosted.restarts_book is not None and spec.manifest.restart_strategy is None:
-            hosted.restarts_book.failures.clear()  # the session's protection counts failures in a row
-        self._note_failures(hosted)
-        hosted.control.publish(JobState.RUNNING)
         return Event(
             spec.manifest.name,
             spec.manifest.version,
             EventKind.RECOVERED,
-            f"running again after {failures} failure(s): a micro-batch completed",
+            f"running again after {recovered.recovered_from} failure(s): a micro-batch completed",
             (),
             now,
         )
@@ -393,15 +382,12 @@ class QueryHost:
         finally:
             self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", None)
         hosted.session, hosted.queries, hosted.batch_seen = session, queries, None
-        hosted.state = JobState.RUNNING
-        self._note_failures(hosted)
-        hosted.control.publish(JobState.RUNNING)
+        hosted.machine.started()
 
     def _fail_to_start(self, hosted: Hosted, error: UserError) -> None:
         """A job that cannot be built is parked at once: building it again fails the same way."""
         self._stop_queries(hosted, force=True)
-        hosted.state, hosted.error = JobState.FAILED, error.problems[0].render()
-        hosted.control.publish(JobState.FAILED, error=hosted.error, parked=True)
+        hosted.machine.give_up(error.problems[0].render())
 
     def _stop_queries(self, hosted: Hosted, *, force: bool, timeout: float = 120.0) -> bool:
         """Stop the job's queries (between batches unless ``force``); True if none had to be cancelled."""
@@ -416,14 +402,6 @@ class QueryHost:
         hosted.queries = []
         hosted.control.close()
         return graceful
-
-    def _note_failures(self, hosted: Hosted) -> None:
-        """Every status from now on carries the query's consecutive failures and its restarts."""
-        hosted.control.labels.failures, hosted.control.labels.restarts = hosted.failures, hosted.restarts
-
-    def _settle(self, hosted: Hosted, state: JobState, *, reason: str) -> None:
-        hosted.state = state
-        hosted.control.publish(state, reason=reason)
 
     def _running(self, hosted: Hosted) -> RunningJob:
         identity = hosted.identity

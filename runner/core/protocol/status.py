@@ -6,10 +6,11 @@ The job's control (``jobs/control.py``) is the one writer; ``read_status`` the o
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from typing import Any
 
-from pydantic import field_validator
+from pydantic import field_validator, model_validator
 
 from runner.core import layout
 from runner.core.bucket import Bucket
@@ -123,14 +124,16 @@ class JobStatus(Document):
     launch_id: str | None = None  # one per start by the runner (a YARN re-attempt keeps it)
     mode: str | None = None  # "session" for a query hosted by the team's session
     session_run: str | None = None  # the session run hosting it
-    restarts: int = 0
-    failures: int | None = None  # consecutive failures (session queries)
-    failure_times: list[float] = []  # epoch seconds of the run's recent failures (application jobs)
+    # Where the run stands, as its restart state machine says (runner/core/restart_machine.py), in either mode:
+    restarts: int = 0  # restarts of this run after failures
+    failures: int = 0  # consecutive failures: since the run last completed a micro-batch
+    failure_times: list[float] = []  # epoch seconds of the failures its restart strategy counts (a YARN re-attempt
+    # of the run counts on from them)
+    retry_at: str | None = None  # failing: when the restart is due (absent: it is being restarted)
+    gave_up: bool = False  # failed, and no restart comes: an application job's until the next deploy, a session
+    # query's (parked) until its manifest changes
     error: str | None = None
     state_refused: str | None = None  # Spark's reason for refusing the restored state
-    gave_up: bool = False  # failed: the restart strategy's failures are used up
-    parked: bool = False  # failed: the session parked it until its manifest changes
-    retry_in: float | None = None  # failing: seconds until the restart
     reason: str | None = None  # stopped: why
     progress: BatchProgress | None = None  # the last completed micro-batch
     recent_progress: list[BatchProgress] = []  # the run's recent ones, oldest first
@@ -138,6 +141,29 @@ class JobStatus(Document):
     # run continues that run's state, restored from its savepoint or checkpoint), so where the query got
     # to stays visible across a savepoint or a restart.
     previous_progress: BatchProgress | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _last_release(cls, data: Any) -> Any:
+        """The last release said a session's query gave up with ``parked``, the wait before a restart in seconds
+        after ``updated-at`` (``retry-in``), and an application job's consecutive failures not at all."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if data.pop("parked", False):
+            data["gave-up"] = True
+        retry_in = data.pop("retry-in", None)
+        if retry_in is not None and data.get("retry-at") is None and isinstance(data.get("updated-at"), str):
+            due = datetime.fromisoformat(data["updated-at"]) + timedelta(seconds=float(retry_in))
+            data["retry-at"] = due.isoformat(timespec="milliseconds")
+        if data.get("failures", 0) is None:
+            del data["failures"]
+        return data
+
+    @property
+    def parked(self) -> bool:
+        """A session query that gave up: the session holds it stopped until its manifest changes."""
+        return self.gave_up and self.mode == "session"
 
     @property
     def last_progress(self) -> BatchProgress | None:
