@@ -92,6 +92,11 @@ class Hosted:
     # Held while the job is started, stopped or supervised: the control loop and the
     # supervisor thread never act on one job at once.
     lock: threading.RLock = field(default_factory=threading.RLock)
+    # Each start is an attempt; a build that outlives its timeout belongs to an attempt no longer current, and
+    # the queries it starts are stopped instead of attached (they would run unsupervised, or twice).
+    attempt: int = 0
+    attached: int = 0  # the attempt whose queries are the job's
+    attach_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def identity(self) -> JobIdentity:
@@ -354,9 +359,16 @@ class QueryHost:
     def _start_with_timeout(self, hosted: Hosted) -> UserError | None:
         """Build and start the job's queries on a worker thread; its error, or a timeout, or None."""
         name = hosted.identity.name
+        with hosted.attach_lock:
+            hosted.attempt += 1
+            mine = hosted.attempt
         try:
-            within(self.protection.build_timeout, lambda: self._start(hosted), f"sql-runner-build-{name}")
+            within(self.protection.build_timeout, lambda: self._start(hosted, mine), f"sql-runner-build-{name}")
         except TimedOut:
+            with hosted.attach_lock:
+                if hosted.attached == mine:  # it was done as the time ran out
+                    return None
+                hosted.attempt += 1  # whatever this build starts later is not the job's
             return self.build_timed_out(name)
         except UserError as error:
             return error
@@ -369,7 +381,7 @@ class QueryHost:
         self.stuck_builds += 1
         return UserError.of("SESSION_QUERY_BUILD_TIMEOUT", name=name, seconds=f"{self.protection.build_timeout:.0f}")
 
-    def _start(self, hosted: Hosted) -> None:
+    def _start(self, hosted: Hosted, attempt: int) -> None:
         spec = hosted.spec
         session = self.spark.newSession()
         for key, value in resolved_properties(spec.manifest.spark_properties, hosted.launch.env).items():
@@ -381,8 +393,18 @@ class QueryHost:
             queries = runtime.start(session, built, spec, hosted.launch.env)
         finally:
             self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", None)
-        hosted.session, hosted.queries, hosted.batch_seen = session, queries, None
-        hosted.machine.started()
+        with hosted.attach_lock:
+            late = hosted.attempt != attempt
+            if not late:
+                hosted.session, hosted.queries, hosted.batch_seen = session, queries, None
+                hosted.attached = attempt
+                hosted.machine.started()
+        if late:
+            log.info(
+                "a build that outlived its timeout finished: its queries are stopped, not run",
+                extra=logs.label(spec.label),
+            )
+            runtime.stop_all(queries)
 
     def _fail_to_start(self, hosted: Hosted, error: UserError) -> None:
         """A job that cannot be built is parked at once: building it again fails the same way."""
