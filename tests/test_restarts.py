@@ -174,19 +174,20 @@ def test_a_session_query_follows_its_own_restart_strategy_and_others_the_session
     attempts within the window; without one the session's protection counts consecutive failures."""
     from jobs.control import JobControl
     from runner.core.catalog import Catalog
+    from runner.core.identity import JobIdentity
     from runner.core.manifest import Manifest
     from runner.core.protocol.jobspec import JobSpec
     from runner.core.protocol.session_config import Protection
     from runner.session.host import Hosted, QueryHost
-    from runner.targets.base import JobIdentity, Launch
+    from runner.targets.base import Launch
 
     host = QueryHost(None, "run-0", Protection(max_failures=3))  # type: ignore[arg-type]
 
     def hosted(strategy: dict | None) -> Hosted:
         fields = {"name": "q", "target-table": "t", "sql": "SELECT 1"}
         manifest = Manifest.model_validate({**fields, **({"restart-strategy": strategy} if strategy else {})})
-        spec = JobSpec(manifest, Catalog(), "/c", "/d", run_id="run-1")
-        return Hosted(Launch(JobIdentity("team", "q", 1, "run-1"), spec), JobControl(spec))
+        spec = JobSpec(manifest=manifest, catalog=Catalog(), checkpoint="/c", dead_letter="/d", run_id="run-1")
+        return Hosted(Launch(JobIdentity(team="team", name="q", version=1, run_id="run-1"), spec), JobControl(spec))
 
     own = hosted({"attempts": 1, "delay": "3 seconds", "backoff": 1})
     assert host._judge(own) == (False, 3.0, "2")
