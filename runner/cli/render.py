@@ -5,6 +5,8 @@ The jobs' status has its own layout (runner/cli/status_layout.py).
 
 from __future__ import annotations
 
+import json
+
 from rich.table import Table
 
 from runner.core.protocol.history import HistoryEntry, Outcome
@@ -26,8 +28,8 @@ def plan_table(decisions: list[Decision]) -> Table:
 
 def plan_json(decision: Decision) -> str:
     """One line of ``plan --json``: the planned action (name, decision, summary, version, reasons with their
-    codes, parameters and text, and how each source starts)."""
-    return decision.action.planned().model_dump_json(by_alias=True)
+    codes, parameters and text, and how each source starts), spaced as ``json.dumps`` spaces it."""
+    return json.dumps(decision.action.planned().model_dump(mode="json", by_alias=True))
 
 
 def outcome(result: Outcome) -> str:
