@@ -111,9 +111,13 @@ def reload_seconds(server: PostgresServer, reloads: int) -> list[float]:
     from runner.core.tables import Column, TableDef
 
     table = TableDef(
-        ("users",),
-        (Column("id", T.Primitive("long")), Column("name", T.STRING), Column("region", T.STRING)),
-        {
+        parts=("users",),
+        columns=(
+            Column(name="id", type=T.Primitive("long")),
+            Column(name="name", type=T.STRING),
+            Column(name="region", type=T.STRING),
+        ),
+        options={
             "connector": "jdbc",
             "url": server.url,
             "table-name": "users",

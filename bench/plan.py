@@ -70,12 +70,12 @@ def deploy_records(folder: Path, count: int, team: str) -> None:
     from runner.authoring.project import load_project
     from runner.core import layout
     from runner.core.bucket import S3Bucket
+    from runner.core.identity import JobIdentity
     from runner.core.manifest import Meta
     from runner.core.protocol.deployed import DeploymentRecord
     from runner.core.protocol.ownership import JobRecord
-    from runner.core.starts import Source
+    from runner.core.starts import SourceTable
     from runner.state.savepoints import new_run_id
-    from runner.targets.base import JobIdentity
     from runner.targets.local import process_start_ticks
 
     loaded = load_project(folder)
@@ -83,7 +83,7 @@ def deploy_records(folder: Path, count: int, team: str) -> None:
     first = loaded.load_manifest(folder / "manifests" / "q-0000.yaml")
     analysed = analyse(spark, first, loaded.catalog, os.environ, file="manifests/q-0000.yaml")
     close_local_session(spark)
-    sources = tuple(Source(t.name, t.connector) for t in analysed.reads)
+    sources = tuple(SourceTable(table=t.name, connector=t.connector) for t in analysed.reads)
     bucket = S3Bucket(buckets(count)["manifests"])
     now = datetime.now(UTC)
     me = {"host": socket.gethostname(), "pid": os.getpid(), "start_ticks": process_start_ticks(os.getpid())}
@@ -93,10 +93,15 @@ def deploy_records(folder: Path, count: int, team: str) -> None:
         meta = Meta(query_id=f"id-{i}", query_version=1, query_create_timestamp=now.replace(microsecond=0))
         run_id = new_run_id(now)
         record = DeploymentRecord(
-            loaded_manifest.model_copy(update={"meta": meta}), analysed.tables, sources, run_id, "local", now
+            manifest=loaded_manifest.model_copy(update={"meta": meta}),
+            tables=analysed.tables,
+            sources=sources,
+            run_id=run_id,
+            target="local",
+            deployed_at=now,
         )
-        bucket.write(layout.deployed(loaded_manifest.name), record.to_yaml().encode())
-        identity = JobIdentity(team, loaded_manifest.name, 1, run_id).to_dict()
+        bucket.write(layout.deployed(loaded_manifest.name), record.encode())
+        identity = JobIdentity(team=team, name=loaded_manifest.name, version=1, run_id=run_id)
         job = JobRecord(target="local", identity=identity, **me, log="/dev/null", master="local[*]")
         bucket.write(layout.job_record(loaded_manifest.name), job.encode())
 

@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="jobs/entry.py", description=__doc__)
     parser.add_argument("--spec-uri", required=True, help="where the job spec JSON is (a local path or s3://)")
     args = parser.parse_args(argv)
-    spec = JobSpec.from_json(read_uri(args.spec_uri).decode("utf-8"))
+    spec = JobSpec.decode(read_uri(args.spec_uri))
     logs.configure(spec.label)  # every line of this driver says which job and version it is
     quiet_python_logs()
     control = JobControl(spec)

@@ -30,7 +30,13 @@ def start_query(spark, project: ProjectDir, name: str, state: Path, env: dict[st
     manifest = proj.load_manifest(project.root / "manifests" / f"{name}.yaml")
     meta = Meta(query_id=str(uuid.uuid5(uuid.NAMESPACE_URL, name)), query_version=1, query_create_timestamp=START)
     manifest = manifest.model_copy(update={"meta": meta})
-    spec = JobSpec(manifest, proj.catalog, str(state / "checkpoint"), str(state / "dead-letter"), once)
+    spec = JobSpec(
+        manifest=manifest,
+        catalog=proj.catalog,
+        checkpoint=str(state / "checkpoint"),
+        dead_letter=str(state / "dead-letter"),
+        once=once,
+    )
     built = build_job(spark, manifest, proj.catalog, env, live=True)
     return runtime.start(spark, built, spec, env)
 

@@ -26,12 +26,13 @@ from runner.console.overview import Stall, console_state
 from runner.console.signin import cookie_name
 from runner.core import layout
 from runner.core.bucket import LocalBucket
+from runner.core.identity import JobIdentity
 from runner.core.manifest import Manifest
 from runner.core.protocol.console import digest, issue_token, read_access, revoke_token, scrub
 from runner.core.protocol.deployed import DeploymentRecord
 from runner.core.protocol.status import BatchProgress, JobState, JobStatus
 from runner.deploy.status import JobView
-from runner.targets.base import JobIdentity, RunningJob
+from runner.targets.base import RunningJob
 
 
 @pytest.fixture
@@ -128,7 +129,9 @@ def view(*, trigger: str, last_batch_ago: float | None, state: str = "running", 
     manifest = Manifest.model_validate(
         {"name": "q", "target-table": "`t`.`x`", "sql": "SELECT 1", "trigger-interval": trigger}
     )
-    record = DeploymentRecord(manifest, (), (), "run-1", "session", now - timedelta(seconds=started_ago))
+    record = DeploymentRecord(
+        manifest=manifest, run_id="run-1", target="session", deployed_at=now - timedelta(seconds=started_ago)
+    )
     progress = None
     if last_batch_ago is not None:
         began = now - timedelta(seconds=last_batch_ago + 0.5)
@@ -141,7 +144,7 @@ def view(*, trigger: str, last_batch_ago: float | None, state: str = "running", 
         updated_at=now.isoformat(),
         progress=progress,
     )
-    job = RunningJob(JobIdentity("local", "q", 1, "run-1"), "session", "q@s")
+    job = RunningJob(JobIdentity(team="local", name="q", version=1, run_id="run-1"), "session", "q@s")
     return JobView(record, job, status, state, None)
 
 

@@ -163,7 +163,7 @@ def test_without_a_session_the_console_previews_on_its_own_spark_and_carries_out
         path = project.root / "manifests" / "high-value.yaml"
         path.write_text(manifest.replace("amount > 500", "amount > 600"))
         wait_for(
-            lambda: json.loads(call(f"{url}/api/query/high-value/verdict", token)[2]).get("kind") == "restore",
+            lambda: json.loads(call(f"{url}/api/query/high-value/verdict", token)[2]).get("decision") == "restore",
             "the verdict on the edited manifest",
             180,
         )

@@ -28,7 +28,7 @@ from runner.core.bucket import LocalBucket
 from runner.core.manifest import Manifest
 from runner.core.protocol.deployed import DeploymentRecord
 from runner.core.protocol.status import BatchProgress, JobState, JobStatus, write_status
-from runner.core.starts import Source
+from runner.core.starts import SourceTable
 from runner.state.store import open_store
 from runner.targets.local import LocalTarget
 from runner.targets.modes import Targets
@@ -108,9 +108,11 @@ def state(tmp_path: Path):
             }
         )
         tables = (WATERMARKED,) if event_time else ()
-        sources = (Source("`demo`.`events`", "filesystem"),) if event_time else ()
-        record = DeploymentRecord(manifest, tables, sources, "run-1", "local", now)
-        store.manifests.write(layout.deployed(name), record.to_yaml().encode())
+        sources = (SourceTable(table="`demo`.`events`", connector="filesystem"),) if event_time else ()
+        record = DeploymentRecord(
+            manifest=manifest, tables=tables, sources=sources, run_id="run-1", target="local", deployed_at=now
+        )
+        store.manifests.write(layout.deployed(name), record.encode())
         began = now - timedelta(seconds=30)
         progress = BatchProgress(
             batch=4,

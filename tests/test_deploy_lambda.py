@@ -208,8 +208,10 @@ def test_session_mode_manifests_are_validated_but_left_to_the_session(aws):
     for name, target in (("high-value", "session"), ("other", "yarn")):
         meta = Meta(query_id="q", query_version=1, query_create_timestamp=datetime(2026, 11, 21, tzinfo=UTC))
         manifest = Manifest(name=name, target_table="`demo`.`out`", sql="SELECT 1", meta=meta)
-        record = DeploymentRecord(manifest, (), (), "run-1", target, datetime(2026, 11, 21, tzinfo=UTC))
-        s3.put_object(Bucket=BUCKET, Key=f"deployed/{name}.yaml", Body=record.to_yaml().encode())
+        record = DeploymentRecord(
+            manifest=manifest, run_id="run-1", target=target, deployed_at=datetime(2026, 11, 21, tzinfo=UTC)
+        )
+        s3.put_object(Bucket=BUCKET, Key=f"deployed/{name}.yaml", Body=record.encode())
         marker = s3.delete_object(Bucket=BUCKET, Key=f"manifests/{name}.yaml")["VersionId"]
         deploy_lambda.handler(s3_event(f"manifests/{name}.yaml", marker, created=False), None)
     assert [s["Name"] for s in steps(emr, cluster)][1:] == [f"sql-runner undeploy other ({marker})"]

@@ -511,7 +511,8 @@ def test_the_documented_kafka_table_resolves_on_the_cluster_from_the_teams_param
         boto3.client("ssm").put_parameter(
             Name="/sql-runner-prod-payments/MSK_BOOTSTRAP_SERVERS", Value=brokers, Type="SecureString"
         )
-        values = Values({}, Sources("/sql-runner-prod-payments/", "eu-west-1"))  # a core node: no env
+        # a core node: no env
+        values = Values({}, Sources(parameters_prefix="/sql-runner-prod-payments/", region="eu-west-1"))
         options = kafka.with_platform_defaults(resolved_options(table, values), MSK_IAM_CLIENT)
     reader = kafka.source_options(table, options)
     assert reader["kafka.bootstrap.servers"] == brokers

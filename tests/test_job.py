@@ -50,7 +50,11 @@ def prepare(project: ProjectDir, manifest_name: str, state: Path, **fields) -> t
         state / "dead-letter" / manifest_name,
     )
     return prepared, JobSpec(
-        prepared.manifest, proj.catalog, str(prepared.checkpoint), str(prepared.dead_letter), **fields
+        manifest=prepared.manifest,
+        catalog=proj.catalog,
+        checkpoint=str(prepared.checkpoint),
+        dead_letter=str(prepared.dead_letter),
+        **fields,
     )
 
 
@@ -379,7 +383,10 @@ def test_the_status_shows_the_batch_after_an_idle_spell_and_no_idle_progress(spa
 
     store = LocalBucket(tmp_path / "manifests")
     manifest = Manifest.model_validate({"name": "q", "target-table": "t", "sql": "SELECT 1"})
-    control = JobControl(JobSpec(manifest, Catalog(), "/c", "/d", store={"manifests": store.describe()}))
+    spec = JobSpec(
+        manifest=manifest, catalog=Catalog(), checkpoint="/c", dead_letter="/d", store={"manifests": store.describe()}
+    )
+    control = JobControl(spec)
     control.machine.started()  # its query runs
     session = spark.newSession()
     session.conf.set("spark.sql.streaming.noDataProgressEventInterval", "200ms")

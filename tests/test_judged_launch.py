@@ -20,7 +20,7 @@ from runner.core.catalog import Catalog
 from runner.core.errors import Problem
 from runner.core.manifest import Manifest
 from runner.core.protocol.jobspec import JobSpec, Judging
-from runner.core.protocol.launch import JudgedDiff, JudgedProblem, Verdict
+from runner.core.protocol.launch import Verdict
 from runner.core.querydiff import QueryDiff
 from runner.core.reasons import Reason, codes
 from runner.deploy import submit
@@ -142,16 +142,23 @@ def test_the_launch_documents_round_trip():
         launch_id="abc",
         at="2026-11-26T00:00:00.000+00:00",
         seconds=1.5,
-        problems=[JudgedProblem.of(Problem.of("SQL_ANALYSIS_ERROR", file="m.yaml", field="sql", reason="no x"))],
-        diff=JudgedDiff.of(QueryDiff(True, False, (Reason.of("QUERY_MEANING_CHANGED"),), held_state=True)),
+        problems=[Problem.of("SQL_ANALYSIS_ERROR", file="m.yaml", field="sql", reason="no x")],
+        diff=QueryDiff(
+            changed=True, state_compatible=False, reasons=(Reason.of("QUERY_MEANING_CHANGED"),), held_state=True
+        ),
     )
     read = Verdict.decode(verdict.encode())
-    assert not read.ok and read.problems[0].problem().render() == verdict.problems[0].problem().render()
-    assert read.diff is not None and read.diff.diff() == QueryDiff(
-        True, False, (Reason.of("QUERY_MEANING_CHANGED"),), held_state=True
-    )
+    assert not read.ok and read.problems == verdict.problems and read.problems[0].render().startswith("m.yaml: ")
+    assert read.diff == verdict.diff
     assert Verdict(launch_id="x", at="t", seconds=0, failure="boom").ok is False
     manifest = Manifest.model_validate({"name": "q", "target-table": "`a`.`b`", "sql": "SELECT 1"})
-    spec = JobSpec(manifest, Catalog(()), "/c", "/d", launch_id="abc", judging=Judging("m.yaml", manifest, (), 30))
-    again = JobSpec.from_json(spec.to_json())
+    spec = JobSpec(
+        manifest=manifest,
+        catalog=Catalog(()),
+        checkpoint="/c",
+        dead_letter="/d",
+        launch_id="abc",
+        judging=Judging(file="m.yaml", deployed=manifest, wait=30),
+    )
+    again = JobSpec.decode(spec.encode(line=True))
     assert again.judging == spec.judging and again.label == "q"

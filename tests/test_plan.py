@@ -9,14 +9,14 @@ import pytest
 from runner.core.manifest import Manifest, Meta
 from runner.core.querydiff import QueryDiff
 from runner.core.reasons import Reason, codes
-from runner.core.starts import Source
+from runner.core.starts import SourceTable
 from runner.core.stateref import StateRef
-from runner.deploy.plan import Deployed, Desired, Observed, plan, plan_one
+from runner.deploy.plan import Deployed, DesiredQuery, Observed, plan, plan_one
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
-KAFKA = Source("`kafka`.`tx`", "kafka")
-FILES = Source("`demo`.`tx`", "filesystem")
-GEN = Source("`demo`.`gen`", "datagen")
+KAFKA = SourceTable(table="`kafka`.`tx`", connector="kafka")
+FILES = SourceTable(table="`demo`.`tx`", connector="filesystem")
+GEN = SourceTable(table="`demo`.`gen`", connector="datagen")
 
 
 def manifest(**changes) -> Manifest:
@@ -29,8 +29,8 @@ def deployed(version: int = 1, removed: bool = False, sources=(KAFKA,), **change
     return Deployed(manifest(**changes).model_copy(update={"meta": meta}), tuple(sources), removed)
 
 
-def desired(diff: QueryDiff | None = None, sources=(KAFKA,), **changes) -> Desired:
-    return Desired(manifest(**changes), tuple(sources), diff)
+def desired(diff: QueryDiff | None = None, sources=(KAFKA,), **changes) -> DesiredQuery:
+    return DesiredQuery(manifest(**changes), tuple(sources), diff)
 
 
 SAME = QueryDiff(changed=False, state_compatible=True)
@@ -41,9 +41,12 @@ CHANGED_AGGREGATION = Reason.of(
 INCOMPATIBLE = QueryDiff(changed=True, state_compatible=False, reasons=(CHANGED_AGGREGATION,))
 RUNNING = Observed(running=True, running_version=1, ever_ran=True)
 SAVEPOINT = StateRef(
-    "savepoint", 1, "savepoints/job/1/savepoint-20260101T000500Z-aaaaaa/", datetime(2026, 1, 1, 0, 5, tzinfo=UTC)
+    kind="savepoint",
+    version=1,
+    key="savepoints/job/1/savepoint-20260101T000500Z-aaaaaa/",
+    created=datetime(2026, 1, 1, 0, 5, tzinfo=UTC),
 )
-CHECKPOINT = StateRef("checkpoint", 1, "checkpoints/job/1/run-20260101T000000Z-bbbbbb/", T0)
+CHECKPOINT = StateRef(kind="checkpoint", version=1, key="checkpoints/job/1/run-20260101T000000Z-bbbbbb/", created=T0)
 
 
 def test_new_job_starts_clean_at_version_1():
@@ -66,7 +69,7 @@ def test_layout_only_edit_is_no_change_and_says_why():
 def test_running_config_change_stops_with_savepoint_and_restores_it():
     action = plan_one("job", desired(SAME, description="new words"), deployed(), RUNNING)
     assert (action.kind, action.stop, action.version) == ("restore", True, 1)
-    assert action.restore_from == StateRef("stop-savepoint", 1)
+    assert action.restore_from == StateRef(kind="stop-savepoint", version=1)
     assert Reason.of("CONFIG_CHANGED", fields=["description"]) in action.reasons
 
 
@@ -80,7 +83,7 @@ def test_running_incompatible_change_starts_next_version_continuing_each_source(
     sources = (KAFKA, FILES, GEN)
     action = plan_one("job", desired(INCOMPATIBLE, sources=sources), deployed(sources=sources), RUNNING)
     assert (action.kind, action.stop, action.version) == ("start", True, 2)
-    assert action.continue_from == StateRef("stop-savepoint", 1)
+    assert action.continue_from == StateRef(kind="stop-savepoint", version=1)
     hows = {s.table: s.how for s in action.sources}
     assert hows == {KAFKA.table: "continue", FILES.table: "continue", GEN.table: "generated"}
     details = {s.table: s.detail for s in action.sources}
@@ -113,7 +116,7 @@ def test_reprocess_policy_reads_from_the_startup_position():
 
 
 def test_a_changed_changelog_query_reads_its_tables_again_rather_than_continue():
-    changelog = (Source("`users`", "kafka", changelog=True),)
+    changelog = (SourceTable(table="`users`", connector="kafka", changelog=True),)
     rebuilt = QueryDiff(changed=True, state_compatible=False, reasons=(Reason.of("CHANGELOG_QUERY_CHANGED"),))
     action = plan_one("job", desired(rebuilt, sources=changelog), deployed(sources=changelog), RUNNING)
     assert action.kind == "start" and action.version == 2 and action.continue_from is None
@@ -138,7 +141,10 @@ def test_not_running_incompatible_change_continues_from_the_latest_state():
 
 def test_not_running_config_change_restores_the_latest_state():
     newer_run = StateRef(
-        "checkpoint", 1, "checkpoints/job/1/run-20260101T001000Z-cccccc/", datetime(2026, 1, 1, 0, 10, tzinfo=UTC)
+        kind="checkpoint",
+        version=1,
+        key="checkpoints/job/1/run-20260101T001000Z-cccccc/",
+        created=datetime(2026, 1, 1, 0, 10, tzinfo=UTC),
     )
     observed = Observed(savepoints=(SAVEPOINT,), checkpoints=(CHECKPOINT, newer_run), ever_ran=True)
     action = plan_one("job", desired(SAME, **{"trigger-interval": "1 minute"}), deployed(), observed)
@@ -158,7 +164,7 @@ def test_not_running_without_any_state_after_running_is_an_error():
 
 
 def test_a_version_that_never_started_is_started_as_planned():
-    previous = StateRef("savepoint", 1, "savepoints/job/1/savepoint-x/")
+    previous = StateRef(kind="savepoint", version=1, key="savepoints/job/1/savepoint-x/")
     record = Deployed(deployed(version=2).manifest, (KAFKA,), continued_from=previous)
     action = plan_one("job", desired(SAME), record, Observed(ever_ran=False))
     assert (action.kind, action.version, action.continue_from) == ("start", 2, previous)

@@ -64,9 +64,9 @@ def test_an_unregistered_code_is_refused_at_once():
 def test_a_reason_is_rendered_once_and_carried_as_code_and_parameters():
     reason = Reason.of("CONFIG_CHANGED", fields=["description", "mode"])
     assert reason.render() == "configuration changed: description, mode"
-    carried = reason.to_dict()
+    carried = reason.model_dump(mode="json", by_alias=True)
     assert carried == {"code": "CONFIG_CHANGED", "params": {"fields": ["description", "mode"]}, "text": reason.render()}
-    assert Reason.from_dict(carried) == reason
+    assert Reason.model_validate(carried) == reason
 
 
 def test_history_written_before_reasons_had_codes_still_reads_as_the_text_it_recorded():

@@ -212,7 +212,14 @@ def test_what_the_machine_says_is_what_the_status_says_in_either_mode(tmp_path: 
 
     store = LocalBucket(tmp_path / "manifests")
     manifest = Manifest.model_validate({"name": "q", "target-table": "t", "sql": "SELECT 1"})
-    spec = JobSpec(manifest, Catalog(), "/c", "/d", store={"manifests": store.describe()}, run_id="run-1")
+    spec = JobSpec(
+        manifest=manifest,
+        catalog=Catalog(),
+        checkpoint="/c",
+        dead_letter="/d",
+        store={"manifests": store.describe()},
+        run_id="run-1",
+    )
 
     def said() -> dict:
         return json.loads((tmp_path / "manifests" / "status" / "q.json").read_text())

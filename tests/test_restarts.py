@@ -184,7 +184,8 @@ def test_a_session_query_follows_its_own_restart_strategy_and_others_the_session
     def machine(strategy: dict | None) -> RestartMachine:
         fields = {"name": "q", "target-table": "t", "sql": "SELECT 1"}
         manifest = Manifest.model_validate({**fields, **({"restart-strategy": strategy} if strategy else {})})
-        restarts = host.restart_machine(JobSpec(manifest, Catalog(), "/c", "/d", run_id="run-1"))
+        spec = JobSpec(manifest=manifest, catalog=Catalog(), checkpoint="/c", dead_letter="/d", run_id="run-1")
+        restarts = host.restart_machine(spec)
         restarts.started()
         return restarts
 

@@ -59,7 +59,7 @@ def aws(monkeypatch, tmp_path):
 
 
 def test_each_kind_of_placeholder_resolves_from_its_source(aws):
-    values = Values({"HOME_DIR": "/home/x"}, Sources(PREFIX, REGION))
+    values = Values({"HOME_DIR": "/home/x"}, Sources(parameters_prefix=PREFIX, region=REGION))
     text = (
         "${HOME_DIR}|${DB_USER}|${ssm:/sql-runner/test/payments/DB_USER}|${secret:sql-runner/test/payments/api#token}"
     )
@@ -68,7 +68,7 @@ def test_each_kind_of_placeholder_resolves_from_its_source(aws):
     assert resolve("$${DB_USER} stays", values) == "${DB_USER} stays"
     # without a parameters prefix, a ${NAME} is the environment's only
     with pytest.raises(UserError) as caught:
-        resolve("${DB_USER}", Values({}, Sources(None, REGION)))
+        resolve("${DB_USER}", Values({}, Sources(region=REGION)))
     assert caught.value.codes == ["UNRESOLVED_PLACEHOLDER"]
 
 
@@ -83,7 +83,7 @@ def test_each_kind_of_placeholder_resolves_from_its_source(aws):
 )
 def test_what_cannot_be_resolved_is_named_and_its_value_never_shown(aws, text, code):
     with pytest.raises(UserError) as caught:
-        resolve(text, Values({}, Sources(PREFIX, REGION)), field="sparkProperties.x")
+        resolve(text, Values({}, Sources(parameters_prefix=PREFIX, region=REGION)), field="sparkProperties.x")
     assert caught.value.codes == [code]
     message = caught.value.problems[0].render()
     assert text[2:-1] in message and "not json" not in message and TOKEN not in message
@@ -97,7 +97,7 @@ def test_without_credentials_the_lookup_fails_with_its_reason(monkeypatch, tmp_p
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     with pytest.raises(UserError) as caught:
-        resolve("${ssm:/sql-runner/x}", Values({}, Sources(None, REGION)))
+        resolve("${ssm:/sql-runner/x}", Values({}, Sources(region=REGION)))
     assert caught.value.codes == ["PLACEHOLDER_LOOKUP_FAILED"] and "NoCredentialsError" in str(caught.value)
 
 

@@ -532,7 +532,14 @@ def test_a_query_publishes_every_batch_even_several_between_two_looks(tmp_path: 
 
     store = LocalBucket(tmp_path / "manifests")
     manifest = Manifest.model_validate({"name": "q", "target-table": "t", "sql": "SELECT 1"})
-    spec = JobSpec(manifest, Catalog(), "/c", "/d", store={"manifests": store.describe()}, run_id="run-1")
+    spec = JobSpec(
+        manifest=manifest,
+        catalog=Catalog(),
+        checkpoint="/c",
+        dead_letter="/d",
+        store={"manifests": store.describe()},
+        run_id="run-1",
+    )
     control = JobControl(spec)
     control.machine.started()  # its queries run
     query = FakeQuery()

@@ -17,12 +17,13 @@ import pytest
 from jobs import runtime
 from runner.authoring.project import load_project
 from runner.core.errors import UserError
+from runner.core.identity import JobIdentity
 from runner.core.manifest import Meta
 from runner.core.protocol.jobspec import JobSpec
 from runner.core.protocol.session_config import Protection
 from runner.core.protocol.status import JobState
 from runner.session.host import QueryHost
-from runner.targets.base import JobIdentity, Launch
+from runner.targets.base import Launch
 from tests.clihelpers import START, wait_for
 from tests.conftest import METADATA_DDL, ProjectDir
 
@@ -61,12 +62,17 @@ def test_a_build_that_outlives_its_timeout_never_leaves_its_queries_running(
     manifest = proj.load_manifest(project.root / "manifests" / "slow.yaml")
     meta = Meta(query_id=str(uuid.uuid4()), query_version=1, query_create_timestamp=START)
     manifest = manifest.model_copy(update={"meta": meta})
-    spec = JobSpec(manifest, proj.catalog, str(tmp_path / "checkpoint"), str(tmp_path / "dead-letter"))
+    spec = JobSpec(
+        manifest=manifest,
+        catalog=proj.catalog,
+        checkpoint=str(tmp_path / "checkpoint"),
+        dead_letter=str(tmp_path / "dead-letter"),
+    )
     host = QueryHost(spark, "run-late", Protection(build_timeout=2.0))
     with caplog.at_level(logging.INFO, logger="runner.session.host"):
         began = time.monotonic()
         with pytest.raises(UserError) as refused:
-            host.submit(Launch(JobIdentity("local", "slow", 1, "run-1"), spec))
+            host.submit(Launch(JobIdentity(team="local", name="slow", version=1, run_id="run-1"), spec))
         assert refused.value.problems[0].code == "SESSION_QUERY_BUILD_TIMEOUT" and time.monotonic() - began < 5
         assert host.hosted["slow"].state == JobState.FAILED  # parked: building it again would take as long
         wait_for(done.exists, "the slow build to finish after its timeout", 60)

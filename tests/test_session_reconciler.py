@@ -22,7 +22,7 @@ from runner.core.protocol.history import read_history
 from runner.core.protocol.session import read_held
 from runner.core.querydiff import QueryDiff
 from runner.core.reasons import Reason, codes
-from runner.core.starts import Source
+from runner.core.starts import SourceTable
 from runner.deploy.deployer import Deployer
 from runner.deploy.inputs import Prepared
 from runner.deploy.settings import Settings
@@ -60,7 +60,7 @@ def prepare_without_spark(store):
             changed = record.manifest.sql != manifest.sql
             reasons = (Reason.of("QUERY_MEANING_CHANGED"),) if changed else ()
             diff = QueryDiff(changed=changed, state_compatible=not changed, reasons=reasons)
-        sources = (Source("`demo`.`in`", "filesystem"),)
+        sources = (SourceTable(table="`demo`.`in`", connector="filesystem"),)
         return Prepared(manifest, project.display(path), project.catalog.tables, sources, diff)
 
     return prepare

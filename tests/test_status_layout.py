@@ -160,8 +160,8 @@ def state(tmp_path: Path) -> Path:
                 "meta": {"query-id": name, "query-version": 3, "query-create-timestamp": now.isoformat()},
             }
         )
-        record = DeploymentRecord(manifest, (), (), "run-1", "local", now)
-        manifests.write(layout.deployed(name), record.to_yaml().encode())
+        record = DeploymentRecord(manifest=manifest, run_id="run-1", target="local", deployed_at=now)
+        manifests.write(layout.deployed(name), record.encode())
     progress = BatchProgress(batch=7, timestamp=(now - timedelta(seconds=5)).isoformat(), input_rows_per_second=12.5)
     failed = JobStatus(
         name="orders-enriched-with-customers",

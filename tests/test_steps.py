@@ -18,11 +18,13 @@ import yaml
 
 from runner.core import layout
 from runner.core.errors import UserError
+from runner.core.identity import JobIdentity
 from runner.core.manifest import Manifest, Meta
 from runner.core.protocol.deployed import DeploymentRecord
+from runner.core.protocol.document import SCHEMA
 from runner.core.protocol.history import Outcome
 from runner.core.reasons import Reason
-from runner.core.starts import Source
+from runner.core.starts import SourceTable
 from runner.core.stateref import StateRef
 from runner.deploy.executor import Executor
 from runner.deploy.inputs import Decision, Prepared
@@ -43,11 +45,12 @@ from runner.deploy.steps import (
 )
 from runner.state import records
 from runner.state.store import open_store
-from runner.targets.base import JobIdentity, Launch, RunningJob
+from runner.targets.base import Launch, RunningJob
 from runner.targets.modes import Targets
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
-STOP_SAVEPOINT = StateRef("stop-savepoint", 1)
+IN = SourceTable(table="`demo`.`in`", connector="filesystem")
+STOP_SAVEPOINT = StateRef(kind="stop-savepoint", version=1)
 
 
 def test_each_action_kind_has_its_steps_in_a_safe_order():
@@ -59,7 +62,7 @@ def test_each_action_kind_has_its_steps_in_a_safe_order():
         StartJob(),
         ApplyRetention(),
     )
-    checkpoint = StateRef("checkpoint", 1, "checkpoints/j/1/run-x/")
+    checkpoint = StateRef(kind="checkpoint", version=1, key="checkpoints/j/1/run-x/")
     resume = Action("j", "restore", (), version=1, restore_from=checkpoint)
     assert steps(resume) == (ResumeCheckpoint(checkpoint), WriteRecord(), StartJob(), ApplyRetention())
     new_version = Action("j", "start", (), version=2, stop=True, continue_from=STOP_SAVEPOINT)
@@ -132,14 +135,14 @@ def world(tmp_path: Path):
 def deployed_running(store, target) -> tuple[DeploymentRecord, RunningJob, str]:
     """v1 deployed and running, with a checkpoint that committed batches 0 and 1."""
     record = DeploymentRecord(
-        manifest(version=1), (), (Source("`demo`.`in`", "filesystem"),), "run-a", "recording", NOW
+        manifest=manifest(version=1), sources=(IN,), run_id="run-a", target="recording", deployed_at=NOW
     )
-    blob_etag = store.manifests.write(layout.deployed("job"), record.to_yaml().encode())
+    blob_etag = store.manifests.write(layout.deployed("job"), record.encode())
     checkpoint = layout.checkpoint("job", 1, "run-a")
     for batch in (0, 1):
         store.checkpoints.write(f"{checkpoint}commits/{batch}", b"v1\n{}")
         store.checkpoints.write(f"{checkpoint}offsets/{batch}", b"v1\n{}")
-    job = RunningJob(JobIdentity("team", "job", 1, "run-a"), "recording", "job-0")
+    job = RunningJob(JobIdentity(team="team", name="job", version=1, run_id="run-a"), "recording", "job-0")
     target.running["job"] = job
     return record, job, blob_etag
 
@@ -177,7 +180,7 @@ def test_a_state_compatible_change_stops_snapshots_restores_and_starts_in_that_o
 def test_a_record_changed_since_the_decision_stops_the_carry_out_before_anything_starts(world):
     store, target, executor = world
     record, job, etag = deployed_running(store, target)
-    store.manifests.write(layout.deployed("job"), record.to_yaml().encode() + b"# another runner\n")
+    store.manifests.write(layout.deployed("job"), record.encode() + b"# another runner\n")
     action = Action(
         "job", "start", (Reason.of("QUERY_MEANING_CHANGED"),), version=2, stop=True, continue_from=STOP_SAVEPOINT
     )
@@ -213,8 +216,8 @@ def test_deploying_one_mode_leaves_the_other_modes_jobs_alone(world):
         ("gone-hosted", "session"),
     ):
         kept = manifest(version=1).model_copy(update={"name": name})
-        record = DeploymentRecord(kept, (), (Source("`demo`.`in`", "filesystem"),), "run-a", on, NOW)
-        store.manifests.write(layout.deployed(name), record.to_yaml().encode())
+        record = DeploymentRecord(manifest=kept, sources=(IN,), run_id="run-a", target=on, deployed_at=NOW)
+        store.manifests.write(layout.deployed(name), record.encode())
     deployer = Deployer(None, executor.settings)
     app = Prepared(manifest().model_copy(update={"name": "app"}), "manifests/app.yaml", (), (), None)
     decided = deployer.decide_all({"app": app}, whole_project=True, mode="application", other_mode={"moved", "hosted"})
@@ -226,18 +229,24 @@ def test_deploying_one_mode_leaves_the_other_modes_jobs_alone(world):
 
 def test_a_deployed_record_reads_back_the_same_whether_written_now_or_as_block_yaml_by_an_earlier_runner():
     record = DeploymentRecord(
-        manifest(version=2),
-        (),
-        (Source("`demo`.`in`", "filesystem"),),
-        "run-b",
-        "local",
-        NOW,
-        continued_from=StateRef("savepoint", 1, "savepoints/job/1/savepoint-x/", NOW),
+        manifest=manifest(version=2),
+        sources=(IN,),
+        run_id="run-b",
+        target="local",
+        deployed_at=NOW,
+        continued_from=StateRef(kind="savepoint", version=1, key="savepoints/job/1/savepoint-x/", created=NOW),
     )
-    written = record.to_yaml()
+    written = record.encode().decode()
     assert yaml.safe_load(written) == json.loads(written)  # any YAML reader reads what is written
-    assert DeploymentRecord.from_yaml(written) == record
+    assert json.loads(written)["deployment"]["run-id"] == "run-b" and json.loads(written)["name"] == "job"
+
+    def read(text: str) -> DeploymentRecord:
+        found = DeploymentRecord.decode(text)
+        assert found.schema_version == SCHEMA
+        return found.model_copy(update={"schema_version": 0})
+
+    assert read(written) == record
     block = yaml.safe_dump(json.loads(written), sort_keys=False)  # the form records had before
     assert not block.lstrip().startswith("{")
-    assert DeploymentRecord.from_yaml(block) == record
-    assert DeploymentRecord.from_yaml(block + "# edited by hand\n") == record
+    assert read(block) == record
+    assert read(block + "# edited by hand\n") == record

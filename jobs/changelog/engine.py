@@ -148,7 +148,7 @@ class ChangelogQuery:
         )
         difference = keyed_difference(before, result, self.key) if self.key else multiset_difference(before, result)
         written = self.sink.write(difference, batch_id, replace=previous is None)
-        version = Version(batch_id, tables, self.store.folder(batch_id, "result"), keys)
+        version = Version(batch=batch_id, tables=tables, result=self.store.folder(batch_id, "result"), keys=keys)
         self.store.commit(version)
         return BatchOutcome(
             changes,

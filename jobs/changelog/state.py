@@ -17,37 +17,25 @@ once a newer version is written.
 
 from __future__ import annotations
 
-import json
 import re
-from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from jobs.filesink import HadoopFiles
+from runner.core.protocol.document import Document
 
 VERSION_FILE = re.compile(r"^v(\d+)\.json$")
 
 
-@dataclass(frozen=True)
-class Version:
-    """What micro-batch ``batch`` left: folder of each source's rows and of the result, keys per source."""
+class Version(Document):
+    """What micro-batch ``batch`` left: folder of each source's rows and of the result, keys per source. A
+    savepoint carries it to a later run, of this release or a later one."""
 
     batch: int
     tables: dict[str, str]  # source index -> folder (relative to the state root)
     result: str
-    keys: dict[str, int] = field(default_factory=dict)
-
-    def to_json(self) -> str:
-        return json.dumps(
-            {"schema": 1, "batch": self.batch, "tables": self.tables, "result": self.result, "keys": self.keys},
-            sort_keys=True,
-        )
-
-    @staticmethod
-    def from_json(text: str) -> Version:
-        data = json.loads(text)
-        return Version(int(data["batch"]), dict(data["tables"]), data["result"], dict(data.get("keys", {})))
+    keys: dict[str, int] = {}
 
 
 class StateStore:
@@ -68,7 +56,7 @@ class StateStore:
         if not earlier:
             return None
         text = self.files.read_text(f"{self.root}/v{earlier[-1]}.json")
-        return Version.from_json(text) if text is not None else None
+        return Version.decode(text) if text is not None else None
 
     def folder(self, batch_id: int, part: str) -> str:
         """Where micro-batch ``batch_id`` writes ``part`` (``t<i>`` or ``result``), relative to the root."""
@@ -88,14 +76,14 @@ class StateStore:
 
     def commit(self, version: Version) -> None:
         """Record ``version``, then remove the folders neither it nor the version before it uses."""
-        self.files.create(f"{self.root}/v{version.batch}.json", version.to_json(), overwrite=True)
+        self.files.create(f"{self.root}/v{version.batch}.json", version.encode().decode(), overwrite=True)
         versions = self._versions()
         keep = [b for b in versions if b <= version.batch][-2:]
         used: set[str] = set()
         for batch in keep:
             text = self.files.read_text(f"{self.root}/v{batch}.json")
             if text is not None:
-                kept = Version.from_json(text)
+                kept = Version.decode(text)
                 used.update(p.split("/")[0] for p in (*kept.tables.values(), kept.result))
         for batch in versions:
             if batch < keep[0]:

@@ -38,9 +38,6 @@ from runner.core.placeholders import Values  # noqa: E402
 from runner.core.protocol.document import now  # noqa: E402
 from runner.core.protocol.jobspec import JobSpec  # noqa: E402
 from runner.core.protocol.launch import (  # noqa: E402
-    JudgedDiff,
-    JudgedProblem,
-    JudgedSource,
     Release,
     Verdict,
     clear_launch,
@@ -56,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="runner/analysis/driver.py", description=__doc__)
     parser.add_argument("--spec-uri", required=True, help="where the launch's spec JSON is (a local path or s3://)")
     args = parser.parse_args(argv)
-    spec = JobSpec.from_json(read_uri(args.spec_uri).decode("utf-8"))
+    spec = JobSpec.decode(read_uri(args.spec_uri))
     assert spec.judging is not None and spec.store is not None, "a judging launch's spec says what to judge"
     logs.configure(spec.label)
     quiet_python_logs()
@@ -65,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         spark = entry.session(spec, values)
     except UserError as error:
-        _say(bucket, spec, Verdict(launch_id=spec.launch_id, at=now(), seconds=0.0, problems=_problems(error)))
+        _say(bucket, spec, Verdict(launch_id=spec.launch_id, at=now(), seconds=0.0, problems=tuple(error.problems)))
         return 2
     try:
         verdict = _judge(spark, spec, values)
@@ -86,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         log.error(f"released, but its spec {release.spec_key} is not there: not started")
         spark.stop()
         return 1
-    final = JobSpec.from_json(written.text)
+    final = JobSpec.decode(written.text)
     clear_launch(bucket, spec.manifest.name, spec.launch_id)
     logs.configure(final.label)
     return entry.run(spark, final, values)
@@ -109,7 +106,7 @@ def _judge(spark, spec: JobSpec, values: Values) -> Verdict:
             deployed_tables=judging.deployed_tables,
         )
     except UserError as error:
-        return Verdict(launch_id=spec.launch_id, at=now(), seconds=_since(began), problems=_problems(error))
+        return Verdict(launch_id=spec.launch_id, at=now(), seconds=_since(began), problems=tuple(error.problems))
     except Exception as error:  # noqa: BLE001 - the analysis itself failed: the runner reports it
         log.error(f"judging failed: {type(error).__name__}: {error}")
         return Verdict(
@@ -119,15 +116,15 @@ def _judge(spark, spec: JobSpec, values: Values) -> Verdict:
         launch_id=spec.launch_id,
         at=now(),
         seconds=_since(began),
-        tables=[t.to_dict() for t in judged.tables],
-        sources=[JudgedSource(table=s.table, connector=s.connector, changelog=s.changelog) for s in judged.sources],
-        diff=JudgedDiff.of(judged.diff) if judged.diff is not None else None,
+        tables=judged.tables,
+        sources=judged.sources,
+        diff=judged.diff,
     )
 
 
 def _say(bucket: Bucket, spec: JobSpec, verdict: Verdict) -> None:
     for problem in verdict.problems:
-        log.error(problem.problem().render())
+        log.error(problem.render())
     write_verdict(bucket, spec.manifest.name, verdict)
     if verdict.ok:
         log.info(f"judged in {verdict.seconds:.1f} s; waiting for the runner's decision")
@@ -136,7 +133,7 @@ def _say(bucket: Bucket, spec: JobSpec, verdict: Verdict) -> None:
 def _wait(bucket: Bucket, spec: JobSpec) -> Release | None:
     """The runner's answer, or None after the spec's wait."""
     assert spec.judging is not None
-    every = 0.05 if bucket.describe()["kind"] == "local" else 0.25
+    every = 0.05 if bucket.describe().kind == "local" else 0.25
     found = poll(
         lambda: read_release(bucket, spec.manifest.name, spec.launch_id),
         deadline=time.monotonic() + spec.judging.wait,
@@ -144,10 +141,6 @@ def _wait(bucket: Bucket, spec: JobSpec) -> Release | None:
         alive=lambda: True,
     )
     return found if isinstance(found, Release) else None
-
-
-def _problems(error: UserError) -> list[JudgedProblem]:
-    return [JudgedProblem.of(p) for p in error.problems]
 
 
 def _since(began: float) -> float:

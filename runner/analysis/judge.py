@@ -19,7 +19,7 @@ from runner.analysis.validate import analyse
 from runner.core.catalog import Catalog
 from runner.core.manifest import Manifest
 from runner.core.querydiff import QueryDiff, same_query, same_text
-from runner.core.starts import Source
+from runner.core.starts import SourceTable
 from runner.core.tables import TableDef
 
 
@@ -28,7 +28,7 @@ class Judged:
     """A desired manifest that Spark found deployable."""
 
     tables: tuple[TableDef, ...]  # every table read or written
-    sources: tuple[Source, ...]  # the tables read as streams
+    sources: tuple[SourceTable, ...]  # the tables read as streams
     diff: QueryDiff | None  # against the deployed query; None when nothing is deployed
 
 
@@ -50,7 +50,9 @@ def judge(
     before = _deployed_build(spark, deployed, deployed_tables, manifest, env)
     analysed = analyse(spark, manifest, catalog, env, file=file, reuse=before.query if before is not None else None)
     tables = analysed.tables
-    sources = tuple(Source(t.name, t.connector, bool(t.changelog)) for t in analysed.reads)
+    sources = tuple(
+        SourceTable(table=t.name, connector=t.connector, changelog=bool(t.changelog)) for t in analysed.reads
+    )
     diff = None
     if deployed is not None:
         if same_text(deployed, deployed_tables, manifest, tables):

@@ -146,7 +146,7 @@ def _parse_column(stream: TokenStream, text: str) -> Column:
     if stream.accept_word("AS"):
         expression = _expression_until_comma(stream, text, "a computed column expression")
         comment = _optional_comment(stream)
-        return Column(name_tok.text, None, True, expression=expression, comment=comment)
+        return Column(name=name_tok.text, expression=expression, comment=comment)
     dtype = parse_type(stream)
     nullable = True
     if stream.peek.is_word("METADATA"):
@@ -157,7 +157,7 @@ def _parse_column(stream: TokenStream, text: str) -> Column:
     elif stream.accept_word("NULL"):
         nullable = True
     comment = _optional_comment(stream)
-    return Column(name_tok.text, dtype, nullable, comment=comment)
+    return Column(name=name_tok.text, type=dtype, nullable=nullable, comment=comment)
 
 
 def _optional_comment(stream: TokenStream) -> str | None:
@@ -214,7 +214,7 @@ def _parse_watermark(stream: TokenStream, text: str) -> Watermark:
             reason=f"watermark expression {expression!r} is not supported",
             hint=f"write WATERMARK FOR {column} AS {column} - INTERVAL '5' SECOND (or AS {column} for no delay)",
         )
-    return Watermark(column, delay)
+    return Watermark(column=column, delay=delay)
 
 
 _WM_RE = re.compile(

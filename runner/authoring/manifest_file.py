@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import difflib
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -112,7 +111,7 @@ def _validate(data: dict[str, Any], file: str | None, doc: yamlfile.YamlDocument
     except ValidationError as error:
         problems = [_problem(err, file, doc) for err in error.errors()]
         if in_template:
-            problems = [replace(p, code=_TEMPLATE_CODES.get(p.code, p.code)) for p in problems]
+            problems = [p.model_copy(update={"code": _TEMPLATE_CODES.get(p.code, p.code)}) for p in problems]
         raise UserError(problems) from None
 
 

@@ -127,4 +127,4 @@ def _resolve_paths(table: TableDef, root: Path) -> TableDef:
         return table
     if os.path.isabs(path):
         return table
-    return replace(table, options={**table.options, "path": str((root / path).resolve())})
+    return table.model_copy(update={"options": {**table.options, "path": str((root / path).resolve())}})

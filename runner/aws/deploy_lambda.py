@@ -227,7 +227,7 @@ class Handler:
         blob = self.bucket.read(layout.deployed(name))
         if blob is None:
             return False
-        return DeploymentRecord.from_yaml(blob.text).target == layout.SESSION_TARGET
+        return DeploymentRecord.decode(blob.text).target == layout.SESSION_TARGET
 
     def _template(self) -> dict[str, Any]:
         blob = self.bucket.read(TEMPLATE_KEY)

@@ -33,7 +33,7 @@ def validate(
     PATHS: manifests (.yaml) and DDL files (.sql); default: the whole project."""
     from runner.analysis.validate import validate_paths
 
-    values = Values(dict(os.environ), Sources(parameters_prefix or None, aws_region or None))
+    values = Values(dict(os.environ), Sources(parameters_prefix=parameters_prefix, region=aws_region))
     checked = validate_paths(list(paths), project, values)
     for item in checked:
         reads = ", ".join(t.name for t in item.analysed.reads) or "no tables"
@@ -76,9 +76,9 @@ def preview(manifest: Path | None, sql: str | None, limit: int, timeout: float, 
         ctx = Context(project=found.root, **settings)
         request = PreviewRequest(
             sql=sql,
-            manifest=loaded.to_dict() if loaded is not None else None,
+            manifest=loaded,
             file=found.display(manifest) if manifest is not None else None,
-            tables=[t.to_dict() for t in found.catalog.tables],
+            tables=found.catalog.tables,
             limit=limit,
             timeout=timeout,
         )

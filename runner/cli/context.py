@@ -12,6 +12,7 @@ from runner.authoring.project import Project, find_root, load_project
 from runner.core import layout
 from runner.core.errors import UserError
 from runner.core.placeholders import Sources
+from runner.core.protocol.session_config import Application
 from runner.deploy.deployer import Deployer, Settings
 from runner.state.desired import copy_desired
 from runner.state.store import Store, open_store
@@ -72,13 +73,13 @@ class Context:
         )
         self.team = team
         # Where application-mode jobs run (and the session application itself), as the session is told.
-        self.application_settings = {
-            "kind": target,
-            "master": master,
-            "master-web-ui": master_web_ui,
-            "resource-manager": resource_manager,
-            "log-dir": str(self.state_root / "logs"),
-        }
+        self.application_settings = Application(
+            kind=target,
+            master=master,
+            master_web_ui=master_web_ui,
+            resource_manager=resource_manager,
+            log_dir=str(self.state_root / "logs"),
+        )
         self.target: Target = open_target(
             target,
             records=self.store.manifests,
@@ -93,7 +94,7 @@ class Context:
         self.spark_submit = spark_submit
         self.project_dir = project
         self.from_store = from_store
-        self.placeholders = Sources(parameters_prefix or None, aws_region or None)
+        self.placeholders = Sources(parameters_prefix=parameters_prefix, region=aws_region)
         self.pinned: tuple[str, str] | None = None  # (key, S3 version id) of one manifest to deploy exactly
         self._project: Project | None = None
         self._tmp: tempfile.TemporaryDirectory | None = None

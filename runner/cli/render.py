@@ -27,17 +27,9 @@ def plan_table(decisions: list[Decision]) -> Table:
 
 
 def plan_json(decision: Decision) -> str:
-    action = decision.action
-    return json.dumps(
-        {
-            "name": decision.name,
-            "decision": action.kind,
-            "summary": action.summary,
-            "version": action.version,
-            "reasons": [reason.to_dict() for reason in action.reasons],
-            "sources": [{"table": s.table, "how": s.how, "detail": s.detail} for s in action.sources],
-        }
-    )
+    """One line of ``plan --json``: the planned action (name, decision, summary, version, reasons with their
+    codes, parameters and text, and how each source starts), spaced as ``json.dumps`` spaces it."""
+    return json.dumps(decision.action.planned().model_dump(mode="json", by_alias=True))
 
 
 def outcome(result: Outcome) -> str:

@@ -47,6 +47,7 @@ from runner.core.errors import UserError
 from runner.core.manifest import Manifest
 from runner.core.protocol.console import ConsoleAccess, read_access
 from runner.core.protocol.history import HistoryEntry
+from runner.core.protocol.planned import PlannedAction
 from runner.core.protocol.preview import PreviewRequest
 from runner.deploy.deployer import Deployer
 from runner.deploy.status import observe_job
@@ -88,7 +89,10 @@ class SignInPages:
 
 
 @dataclass
-class Verdict:
+class PlanAnswer:
+    """The plan's verdict on a query's desired manifest, as the console answers it: a planned action, or why
+    there is none (``refused``: its problems; ``error``: the analysis failed)."""
+
     key: str
     answer: dict[str, Any] | None = None  # None while it is computed
 
@@ -121,7 +125,7 @@ class Console:
         self.overview = Overview(store, targets, team, stall or Stall())
         self.previews = PreviewRuns(preview)
         self._access: tuple[float, Any] = (0.0, None)
-        self._verdicts: dict[str, Verdict] = {}
+        self._verdicts: dict[str, PlanAnswer] = {}
         self._verdicts_lock = threading.Lock()
         self._analysis = threading.Lock()  # one Spark analysis at a time (verdicts, validation)
 
@@ -196,34 +200,28 @@ class Console:
         except UserError as error:
             return {"refused": [p.render() for p in error.problems]}
         if found is None:
-            return {"summary": "no desired manifest: a whole-project deploy would remove the query", "kind": "remove"}
-        tables = json.dumps([t.to_dict() for t in project.catalog.tables], sort_keys=True, default=str)
+            summary = "no desired manifest: a whole-project deploy would remove the query"
+            return PlannedAction(name=name, decision="remove", summary=summary).model_dump(mode="json", by_alias=True)
+        tables = json.dumps([t.model_dump(mode="json") for t in project.catalog.tables], sort_keys=True, default=str)
         text = json.dumps(found[1].to_dict(), sort_keys=True, default=str)
         key = hashlib.sha256(f"{text}|{tables}|{record.version}|{record.run_id}".encode()).hexdigest()
         with self._verdicts_lock:
             known = self._verdicts.get(name)
             if known is not None and known.key == key:
                 return known.answer or {"pending": True}
-            verdict = Verdict(key)
+            verdict = PlanAnswer(key)
             self._verdicts[name] = verdict
         threading.Thread(
             target=self._decide, args=(verdict, project, name, found[2]), name="sql-runner-verdict", daemon=True
         ).start()
         return {"pending": True}
 
-    def _decide(self, verdict: Verdict, project: Project, name: str, path: Path) -> None:
+    def _decide(self, verdict: PlanAnswer, project: Project, name: str, path: Path) -> None:
         try:
             with self._analysis:
                 deployer = self.deployer(project, None)
                 decision = deployer.decide(name, deployer.prepare(path))
-            action = decision.action
-            verdict.answer = {
-                "kind": action.kind,
-                "summary": action.summary,
-                "version": action.version,
-                "reasons": [{"code": r.code, "text": r.render()} for r in action.reasons],
-                "sources": [{"table": s.table, "how": s.how, "detail": s.detail} for s in action.sources],
-            }
+            verdict.answer = decision.action.planned().model_dump(mode="json", by_alias=True)
         except UserError as error:
             verdict.answer = {"refused": [p.render() for p in error.problems]}
         except Exception as error:  # noqa: BLE001 - shown on the page
@@ -272,9 +270,9 @@ class Console:
             raise Refused(HTTPStatus.BAD_REQUEST, "'limit' and 'timeout' are numbers") from None
         return PreviewRequest(
             sql=sql,
-            manifest=manifest.to_dict() if manifest is not None else None,
+            manifest=manifest,
             file="(editor)" if manifest is not None else None,
-            tables=[t.to_dict() for t in project.catalog.tables],
+            tables=project.catalog.tables,
             limit=limit,
             timeout=timeout,
         )

@@ -25,9 +25,7 @@ from runner.console.http import Refused
 from runner.core.bounded import TimedOut, within
 from runner.core.catalog import Catalog
 from runner.core.errors import UserError
-from runner.core.manifest import Manifest
 from runner.core.protocol.preview import PreviewChunk, PreviewRequest
-from runner.core.tables import TableDef
 
 MAX_ROWS = 1000
 MAX_SECONDS = 120.0
@@ -67,11 +65,7 @@ def answer(
 ) -> None:
     """Run a (bounded) preview on ``spark``: ``emit`` gets the columns, then each micro-batch's rows, then the
     end. Refused (400, 504) when the query cannot be built."""
-    try:
-        catalog = Catalog(tuple(TableDef.from_dict(t) for t in request.tables))
-        manifest = Manifest.model_validate(request.manifest) if request.manifest is not None else None
-    except (KeyError, TypeError, ValueError) as error:
-        raise Refused(HTTPStatus.BAD_REQUEST, f"the tables or manifest cannot be read: {error}") from None
+    catalog, manifest = Catalog(request.tables), request.manifest
     session = spark.newSession()
 
     def build() -> BuiltQuery:

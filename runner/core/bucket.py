@@ -23,7 +23,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Annotated, Any, Literal, Protocol
+
+from pydantic import Field
+
+from runner.core.part import Part
 
 
 class PreconditionFailed(Exception):
@@ -65,7 +69,7 @@ class Bucket(Protocol):
 
     def uri(self, key: str) -> str: ...
 
-    def describe(self) -> dict[str, str]: ...
+    def describe(self) -> BucketAddress: ...
 
 
 def _etag(data: bytes) -> str:
@@ -190,8 +194,8 @@ class LocalBucket:
     def uri(self, key: str) -> str:
         return str(self._path(key))
 
-    def describe(self) -> dict[str, str]:
-        return {"kind": "local", "path": str(self.root)}
+    def describe(self) -> LocalAddress:
+        return LocalAddress(path=str(self.root))
 
 
 def _replace(path: Path, data: bytes) -> None:
@@ -333,15 +337,34 @@ class S3Bucket:
     def uri(self, key: str) -> str:
         return f"s3://{self.bucket}/{self._key(key)}"
 
-    def describe(self) -> dict[str, str]:
-        return {"kind": "s3", "bucket": self.bucket, "prefix": self.prefix}
+    def describe(self) -> S3Address:
+        return S3Address(bucket=self.bucket, prefix=self.prefix)
 
 
-def bucket_from(description: dict[str, str]) -> Bucket:
-    """The bucket a :meth:`Bucket.describe` result names (how a job finds its store)."""
-    if description["kind"] == "local":
-        return LocalBucket(Path(description["path"]))
-    return S3Bucket(description["bucket"], description.get("prefix", ""))
+class LocalAddress(Part):
+    """A local folder playing a bucket, as a job or the session is told where its store is."""
+
+    kind: Literal["local"] = "local"
+    path: str
+
+
+class S3Address(Part):
+    """An S3 bucket (and a prefix in it), as a job or the session is told where its store is."""
+
+    kind: Literal["s3"] = "s3"
+    bucket: str
+    prefix: str = ""
+
+
+# Where a bucket is (:meth:`Bucket.describe`), told apart by its ``kind``.
+BucketAddress = Annotated[LocalAddress | S3Address, Field(discriminator="kind")]
+
+
+def bucket_from(address: LocalAddress | S3Address) -> Bucket:
+    """The bucket an address names (how a job finds its store)."""
+    if isinstance(address, LocalAddress):
+        return LocalBucket(Path(address.path))
+    return S3Bucket(address.bucket, address.prefix)
 
 
 def read_uri(uri: str) -> bytes:

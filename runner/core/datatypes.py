@@ -10,7 +10,9 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import PlainSerializer, PlainValidator
 
 # Spark's JSON type names whose SQL spelling differs from the JSON one.
 _SQL_NAMES = {"integer": "int", "long": "bigint", "short": "smallint", "byte": "tinyint"}
@@ -156,3 +158,11 @@ def from_json_value(value: Any) -> DataType:
     if kind == "udt":  # a user-defined type is stored as its SQL type
         return from_json_value(value["sqlType"])
     raise ValueError(f"not a Spark type: {value!r}")
+
+
+def _read(value: Any) -> DataType:
+    return value if isinstance(value, DataType) else from_json_value(value)
+
+
+# A column type as a document holds it: Spark's JSON form.
+SparkJson = Annotated[DataType, PlainValidator(_read), PlainSerializer(lambda t: t.json_value(), return_type=Any)]

@@ -10,19 +10,19 @@ problem and exits with the code's exit code (2); anything else is an internal fa
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from runner.core.error_catalogue import CATALOGUE, USER_ERROR
+from runner.core.part import Part
 
 
 class UnregisteredErrorCode(KeyError):
     """A problem was raised with a code the catalogue does not hold (a defect, not a user error)."""
 
 
-@dataclass(frozen=True)
-class Problem:
-    """One user mistake, located as precisely as we can."""
+class Problem(Part):
+    """One user mistake, located as precisely as we can; a part of the documents that carry problems (a job's
+    verdict on its manifest)."""
 
     code: str
     message: str
@@ -40,7 +40,9 @@ class Problem:
         if entry is None:
             raise UnregisteredErrorCode(code)
         hint = entry.hint.format(**params) if entry.hint else ""
-        return Problem(code, entry.message.format(**params), file=file, field=field, line=line, hint=hint or None)
+        return Problem(
+            code=code, message=entry.message.format(**params), file=file, field=field, line=line, hint=hint or None
+        )
 
     @property
     def exit_code(self) -> int:
@@ -61,20 +63,11 @@ class Problem:
             text += f" (hint: {self.hint})"
         return f"{prefix}: {text}" if prefix else text
 
-    def to_dict(self) -> dict[str, Any]:
-        """As it travels between processes (a job's verdict on its manifest): every part that is set."""
-        return {key: value for key, value in asdict(self).items() if value is not None}
-
-    @staticmethod
-    def from_dict(data: dict[str, Any]) -> Problem:
-        """The inverse of ``to_dict``: the problem as it was made (from the catalogue) where it was found."""
-        return Problem(
-            data["code"], data["message"], data.get("file"), data.get("field"), data.get("line"), data.get("hint")
-        )
-
     def located(self, file: str | None = None, field: str | None = None, line: int | None = None) -> Problem:
         """The same problem with missing location parts filled in."""
-        return replace(self, file=self.file or file, field=self.field or field, line=self.line or line)
+        return self.model_copy(
+            update={"file": self.file or file, "field": self.field or field, "line": self.line or line}
+        )
 
 
 class UserError(Exception):

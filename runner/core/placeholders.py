@@ -21,10 +21,12 @@ import re
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from pydantic import field_validator
+
 from runner.core.errors import Problem, UserError
+from runner.core.part import Part
 from runner.core.tables import TableDef
 
 _PLACEHOLDER = re.compile(r"\$(\$?)\{([^}]*)\}")
@@ -85,20 +87,16 @@ def is_launch_property(key: str) -> bool:
     return key.startswith(LAUNCH_PROPERTY_PREFIXES)
 
 
-@dataclass(frozen=True)
-class Sources:
+class Sources(Part):
     """Where a job's placeholders come from besides its environment (no values: safe to store and pass on)."""
 
     parameters_prefix: str | None = None  # ${NAME} not in the environment -> SSM parameter <prefix>NAME
     region: str | None = None  # for SSM and Secrets Manager; None: boto3's default
 
-    def to_dict(self) -> dict[str, str | None]:
-        return {"parameters-prefix": self.parameters_prefix, "region": self.region}
-
-    @staticmethod
-    def from_dict(data: Mapping[str, Any] | None) -> Sources:
-        data = data or {}
-        return Sources(data.get("parameters-prefix") or None, data.get("region") or None)
+    @field_validator("parameters_prefix", "region")
+    @classmethod
+    def _empty_is_none(cls, value: str | None) -> str | None:
+        return value or None
 
 
 class Values(Mapping[str, str]):

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from runner.core.manifest import Manifest
+from runner.core.part import Part
 from runner.core.reasons import Reason
 from runner.core.tables import TableDef
 
 
-@dataclass(frozen=True)
-class QueryDiff:
-    """How the desired query differs from the deployed one (decided by Spark)."""
+class QueryDiff(Part):
+    """How the desired query differs from the deployed one (decided by Spark); a judged launch's verdict
+    carries it to the runner."""
 
     changed: bool  # meaning, output columns, tables read or target
     state_compatible: bool  # the deployed version's state can carry over

@@ -11,8 +11,11 @@ codes, not sentences. A code used nowhere, or used without being registered, fai
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
+
+from pydantic import computed_field, field_serializer, field_validator, model_validator
+
+from runner.core.part import Part
 
 Param = str | int | tuple[str, ...]  # a tuple is a list of names, shown comma-separated
 
@@ -95,9 +98,11 @@ class UnregisteredReason(KeyError):
     """A reason code that ``REASONS`` does not list (a bug in the runner, not the user's input)."""
 
 
-@dataclass(frozen=True)
-class Reason:
-    """One reason: its code and parameters (``render()`` for people)."""
+class Reason(Part):
+    """One reason: its code and parameters (``render()`` for people).
+
+    As ``plan --json``, the console and the history carry it: the code, its parameters and the text. A reason
+    recorded as bare text by an earlier release, or with a code of a later one, reads as ``RECORDED_TEXT``."""
 
     code: str
     params: tuple[tuple[str, Param], ...] = ()
@@ -107,7 +112,7 @@ class Reason:
         """``Reason.of("CONFIG_CHANGED", fields=["description"])``; a list parameter is shown comma-separated."""
         if code not in REASONS:
             raise UnregisteredReason(code)
-        return Reason(code, tuple(sorted((k, _param(v)) for k, v in params.items())))
+        return Reason(code=code, params=params)
 
     @property
     def param(self) -> dict[str, Param]:
@@ -117,22 +122,31 @@ class Reason:
         shown = {k: ", ".join(v) if isinstance(v, tuple) else v for k, v in self.params}
         return REASONS[self.code].format(**shown)
 
-    def to_dict(self) -> dict[str, Any]:
-        """As ``plan --json`` and the history carry it: the code, its parameters and the text."""
-        params = {k: list(v) if isinstance(v, tuple) else v for k, v in self.params}
-        return {"code": self.code, "params": params, "text": self.render()}
+    @computed_field
+    @property
+    def text(self) -> str:
+        """The reason as people read it (written for tools that show it; a reader renders it again)."""
+        return self.render()
 
-    @staticmethod
-    def from_dict(data: Reason | Mapping[str, Any] | str) -> Reason:
-        """The inverse of ``to_dict``; a bare string is a reason recorded as text by an earlier release."""
-        if isinstance(data, Reason):
-            return data
+    @model_validator(mode="before")
+    @classmethod
+    def _recorded(cls, data: Any) -> Any:
         if isinstance(data, str):
-            return Reason.of("RECORDED_TEXT", text=data)
-        code = str(data["code"])
-        if code not in REASONS:  # a code of a later release: keep what it said
-            return Reason.of("RECORDED_TEXT", text=str(data.get("text", code)))
-        return Reason(code, tuple(sorted((str(k), _param(v)) for k, v in (data.get("params") or {}).items())))
+            return {"code": "RECORDED_TEXT", "params": {"text": data}}
+        if isinstance(data, Mapping) and str(data.get("code")) not in REASONS:  # a code of a later release
+            return {"code": "RECORDED_TEXT", "params": {"text": str(data.get("text", data.get("code")))}}
+        return data
+
+    @field_validator("params", mode="before")
+    @classmethod
+    def _params(cls, params: Any) -> Any:
+        if isinstance(params, Mapping):
+            return tuple(sorted((str(k), _param(v)) for k, v in params.items()))
+        return params
+
+    @field_serializer("params")
+    def _params_as_written(self, params: tuple[tuple[str, Param], ...]) -> dict[str, Any]:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in params}
 
 
 def _param(value: str | int | Iterable[str]) -> Param:

@@ -15,17 +15,19 @@ continuation.py``); the job applies them (``jobs/sources.py``). Both sides meet 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from runner.core.part import Part
 
 MAIN = "main"
 FILE_URI_PREFIX = r"^file:/*"
 FILE_URI_SPELLING = "file:/"
 
 
-@dataclass(frozen=True)
-class Source:
-    """A table a query reads."""
+class SourceTable(Part):
+    """A table a query reads (the deployed record and a judged launch's verdict list them)."""
 
     table: str  # `demo`.`card-transactions`
     connector: str  # kafka, filesystem, datagen
@@ -44,45 +46,22 @@ def normalise_file_path(path: str) -> str:
     return re.sub(FILE_URI_PREFIX, FILE_URI_SPELLING, path)
 
 
-@dataclass(frozen=True)
-class KafkaOffsets:
+class KafkaOffsets(Part):
     """Start from these offsets: ``{"topic": {"partition": offset}}``."""
 
-    kind: ClassVar[str] = "kafka-offsets"
+    kind: Literal["kafka-offsets"] = "kafka-offsets"
     offsets: dict[str, dict[str, int]]
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "offsets": self.offsets}
 
-
-@dataclass(frozen=True)
-class SkipFiles:
+class SkipFiles(Part):
     """Read the table's folder but skip the files listed (JSON lines ``{"path": ...}``) at ``uri``."""
 
-    kind: ClassVar[str] = "skip-files"
+    kind: Literal["skip-files"] = "skip-files"
     uri: str
     count: int
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "uri": self.uri, "count": self.count}
 
-
-Start = KafkaOffsets | SkipFiles
+# how one source starts, as the job spec carries it: told apart by its ``kind``
+Start = Annotated[KafkaOffsets | SkipFiles, Field(discriminator="kind")]
 # role -> table name -> start
 Starts = dict[str, dict[str, Start]]
-
-
-def start_from_dict(data: dict[str, Any]) -> Start:
-    if data["kind"] == KafkaOffsets.kind:
-        return KafkaOffsets(data["offsets"])
-    if data["kind"] == SkipFiles.kind:
-        return SkipFiles(data["uri"], int(data["count"]))
-    raise ValueError(f"unknown source start kind {data['kind']!r}")
-
-
-def starts_to_dict(starts: Starts) -> dict[str, dict[str, dict[str, Any]]]:
-    return {role: {table: start.to_dict() for table, start in tables.items()} for role, tables in starts.items()}
-
-
-def starts_from_dict(data: dict[str, dict[str, dict[str, Any]]]) -> Starts:
-    return {role: {table: start_from_dict(start) for table, start in tables.items()} for role, tables in data.items()}

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
+from runner.core.part import Part
 
-@dataclass(frozen=True)
-class StateRef:
-    """A restorable state: a savepoint, or a checkpoint run folder, of one version."""
+
+class StateRef(Part):
+    """A restorable state: a savepoint, or a checkpoint run folder, of one version (the deployed record keeps
+    the one its version continued from)."""
 
     kind: Literal["savepoint", "checkpoint", "stop-savepoint"]
     version: int

@@ -1,15 +1,18 @@
 """Declared tables: columns, watermark, keys and connector options, as plain data.
 
 What a ``CREATE TABLE`` in DDL declares (``runner/authoring/ddl.py`` reads it), what the
-deployed record keeps and what a job spec hands a job.
+deployed record keeps and what a job spec hands a job: parts of those documents (``runner/core/part.py``),
+column types in Spark's JSON form.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+
+from pydantic import Field
 
 from runner.core import datatypes as T
+from runner.core.part import Part
 
 # Every output row carries these, after the query's own columns.
 METADATA_COLUMNS: tuple[tuple[str, T.DataType], ...] = (
@@ -22,10 +25,9 @@ METADATA_COLUMNS: tuple[tuple[str, T.DataType], ...] = (
 )
 
 
-@dataclass(frozen=True)
-class Column:
+class Column(Part):
     name: str
-    type: T.DataType | None  # None for computed columns until Spark analyses the expression
+    type: T.SparkJson | None = None  # None for computed columns until Spark analyses the expression
     nullable: bool = True
     expression: str | None = None  # computed column: Spark SQL over the physical columns
     comment: str | None = None
@@ -35,15 +37,16 @@ class Column:
         return self.expression is not None
 
 
-@dataclass(frozen=True)
-class Watermark:
+class Watermark(Part):
     column: str
     delay: str  # Spark interval text, e.g. "5 seconds"
 
 
-@dataclass(frozen=True)
-class TableDef:
-    """One declared table, with options kept unresolved (placeholders intact)."""
+class TableDef(Part):
+    """One declared table, with options kept unresolved (placeholders intact).
+
+    A part of the documents that carry tables (the job spec, the deployed record, a judged launch's
+    verdict, a preview request); the line of each option in the DDL stays with the process that read it."""
 
     parts: tuple[str, ...]  # ("kafka", "transactions")
     columns: tuple[Column, ...]
@@ -53,7 +56,13 @@ class TableDef:
     partitioned_by: tuple[str, ...] = ()
     file: str | None = None
     line: int | None = None
-    options_lines: dict[str, int] = field(default_factory=dict, compare=False)
+    options_lines: dict[str, int] = Field(default_factory=dict, exclude=True)
+
+    def __eq__(self, other: object) -> bool:
+        """Equal declarations, wherever their options were written."""
+        if not isinstance(other, TableDef):
+            return NotImplemented
+        return _declared(self) == _declared(other)
 
     @property
     def name(self) -> str:
@@ -132,54 +141,12 @@ class TableDef:
     def column(self, name: str) -> Column | None:
         return next((c for c in self.columns if c.name.lower() == name.lower()), None)
 
-    def to_dict(self) -> dict:
-        """Plain data for the job spec (types as Spark JSON)."""
-        return {
-            "parts": list(self.parts),
-            "columns": [
-                {
-                    "name": c.name,
-                    "type": c.type.json_value() if c.type else None,
-                    "nullable": c.nullable,
-                    "expression": c.expression,
-                    "comment": c.comment,
-                }
-                for c in self.columns
-            ],
-            "options": dict(self.options),
-            "watermark": {"column": self.watermark.column, "delay": self.watermark.delay} if self.watermark else None,
-            "primary_key": list(self.primary_key),
-            "partitioned_by": list(self.partitioned_by),
-            "file": self.file,
-            "line": self.line,
-        }
-
     def definition(self) -> dict:
         """What the table is, without where it was written: two equal definitions read the same data."""
-        data = self.to_dict()
-        del data["file"], data["line"]
-        for column in data["columns"]:
-            del column["comment"]
-        return data
-
-    @staticmethod
-    def from_dict(data: dict) -> TableDef:
-        return TableDef(
-            parts=tuple(data["parts"]),
-            columns=tuple(
-                Column(
-                    name=c["name"],
-                    type=T.from_json_value(c["type"]) if c["type"] is not None else None,
-                    nullable=c["nullable"],
-                    expression=c["expression"],
-                    comment=c["comment"],
-                )
-                for c in data["columns"]
-            ),
-            options=dict(data["options"]),
-            watermark=Watermark(**data["watermark"]) if data["watermark"] else None,
-            primary_key=tuple(data["primary_key"]),
-            partitioned_by=tuple(data["partitioned_by"]),
-            file=data.get("file"),
-            line=data.get("line"),
+        return self.model_dump(
+            mode="json", by_alias=True, exclude={"file": True, "line": True, "columns": {"__all__": {"comment"}}}
         )
+
+
+def _declared(table: TableDef) -> dict:
+    return {name: value for name, value in table.__dict__.items() if name != "options_lines"}

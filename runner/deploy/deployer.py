@@ -28,7 +28,8 @@ from runner.authoring.project import Project
 from runner.core import layout, logs
 from runner.core.errors import UserError
 from runner.core.protocol.deployed import DeploymentRecord
-from runner.core.protocol.history import HistoryEntry, Outcome, Result, SourceStart, write_history
+from runner.core.protocol.history import HistoryEntry, Outcome, Result, write_history
+from runner.core.protocol.planned import PlannedAction
 from runner.core.reasons import Reason
 from runner.core.stateref import StateRef
 from runner.deploy.executor import Executor, taken_summary
@@ -234,7 +235,6 @@ class Deployer:
             return self._history(decision, outcome, started)
 
     def _history(self, decision: Decision, outcome: Outcome, started: float) -> HistoryEntry:
-        action = decision.action
         inputs = {
             "desired": decision.prepared.file if decision.prepared else None,
             "deployed-version": decision.record.version if decision.record else None,
@@ -245,19 +245,12 @@ class Deployer:
         }
         if decision.prepared is not None and decision.prepared.launched is not None:
             inputs["judged-by"] = decision.prepared.launched.describe()
-        sources = [SourceStart(table=s.table, how=s.how, detail=s.detail) for s in action.sources]
-        target = self._target_kind(decision)
-        return self.record(
-            decision.name,
-            decision=action.kind,
-            summary=action.summary,
-            reasons=list(action.reasons),
-            version=action.version,
+        return self._write(
+            decision.action.planned(),
             inputs=inputs,
             outcome=outcome,
             started=started,
-            sources=sources,
-            target=target,
+            target=self._target_kind(decision),
         )
 
     def _target_kind(self, decision: Decision) -> str:
@@ -283,22 +276,24 @@ class Deployer:
         outcome: Outcome,
         started: float,
         target: str,
-        sources: list[SourceStart] | None = None,
     ) -> HistoryEntry:
-        """Write ``history/<name>/<timestamp>.json`` and return it (``started``: time.monotonic() when the
-        decision was taken up, so the entry says how long carrying it out took)."""
+        """Write ``history/<name>/<timestamp>.json`` of something done or that happened outside a plan (a stop,
+        an event of the session's) and return it (``started``: time.monotonic() when it was taken up, so the
+        entry says how long carrying it out took)."""
+        what = PlannedAction(name=name, decision=decision, summary=summary, version=version, reasons=reasons)
+        return self._write(what, inputs=inputs, outcome=outcome, started=started, target=target)
+
+    def _write(
+        self, what: PlannedAction, *, inputs: dict[str, Any], outcome: Outcome, started: float, target: str
+    ) -> HistoryEntry:
+        """Record ``what`` was decided or happened, with what it was decided on and its outcome."""
         now = self.clock()
         entry = HistoryEntry(
-            name=name,
+            **dict(what),
             at=now.isoformat(),
             team=self.settings.team,
             target=target,
             inputs=inputs,
-            decision=decision,
-            summary=summary,
-            reasons=reasons,
-            version=version,
-            sources=sources or [],
             outcome=outcome,
             seconds=round(time.monotonic() - started, 3),
             requested_by=self.requested_by,
@@ -354,7 +349,7 @@ class Deployer:
             (Reason.of("SAVEPOINT_REQUESTED"),),
             version=record.version,
             stop=True,
-            restore_from=StateRef("stop-savepoint", record.version),
+            restore_from=StateRef(kind="stop-savepoint", version=record.version),
         )
         decision = Decision(name, action, prepared, record, None, job, Observed(running=True))
         return self.carry_out(decision, purpose="savepoint", redecide=False)

@@ -11,19 +11,20 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from runner.core import layout, logs
 from runner.core.bucket import PreconditionFailed
 from runner.core.errors import UserError
+from runner.core.identity import JobIdentity
 from runner.core.manifest import Manifest, Meta
 from runner.core.protocol.control import clear_stop
 from runner.core.protocol.deployed import DeploymentRecord
 from runner.core.protocol.history import Outcome, SavepointTaken
 from runner.core.protocol.jobspec import JobSpec
 from runner.core.reasons import rendered
-from runner.core.starts import Source, Starts
+from runner.core.starts import SourceTable, Starts
 from runner.core.stateref import StateRef
 from runner.deploy import submit
 from runner.deploy.inputs import Decision, job_spec
@@ -43,7 +44,7 @@ from runner.deploy.steps import (
     WriteRecord,
 )
 from runner.state import continuation, savepoints
-from runner.targets.base import JobIdentity, Launch, RunningJob
+from runner.targets.base import Launch, RunningJob
 
 log = logging.getLogger(__name__)
 
@@ -91,13 +92,17 @@ class Executor:
             run.outcome.savepoint = taken_summary(run.taken)
         elif isinstance(step, MarkRemoved):
             assert decision.record is not None
-            self._write_record(decision, replace(decision.record, removed=True, deployed_at=self.clock()))
+            self._write_record(
+                decision, decision.record.model_copy(update={"removed": True, "deployed_at": self.clock()})
+            )
         elif isinstance(step, RecordUpdate):
             record, prepared = decision.record, decision.prepared
             assert record is not None and prepared is not None
             run.manifest = prepared.manifest.model_copy(update={"meta": record.manifest.meta})
             run.checkpoint_key = layout.checkpoint(decision.name, record.version, record.run_id)
-            self._write_record(decision, replace(record, manifest=run.manifest, deployed_at=self.clock()))
+            self._write_record(
+                decision, record.model_copy(update={"manifest": run.manifest, "deployed_at": self.clock()})
+            )
         elif isinstance(step, RestoreSavepoint | ResumeCheckpoint | FreshCheckpoint):
             self._state(step, run)
         elif isinstance(step, WriteRecord):
@@ -163,7 +168,7 @@ class Executor:
         prepared = decision.prepared
         assert prepared is not None and decision.action.version is not None
         bucket = self.store.savepoints if previous.kind == "savepoint" else self.store.checkpoints
-        reads = [t for t in prepared.tables if Source(t.name, t.connector) in prepared.sources]
+        reads = [t for t in prepared.tables if SourceTable(table=t.name, connector=t.connector) in prepared.sources]
         planned = continuation.plan_starts(
             self.store.checkpoints,
             bucket,
@@ -183,13 +188,12 @@ class Executor:
         prepared = decision.prepared
         assert prepared is not None and run.manifest is not None
         record = DeploymentRecord(
-            run.manifest,
-            prepared.tables,
-            prepared.sources,
-            run.run_id,
-            self.targets.pick(run.manifest).kind,
-            self.clock(),
-            removed=False,
+            manifest=run.manifest,
+            tables=prepared.tables,
+            sources=prepared.sources,
+            run_id=run.run_id,
+            target=self.targets.pick(run.manifest).kind,
+            deployed_at=self.clock(),
             continued_from=run.continued_from,
         )
         self._write_record(decision, record)
@@ -201,7 +205,7 @@ class Executor:
         name, version = decision.name, manifest.version
         target = self.targets.pick(manifest)
         clear_stop(self.store.manifests, name)
-        identity = JobIdentity(self.settings.team, name, version, run.run_id)
+        identity = JobIdentity(team=self.settings.team, name=name, version=version, run_id=run.run_id)
         spec = job_spec(
             self.store,
             manifest,
@@ -214,12 +218,12 @@ class Executor:
         )
         if prepared.launched is not None:  # its job judged the manifest and waits: released with this spec
             assert self.launcher is not None
-            spec = replace(spec, launch_id=prepared.launched.launch_id)
+            spec = spec.model_copy(update={"launch_id": prepared.launched.launch_id})
             log.info(
                 f"releasing its job on {target.kind} ({target.master()}), checkpoint {run.checkpoint_key}",
                 extra=logs.job(name, version),
             )
-            launched_identity = replace(identity, launch=prepared.launched.launch_id)
+            launched_identity = identity.model_copy(update={"launch": prepared.launched.launch_id})
             job = self.launcher.release(prepared.launched, spec, self._store_spec(spec), launched_identity)
             run.outcome.job, run.outcome.run_id, run.outcome.checkpoint = job.job_id, run.run_id, run.checkpoint_key
             return
@@ -248,7 +252,7 @@ class Executor:
         """Write the run's spec where its driver reads it; earlier runs' specs of the job go."""
         name = spec.manifest.name
         key = layout.job_spec(name, spec.run_id)
-        self.store.manifests.write(key, spec.to_json().encode())
+        self.store.manifests.write(key, spec.encode(line=True))
         for old in self.store.manifests.keys(layout.job_specs(name)):
             if old != key:
                 self.store.manifests.delete(old)
@@ -267,7 +271,7 @@ class Executor:
         outcome.retention_deleted = deleted
 
     def _write_record(self, decision: Decision, record: DeploymentRecord) -> None:
-        data = record.to_yaml().encode()
+        data = record.encode()
         key = layout.deployed(decision.name)
         try:
             if decision.etag is None:

@@ -27,10 +27,10 @@ from runner.core.protocol.deployed import DeploymentRecord
 from runner.core.protocol.jobspec import JobSpec
 from runner.core.protocol.status import JobState, read_status
 from runner.core.querydiff import QueryDiff, same_query
-from runner.core.starts import Source, Starts
+from runner.core.starts import SourceTable, Starts
 from runner.core.tables import TableDef
 from runner.deploy.launches import Launched, Launcher
-from runner.deploy.plan import Action, Deployed, Desired, Observed
+from runner.deploy.plan import Action, Deployed, DesiredQuery, Observed
 from runner.state import records, savepoints
 from runner.state.store import Store
 from runner.targets.base import RunningJob, Target
@@ -43,13 +43,13 @@ class Prepared:
     manifest: Manifest
     file: str
     tables: tuple[TableDef, ...]  # read and written
-    sources: tuple[Source, ...]
+    sources: tuple[SourceTable, ...]
     diff: QueryDiff | None
     launched: Launched | None = field(default=None, compare=False)  # its job, which judged it, waiting
 
     @property
-    def desired(self) -> Desired:
-        return Desired(self.manifest, self.sources, self.diff)
+    def desired(self) -> DesiredQuery:
+        return DesiredQuery(self.manifest, self.sources, self.diff)
 
 
 @dataclass
@@ -94,10 +94,10 @@ def job_spec(
 ) -> JobSpec:
     """What a job of ``manifest`` (with its meta) is handed."""
     return JobSpec(
-        manifest,
-        Catalog(tables),
-        store.checkpoints.uri(checkpoint_key),
-        store.checkpoints.uri(layout.dead_letter(manifest.name)),
+        manifest=manifest,
+        catalog=Catalog(tables),
+        checkpoint=store.checkpoints.uri(checkpoint_key),
+        dead_letter=store.checkpoints.uri(layout.dead_letter(manifest.name)),
         store=store.describe(),
         once=once,
         run_id=run_id,
@@ -182,9 +182,8 @@ class Preparer:
                 log=launched.started.log or "above",
             )
         if verdict.problems:
-            raise UserError([p.problem() for p in verdict.problems])
-        diff = verdict.diff.diff() if verdict.diff is not None else None
-        return Prepared(item.manifest, item.file, verdict.table_defs(), verdict.source_list(), diff, launched)
+            raise UserError(verdict.problems)
+        return Prepared(item.manifest, item.file, verdict.tables, verdict.sources, verdict.diff, launched)
 
     def _unchanged_tables(self, record: DeploymentRecord | None, manifest: Manifest) -> tuple[TableDef, ...] | None:
         """The current definitions of the deployed query's tables when the desired SQL query is the deployed one

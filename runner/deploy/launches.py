@@ -22,13 +22,14 @@ from pathlib import Path
 from runner.core import layout, logs
 from runner.core.catalog import Catalog
 from runner.core.errors import UserError
+from runner.core.identity import JobIdentity
 from runner.core.manifest import Manifest
 from runner.core.protocol.deployed import DeploymentRecord
 from runner.core.protocol.jobspec import JobSpec, Judging
 from runner.core.protocol.launch import Release, Verdict, clear_launch, poll, read_verdict, write_release
 from runner.deploy import submit
 from runner.deploy.settings import Settings
-from runner.targets.base import JobIdentity, JudgingTarget, Launch, Prelaunched, RunningJob
+from runner.targets.base import JudgingTarget, Launch, Prelaunched, RunningJob
 
 log = logging.getLogger(__name__)
 
@@ -96,10 +97,10 @@ class Launcher:
             wait=settings.stop_timeout * among + RELEASE_WAIT,
         )
         spec = JobSpec(
-            manifest,
-            catalog,
-            store.checkpoints.uri(layout.version_checkpoints(name, 0)),
-            store.checkpoints.uri(layout.dead_letter(name)),
+            manifest=manifest,
+            catalog=catalog,
+            checkpoint=store.checkpoints.uri(layout.version_checkpoints(name, 0)),
+            dead_letter=store.checkpoints.uri(layout.dead_letter(name)),
             once=settings.once,
             store=store.describe(),
             placeholders=settings.placeholders,
@@ -107,8 +108,8 @@ class Launcher:
             judging=judging,
         )
         key = layout.launch_spec(name, launch_id)
-        store.manifests.write(key, spec.to_json().encode())
-        identity = JobIdentity(settings.team, name, 0, launch=launch_id)
+        store.manifests.write(key, spec.encode(line=True))
+        identity = JobIdentity(team=settings.team, name=name, version=0, launch=launch_id)
         args = submit.application_command(
             driver_entry_point(),
             ["--spec-uri", store.manifests.uri(key)],
@@ -128,7 +129,7 @@ class Launcher:
     def verdict(self, launched: Launched, wait: float = VERDICT_WAIT) -> Verdict:
         """The launched driver's verdict; UserError when it ends or takes ``wait`` seconds without one."""
         bucket = self.store.manifests
-        every = 0.1 if bucket.describe()["kind"] == "local" else 0.5
+        every = 0.1 if bucket.describe().kind == "local" else 0.5
         found = poll(
             lambda: read_verdict(bucket, launched.name, launched.launch_id),
             deadline=launched.began + wait,

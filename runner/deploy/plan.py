@@ -38,25 +38,29 @@ from datetime import datetime
 from typing import Literal
 
 from runner.core.manifest import Manifest, OnChange, on_change
+from runner.core.protocol.planned import PlannedAction, SourceStart
 from runner.core.querydiff import QueryDiff
 from runner.core.reasons import Reason, rendered
-from runner.core.starts import Source
+from runner.core.starts import SourceTable
 from runner.core.stateref import StateRef
 
 ActionKind = Literal["nothing", "update", "start", "restore", "remove", "error"]
 
 
 @dataclass(frozen=True)
-class Desired:
+class DesiredQuery:
+    """The desired manifest's query as the plan sees it (the desired manifests' folder or bucket is
+    ``runner/state/desired.py``)."""
+
     manifest: Manifest  # merged over the template, without meta
-    sources: tuple[Source, ...]
+    sources: tuple[SourceTable, ...]
     diff: QueryDiff | None = None  # against the deployed query; None when nothing is deployed
 
 
 @dataclass(frozen=True)
 class Deployed:
     manifest: Manifest  # as deployed: merged, with meta
-    sources: tuple[Source, ...]
+    sources: tuple[SourceTable, ...]
     removed: bool = False
     continued_from: StateRef | None = None  # where this version's sources were told to start
 
@@ -77,13 +81,6 @@ class Observed:
 
 
 @dataclass(frozen=True)
-class SourceStart:
-    table: str
-    how: Literal["startup-position", "continue", "generated"]
-    detail: str
-
-
-@dataclass(frozen=True)
 class Action:
     name: str
     kind: ActionKind
@@ -94,6 +91,17 @@ class Action:
     continue_from: StateRef | None = None  # start after a change: the previous version's final state
     fresh_because: str = "query changed"  # start of a version after the first: why its state is clean
     sources: tuple[SourceStart, ...] = field(default_factory=tuple)
+
+    def planned(self) -> PlannedAction:
+        """The decision as ``plan --json``, the console and the history describe it."""
+        return PlannedAction(
+            name=self.name,
+            decision=self.kind,
+            summary=self.summary,
+            version=self.version,
+            reasons=list(self.reasons),
+            sources=list(self.sources),
+        )
 
     @property
     def summary(self) -> str:
@@ -131,13 +139,15 @@ def _latest(observed: Observed) -> StateRef | None:
 
 
 def _sources_start(
-    desired: Desired, deployed: Deployed | None, continue_from: StateRef | None, policy: str
+    desired: DesiredQuery, deployed: Deployed | None, continue_from: StateRef | None, policy: str
 ) -> tuple[SourceStart, ...]:
     previous = {s.table for s in deployed.sources} if deployed else set()
     starts = []
     for source in desired.sources:
         if source.connector == "datagen":
-            starts.append(SourceStart(source.table, "generated", "generated rows; nothing to continue"))
+            starts.append(
+                SourceStart(table=source.table, how="generated", detail="generated rows; nothing to continue")
+            )
         elif continue_from is None or source.table not in previous:
             why = (
                 "new source"
@@ -148,23 +158,29 @@ def _sources_start(
                 if deployed
                 else "first version"
             )
-            starts.append(SourceStart(source.table, "startup-position", f"from its startup position ({why})"))
+            starts.append(
+                SourceStart(table=source.table, how="startup-position", detail=f"from its startup position ({why})")
+            )
         elif source.connector == "kafka":
             starts.append(
                 SourceStart(
-                    source.table, "continue", f"continues from the Kafka offsets v{continue_from.version} committed"
+                    table=source.table,
+                    how="continue",
+                    detail=f"continues from the Kafka offsets v{continue_from.version} committed",
                 )
             )
         else:
             starts.append(
                 SourceStart(
-                    source.table, "continue", f"continues after the files v{continue_from.version} read (skips them)"
+                    table=source.table,
+                    how="continue",
+                    detail=f"continues after the files v{continue_from.version} read (skips them)",
                 )
             )
     return tuple(starts)
 
 
-def plan_one(name: str, desired: Desired | None, deployed: Deployed | None, observed: Observed) -> Action:
+def plan_one(name: str, desired: DesiredQuery | None, deployed: Deployed | None, observed: Observed) -> Action:
     """The decision for one manifest."""
     running = observed.running
     if desired is None:
@@ -216,7 +232,7 @@ def plan_one(name: str, desired: Desired | None, deployed: Deployed | None, obse
         if policy == "continue" and any(s.changelog for s in desired.sources):
             policy = "reprocess"
             reasons.append(Reason.of("CHANGELOG_REREAD", version=deployed.version))
-        previous_state = StateRef("stop-savepoint", deployed.version) if running else _latest(observed)
+        previous_state = StateRef(kind="stop-savepoint", version=deployed.version) if running else _latest(observed)
         continue_from = previous_state if policy == "continue" else None
         reasons.append(Reason.of("STATE_NOT_CARRIED", version=deployed.version, next=version))
         if policy == "continue" and previous_state is None:
@@ -248,7 +264,7 @@ def plan_one(name: str, desired: Desired | None, deployed: Deployed | None, obse
             tuple(reasons),
             version=deployed.version,
             stop=True,
-            restore_from=StateRef("stop-savepoint", deployed.version),
+            restore_from=StateRef(kind="stop-savepoint", version=deployed.version),
         )
     latest = _latest(observed)
     if latest is not None:
@@ -275,7 +291,9 @@ def plan_one(name: str, desired: Desired | None, deployed: Deployed | None, obse
     return Action(name, "error", tuple(reasons), version=deployed.version)
 
 
-def plan(desired: dict[str, Desired], deployed: dict[str, Deployed], observed: dict[str, Observed]) -> list[Action]:
+def plan(
+    desired: dict[str, DesiredQuery], deployed: dict[str, Deployed], observed: dict[str, Observed]
+) -> list[Action]:
     """One action per manifest that is desired or deployed, in name order."""
     names = sorted(set(desired) | set(deployed))
     return [plan_one(n, desired.get(n), deployed.get(n), observed.get(n, Observed())) for n in names]

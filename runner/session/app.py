@@ -37,7 +37,6 @@ from runner.console.previews import PreviewRun  # noqa: E402
 from runner.core import logs  # noqa: E402
 from runner.core.bucket import bucket_from  # noqa: E402
 from runner.core.errors import UserError  # noqa: E402
-from runner.core.placeholders import Sources  # noqa: E402
 from runner.core.protocol.console import scrub  # noqa: E402
 from runner.core.protocol.preview import PreviewRequest  # noqa: E402
 from runner.core.protocol.session_config import SessionConfig  # noqa: E402
@@ -58,7 +57,7 @@ log = logging.getLogger("runner.session.app")  # also when spark-submit runs thi
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="runner/session/app.py", description=__doc__)
     parser.add_argument("--config-json", required=True)
-    config = SessionConfig.from_json(parser.parse_args(argv).config_json)
+    config = SessionConfig.decode(parser.parse_args(argv).config_json)
     logs.configure("session")  # a line about one query says which (name and version) instead
     try:
         check_spark_version()
@@ -70,12 +69,12 @@ def main(argv: list[str] | None = None) -> int:
     analysis = spark.newSession()  # validate and compare queries away from the hosted ones' settings
     store = Store(*(bucket_from(config.store[role]) for role in ("manifests", "checkpoints", "savepoints")))
     application = open_target(
-        config.application["kind"],
+        config.application.kind,
         records=store.manifests,
-        log_dir=Path(config.application["log-dir"]),
-        master=config.application.get("master"),
-        master_web_ui=config.application.get("master-web-ui"),
-        resource_manager=config.application.get("resource-manager"),
+        log_dir=Path(config.application.log_dir),
+        master=config.application.master,
+        master_web_ui=config.application.master_web_ui,
+        resource_manager=config.application.resource_manager,
     )
     host = QueryHost(spark, config.run_id, config.protection)
     settings = Settings(
@@ -84,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         config.team,
         dict(os.environ),
         config.stop_timeout,
-        placeholders=Sources.from_dict(config.placeholders),
+        placeholders=config.placeholders,
     )
     env = settings.values  # what the hosted queries' placeholders resolve to
     me = f"session:{config.team}:{config.run_id}"

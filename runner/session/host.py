@@ -43,6 +43,7 @@ from jobs.control import JobControl, failure_reason, refused_restore, stop_betwe
 from runner.core import layout, logs
 from runner.core.bounded import TimedOut, within
 from runner.core.errors import UserError
+from runner.core.identity import JobIdentity
 from runner.core.placeholders import resolved_properties
 from runner.core.protocol.jobspec import JobSpec
 from runner.core.protocol.session import QueryCounts
@@ -51,7 +52,7 @@ from runner.core.protocol.status import JobState
 from runner.core.reasons import Reason
 from runner.core.restart_machine import RestartMachine, Transition, Turn
 from runner.core.restarts import RestartStrategy
-from runner.targets.base import JobIdentity, Launch, RunningJob
+from runner.targets.base import Launch, RunningJob
 
 log = logging.getLogger(__name__)
 

@@ -14,19 +14,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from jobs import localfs
 from runner.core import layout
 from runner.core.errors import UserError
+from runner.core.identity import JobIdentity
 from runner.core.placeholders import Sources
 from runner.core.protocol.control import SessionStop, read_session_stopped, write_session_stop
 from runner.core.protocol.session import SessionState, read_health
-from runner.core.protocol.session_config import Protection, SessionConfig
+from runner.core.protocol.session_config import Application, Protection, SessionConfig
 from runner.deploy import submit
 from runner.state.savepoints import new_run_id
 from runner.state.store import Store
-from runner.targets.base import JobIdentity, Launch, RunningJob, Target
+from runner.targets.base import Launch, RunningJob, Target
 from runner.targets.session import SessionTarget
 
 log = logging.getLogger(__name__)
@@ -56,7 +56,7 @@ def start(
     *,
     team: str,
     project: Path | None,
-    application_settings: dict[str, Any],
+    application_settings: Application,
     env: Mapping[str, str],
     properties: Mapping[str, str],
     poll: float,
@@ -87,10 +87,10 @@ def start(
         control_address=control[0],
         control_port=control[1],
         console_actions=console_actions,
-        placeholders=(placeholders or Sources()).to_dict(),
+        placeholders=placeholders or Sources(),
     )
     store.manifests.delete(layout.SESSION_STOP)
-    identity = JobIdentity(team, layout.SESSION_JOB, 1, run_id)
+    identity = JobIdentity(team=team, name=layout.SESSION_JOB, version=1, run_id=run_id)
     options = application.submit_options(identity)
     merged = {
         **SESSION_PROPERTIES,
@@ -100,7 +100,7 @@ def start(
     }
     args = submit.application_command(
         APP,
-        ["--config-json", config.to_json()],
+        ["--config-json", config.encode(line=True).decode()],
         master=application.master(),
         env=env,
         app_name=f"sql-runner:{team}:session",

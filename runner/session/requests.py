@@ -15,6 +15,7 @@ from collections.abc import Mapping
 
 from runner.core import layout, logs
 from runner.core.errors import UserError
+from runner.core.identity import JobIdentity
 from runner.core.protocol.control import (
     StartAnswer,
     StopRequest,
@@ -25,7 +26,7 @@ from runner.core.protocol.control import (
 from runner.core.protocol.jobspec import JobSpec
 from runner.session.host import QueryHost
 from runner.session.reconciler import Reconciler
-from runner.targets.base import JobIdentity, Launch
+from runner.targets.base import Launch
 
 log = logging.getLogger(__name__)
 
@@ -85,8 +86,8 @@ class RequestHandler:
         if request is None:
             return
         try:
-            spec = JobSpec.from_json(request.spec)
-            identity = JobIdentity(self.team, name, spec.manifest.version, spec.run_id)
+            spec = JobSpec.decode(request.spec)
+            identity = JobIdentity(team=self.team, name=name, version=spec.manifest.version, run_id=spec.run_id)
             job = self.host.submit(Launch(identity, spec, [], self.env))
             answer = StartAnswer(id=request.id, job=job.job_id, detail=job.detail)
             self.reconciler.release(name)

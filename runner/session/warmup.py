@@ -57,7 +57,13 @@ def warm(spark: SparkSession, analysis: SparkSession, env: Mapping[str, str]) ->
         deployed = manifest.model_copy(
             update={"meta": Meta(query_id=NAME, query_version=1, query_create_timestamp=datetime.now(UTC))}
         )
-        spec = JobSpec(deployed, catalog, str(folder / "checkpoint"), str(folder / "dead-letter"), once=True)
+        spec = JobSpec(
+            manifest=deployed,
+            catalog=catalog,
+            checkpoint=str(folder / "checkpoint"),
+            dead_letter=str(folder / "dead-letter"),
+            once=True,
+        )
         session = spark.newSession()
         built = build_job(session, deployed, catalog, env, live=True)
         queries = runtime.start(session, built, spec, env)

@@ -151,7 +151,7 @@ def plan_starts(
                     what = f"topics matching {pattern!r}" if pattern else "its topics"
                     notes.append(f"{table.name} ({role}): no committed offsets for {what}; startup position")
                     continue
-                starts.setdefault(role, {})[table.name] = KafkaOffsets(offsets)
+                starts.setdefault(role, {})[table.name] = KafkaOffsets(offsets=offsets)
                 notes.append(f"{table.name} ({role}): Kafka offsets of batch {found.batch}: {json.dumps(offsets)}")
             elif table.connector == "filesystem":
                 paths = files_read(state_bucket, query_key, found, connector_options.get("path", ""))
@@ -160,6 +160,6 @@ def plan_starts(
                     continue
                 key = f"{layout.continuation(name, version)}{role.replace('/', '-')}-{table.slug}.json"
                 checkpoints.write(key, "".join(json.dumps({"path": p}) + "\n" for p in paths).encode())
-                starts.setdefault(role, {})[table.name] = SkipFiles(checkpoints.uri(key), len(paths))
+                starts.setdefault(role, {})[table.name] = SkipFiles(uri=checkpoints.uri(key), count=len(paths))
                 notes.append(f"{table.name} ({role}): skips the {len(paths)} files read up to batch {found.batch}")
     return Continuation(starts, notes)

@@ -12,7 +12,7 @@ def read_deployed(bucket: Bucket, name: str) -> tuple[DeploymentRecord | None, B
     blob = bucket.read(layout.deployed(name))
     if blob is None:
         return None, None
-    return DeploymentRecord.from_yaml(blob.text), blob
+    return DeploymentRecord.decode(blob.text), blob
 
 
 def deployed_names(bucket: Bucket) -> list[str]:

@@ -55,7 +55,7 @@ def checkpoints(store: Store, name: str, version: int) -> list[StateRef]:
     prefix = layout.version_checkpoints(name, version)
     runs = _children(store.checkpoints.keys(prefix), prefix)
     refs = [
-        StateRef("checkpoint", version, f"{prefix}{run}/", _created(run, _RUN))
+        StateRef(kind="checkpoint", version=version, key=f"{prefix}{run}/", created=_created(run, _RUN))
         for run, files in runs.items()
         if "metadata" in files and _RUN.match(run)
     ]
@@ -67,7 +67,7 @@ def savepoints(store: Store, name: str, version: int) -> list[StateRef]:
     prefix = layout.version_savepoints(name, version)
     found = _children(store.savepoints.keys(prefix), prefix)
     refs = [
-        StateRef("savepoint", version, f"{prefix}{folder}/", _created(folder, _SAVEPOINT))
+        StateRef(kind="savepoint", version=version, key=f"{prefix}{folder}/", created=_created(folder, _SAVEPOINT))
         for folder, files in found.items()
         if MARKER in files and _SAVEPOINT.match(folder)
     ]
@@ -109,7 +109,12 @@ def take(
         "last-committed-batch": batch,
     }
     store.savepoints.write(f"{key}{MARKER}", json.dumps(marker, indent=2).encode())
-    return Taken(StateRef("savepoint", version, key, _created(savepoint_id, _SAVEPOINT)), files, graceful, batch)
+    return Taken(
+        StateRef(kind="savepoint", version=version, key=key, created=_created(savepoint_id, _SAVEPOINT)),
+        files,
+        graceful,
+        batch,
+    )
 
 
 def restore(store: Store, ref: StateRef, name: str, version: int, run_id: str) -> str:

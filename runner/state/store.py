@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from runner.core.bucket import Bucket, LocalBucket, S3Bucket
+from runner.core.bucket import Bucket, BucketAddress, LocalBucket, S3Bucket
 
 
 @dataclass(frozen=True)
@@ -20,7 +20,9 @@ class Store:
     checkpoints: Bucket
     savepoints: Bucket
 
-    def describe(self) -> dict[str, dict[str, str]]:
+    def describe(self) -> dict[str, BucketAddress]:
+        """Where each bucket is, as a job and the session are told (``manifests``, ``checkpoints``,
+        ``savepoints``)."""
         return {
             "manifests": self.manifests.describe(),
             "checkpoints": self.checkpoints.describe(),

@@ -6,13 +6,12 @@ from pathlib import Path
 
 from runner.core.bucket import Bucket
 from runner.core.errors import UserError
-from runner.targets.base import JobIdentity, Launch, RunningJob, Target
+from runner.targets.base import Launch, RunningJob, Target
 from runner.targets.local import LocalTarget
 from runner.targets.standalone import StandaloneTarget
 from runner.targets.yarn import YarnTarget
 
 __all__ = [
-    "JobIdentity",
     "Launch",
     "LocalTarget",
     "RunningJob",

@@ -16,46 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from runner.core.identity import JobIdentity
 from runner.core.protocol.jobspec import JobSpec
 from runner.core.restarts import RestartStrategy
-
-
-@dataclass(frozen=True)
-class JobIdentity:
-    """Team, name and version identify a job exactly; jobs are never found by substring."""
-
-    team: str
-    name: str
-    version: int
-    run_id: str = ""
-    launch: str = ""  # a job that judged its manifest before it started: the launch it was started as
-
-    @property
-    def app_name(self) -> str:
-        """The application's name; a judged launch was named before its version was decided."""
-        if self.launch:
-            return f"sql-runner:{self.team}:{self.name}:launch-{self.launch}"
-        return f"sql-runner:{self.team}:{self.name}:v{self.version}"
-
-    @property
-    def tags(self) -> list[str]:
-        """YARN application tags (YARN lowercases tags; names are lowercase already)."""
-        return [
-            "sql-runner",
-            f"sql-runner-team:{self.team}",
-            f"sql-runner-name:{self.name}",
-            f"sql-runner-version:{self.version}",
-        ]
-
-    def to_dict(self) -> dict:
-        found = {"team": self.team, "name": self.name, "version": self.version, "run-id": self.run_id}
-        return {**found, "launch": self.launch} if self.launch else found
-
-    @staticmethod
-    def from_dict(data: dict) -> JobIdentity:
-        return JobIdentity(
-            data["team"], data["name"], int(data["version"]), data.get("run-id", ""), data.get("launch", "")
-        )
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import subprocess
 
+from runner.core.identity import JobIdentity
 from runner.core.restarts import RestartStrategy
-from runner.targets.base import JobIdentity, Launch, Prelaunched, RunningJob
+from runner.targets.base import Launch, Prelaunched, RunningJob
 from runner.targets.local import LocalTarget
 
 

@@ -17,10 +17,11 @@ from pathlib import Path
 
 from runner.core import layout
 from runner.core.bucket import Bucket
+from runner.core.identity import JobIdentity
 from runner.core.protocol.document import read
 from runner.core.protocol.ownership import JobRecord
 from runner.core.restarts import RestartStrategy
-from runner.targets.base import JobIdentity, Launch, Prelaunched, RunningJob
+from runner.targets.base import Launch, Prelaunched, RunningJob
 from runner.targets.stop_request import request_stop
 
 
@@ -79,7 +80,7 @@ class LocalTarget:
         """Record ``started`` as the job ``identity`` names: from now on it is found, stopped and killed as it."""
         record = JobRecord(
             target=self.kind,
-            identity=identity.to_dict(),
+            identity=identity,
             host=socket.gethostname(),
             pid=started.process.pid,
             start_ticks=started.start_ticks,
@@ -96,7 +97,7 @@ class LocalTarget:
         record = self._record(name)
         if record is None or record.target != self.kind:
             return None
-        identity = JobIdentity.from_dict(record.identity)
+        identity = record.identity
         if identity.team != team or record.host != socket.gethostname():
             return None
         ticks = process_start_ticks(record.pid)

@@ -28,6 +28,7 @@ from typing import Any
 from runner.core import layout
 from runner.core.bucket import Bucket
 from runner.core.errors import UserError
+from runner.core.identity import JobIdentity
 from runner.core.protocol.control import (
     StartRequest,
     StopRequest,
@@ -39,7 +40,7 @@ from runner.core.protocol.preview import PreviewAnswer, PreviewChunk, PreviewRef
 from runner.core.protocol.session import SessionHealth, SessionState, read_control, read_health
 from runner.core.protocol.status import JobState, read_status
 from runner.core.restarts import RestartStrategy
-from runner.targets.base import JobIdentity, Launch, RunningJob, Target
+from runner.targets.base import Launch, RunningJob, Target
 from runner.targets.stop_request import request_stop
 
 ANSWER_TIMEOUT = 120.0
@@ -150,7 +151,7 @@ class SessionTarget:
         health = self.health()
         if health is None:
             raise UserError.of("SESSION_NOT_RUNNING", name=name, team=self.team)
-        request = StartRequest(spec=launch.spec.to_json())
+        request = StartRequest(spec=launch.spec.encode(line=True).decode())
         write_start_request(self.records, name, request)
         deadline = time.monotonic() + ANSWER_TIMEOUT
         while time.monotonic() < deadline:
@@ -174,7 +175,7 @@ class SessionTarget:
             return None
         if status.state not in (JobState.RUNNING, JobState.FAILING):
             return None
-        identity = JobIdentity(team, name, status.version, status.run_id)
+        identity = JobIdentity(team=team, name=name, version=status.version, run_id=status.run_id)
         return RunningJob(
             identity, self.kind, f"{name}@session-{health.run_id}", f"{status.state} in the team's session"
         )

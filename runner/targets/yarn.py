@@ -16,8 +16,9 @@ import urllib.request
 from runner.core import restarts
 from runner.core.bucket import Bucket
 from runner.core.errors import UserError
+from runner.core.identity import JobIdentity
 from runner.core.restarts import RestartStrategy
-from runner.targets.base import JobIdentity, Launch, RunningJob
+from runner.targets.base import Launch, RunningJob
 from runner.targets.stop_request import request_stop
 
 ACTIVE_STATES = "NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING"
@@ -105,7 +106,7 @@ class YarnTarget:
         tags = set(app.get("applicationTags", "").split(","))
         version = next((int(t.split(":", 1)[1]) for t in tags if t.startswith("sql-runner-version:")), 0)
         detail = f"{app.get('state')} in queue {app.get('queue')}; {app.get('trackingUrl', '')}".strip()
-        return RunningJob(JobIdentity(team, name, version), self.kind, app["id"], detail)
+        return RunningJob(JobIdentity(team=team, name=name, version=version), self.kind, app["id"], detail)
 
     def stop_gracefully(self, job: RunningJob, timeout: float) -> bool:
         return request_stop(self.records, self, job, timeout)

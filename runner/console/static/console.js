@@ -183,7 +183,7 @@ function renderVerdict(verdict) {
     return;
   }
   const parts = [
-    el("h3", {}, "Verdict: ", el("span", { class: `verdict-${verdict.kind}`, id: "verdict-kind" }, verdict.kind), ` — ${verdict.summary}`),
+    el("h3", {}, "Verdict: ", el("span", { class: `verdict-${verdict.decision}`, id: "verdict-kind" }, verdict.decision), ` — ${verdict.summary}`),
     el("ul", { class: "reasons" }, ...(verdict.reasons || []).map((r) => el("li", { "data-code": r.code }, r.text))),
     verdict.sources && verdict.sources.length
       ? el("ul", { class: "sources" }, ...verdict.sources.map((s) => el("li", {}, `${s.table} starts ${s.how}: ${s.detail}`)))

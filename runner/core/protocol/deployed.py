@@ -5,18 +5,22 @@ was deployed with (so a later DDL edit is seen as a change), the run folder in u
 the version's sources started, and whether the job was removed. It is written in YAML's JSON form (any
 YAML reader reads it; the runner reads it as JSON, much faster) and read in either form (an earlier
 runner wrote block YAML, and a person may edit it). ``runner/state/records.py`` reads and lists them.
+
+A record of the release before it was a document (no ``schema``; a table's ``primary_key`` and
+``partitioned_by``) reads as this release's.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from datetime import datetime
+from typing import Any, Self
 
 import yaml
+from pydantic import ValidationError, model_serializer, model_validator
 
 from runner.core.manifest import Manifest
-from runner.core.starts import Source
+from runner.core.protocol.document import Document
+from runner.core.starts import SourceTable
 from runner.core.stateref import StateRef
 from runner.core.tables import TableDef
 
@@ -25,16 +29,18 @@ from runner.core.tables import TableDef
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-@dataclass(frozen=True)
-class DeploymentRecord:
+class DeploymentRecord(Document):
+    """Written as the manifest's keys, ``schema``, and the other fields in the ``deployment`` section (with
+    ``status``, ``active`` or ``removed``, for ``removed``)."""
+
     manifest: Manifest  # merged, with meta
-    tables: tuple[TableDef, ...]  # read and written, as deployed
-    sources: tuple[Source, ...]
     run_id: str
     target: str
     deployed_at: datetime
     removed: bool = False
+    sources: tuple[SourceTable, ...] = ()
     continued_from: StateRef | None = None
+    tables: tuple[TableDef, ...] = ()  # read and written, as deployed
 
     @property
     def name(self) -> str:
@@ -45,53 +51,30 @@ class DeploymentRecord:
         assert self.manifest.meta is not None
         return self.manifest.meta.query_version
 
-    def to_yaml(self) -> str:
-        data = self.manifest.to_dict()
-        data["deployment"] = {
-            "status": "removed" if self.removed else "active",
-            "run-id": self.run_id,
-            "target": self.target,
-            "deployed-at": self.deployed_at.isoformat(),
-            "sources": [{"table": s.table, "connector": s.connector} for s in self.sources],
-            "continued-from": _ref_to_dict(self.continued_from),
-            "tables": [t.to_dict() for t in self.tables],
-        }
-        # In YAML's JSON form: still YAML for any YAML reader, and read back some fifty times faster than
-        # block YAML (planning hundreds of manifests reads as many records).
-        return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    @model_serializer(mode="wrap")
+    def _as_written(self, fields: Any) -> dict[str, Any]:
+        deployment = dict(fields(self))
+        manifest, schema = deployment.pop("manifest"), deployment.pop("schema", None)
+        status = "removed" if deployment.pop("removed") else "active"
+        stamp = {"schema": schema} if schema is not None else {}
+        return {**manifest, **stamp, "deployment": {"status": status, **deployment}}
 
-    @staticmethod
-    def from_yaml(text: str) -> DeploymentRecord:
+    @model_validator(mode="before")
+    @classmethod
+    def _as_read(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or "deployment" not in data:
+            return data
+        manifest = {key: value for key, value in data.items() if key not in ("deployment", "schema")}
+        deployment = dict(data["deployment"])
+        removed = deployment.pop("status", "active") == "removed"
+        return {"manifest": manifest, "schema": data.get("schema", 0), "removed": removed, **deployment}
+
+    @classmethod
+    def decode(cls, text: str | bytes) -> Self:
+        """The record in YAML's JSON form, or in block YAML (written by an earlier runner, or edited by hand)."""
         try:
-            data = json.loads(text)
-        except ValueError:  # block YAML: written by an earlier runner, or edited by hand
-            data = yaml.load(text, Loader=_LOADER)  # noqa: S506 - a safe loader (libyaml's when built with it)
-        deployment = data.pop("deployment")
-        return DeploymentRecord(
-            manifest=Manifest.model_validate(data),
-            tables=tuple(TableDef.from_dict(t) for t in deployment["tables"]),
-            sources=tuple(Source(s["table"], s["connector"]) for s in deployment["sources"]),
-            run_id=deployment["run-id"],
-            target=deployment["target"],
-            deployed_at=datetime.fromisoformat(deployment["deployed-at"]),
-            removed=deployment["status"] == "removed",
-            continued_from=_ref_from_dict(deployment.get("continued-from")),
-        )
-
-
-def _ref_to_dict(ref: StateRef | None) -> dict | None:
-    if ref is None:
-        return None
-    return {
-        "kind": ref.kind,
-        "version": ref.version,
-        "key": ref.key,
-        "created": ref.created.isoformat() if ref.created else None,
-    }
-
-
-def _ref_from_dict(data: dict | None) -> StateRef | None:
-    if not data:
-        return None
-    created = datetime.fromisoformat(data["created"]) if data.get("created") else None
-    return StateRef(data["kind"], data["version"], data["key"], created)
+            return cls.model_validate_json(text)
+        except ValidationError as error:
+            if not any(e["type"] == "json_invalid" for e in error.errors()):
+                raise
+        return cls.model_validate(yaml.load(text, Loader=_LOADER))  # noqa: S506 - a safe loader (libyaml's when built with it)

@@ -1,13 +1,14 @@
-"""The base of every protocol document: kebab-case keys, a schema number, one encoding."""
+"""The base of every protocol document: parts (``runner/core/part.py``) with a schema number, one encoding."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Self, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from runner.core.bucket import Bucket
+from runner.core.part import Part
 
 SCHEMA = 1  # the version of the documents this release writes
 
@@ -15,16 +16,6 @@ SCHEMA = 1  # the version of the documents this release writes
 def now() -> str:
     """The time a document says something happened: UTC, ISO 8601, milliseconds."""
     return datetime.now(UTC).isoformat(timespec="milliseconds")
-
-
-def _kebab(name: str) -> str:
-    return name.replace("_", "-")
-
-
-class Part(BaseModel):
-    """A part of a document: kebab-case keys; keys it does not know (from a later release) are ignored."""
-
-    model_config = ConfigDict(alias_generator=_kebab, populate_by_name=True, extra="ignore", frozen=True)
 
 
 class Document(Part):

@@ -10,18 +10,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import BeforeValidator, ConfigDict, PlainSerializer
+from pydantic import ConfigDict
 
 from runner.core import layout
 from runner.core.bucket import Bucket, PreconditionFailed
 from runner.core.protocol.document import Document, Part, read
-from runner.core.reasons import Reason
-
-# A reason as the history keeps it: its code, parameters and text (a schema-0 entry's plain text reads as
-# RECORDED_TEXT).
-RecordedReason = Annotated[Reason, BeforeValidator(Reason.from_dict), PlainSerializer(Reason.to_dict)]
+from runner.core.protocol.planned import PlannedAction
 
 
 class SavepointTaken(Part):
@@ -31,14 +27,6 @@ class SavepointTaken(Part):
     graceful: bool  # stopped at a batch boundary (else killed: the savepoint is its latest checkpoint)
     files: int = 0
     last_committed_batch: int | None = None
-
-
-class SourceStart(Part):
-    """Where one source of the decided version starts, and why."""
-
-    table: str
-    how: str = ""
-    detail: str = ""
 
 
 class Result(StrEnum):
@@ -68,17 +56,15 @@ class Outcome(Part):
         return self.result == Result.FAILED
 
 
-class HistoryEntry(Document):
-    name: str
+class HistoryEntry(PlannedAction, Document):
+    """A planned action as it was carried out (``decision``: start, update, restore, ...), or what was done or
+    happened outside a plan (stop, refused, failing, parked, ...): when, where, on what, and its outcome. A
+    reason recorded as text by the first release reads as ``RECORDED_TEXT``."""
+
     at: str  # ISO time of the decision
-    decision: str  # what was decided or happened: start, update, restore, stop, refused, failing, parked, ...
-    summary: str = ""
-    reasons: list[RecordedReason] = []
-    version: int | None = None
     team: str | None = None
     target: str | None = None
     inputs: dict[str, Any] = {}  # what the decision was made on, as recorded for people
-    sources: list[SourceStart] = []
     outcome: Outcome = Outcome()
     seconds: float | None = None
     requested_by: str | None = None  # who asked, when someone did through the console (its token's name)

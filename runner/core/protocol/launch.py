@@ -22,58 +22,10 @@ from collections.abc import Callable
 from runner.core import layout
 from runner.core.bucket import Bucket
 from runner.core.errors import Problem
-from runner.core.protocol.document import Document, Part, read
+from runner.core.protocol.document import Document, read
 from runner.core.querydiff import QueryDiff
-from runner.core.reasons import Reason
-from runner.core.starts import Source
+from runner.core.starts import SourceTable
 from runner.core.tables import TableDef
-
-
-class JudgedProblem(Part):
-    """One problem the analysis found, as ``Problem`` holds it."""
-
-    code: str
-    message: str
-    file: str | None = None
-    field: str | None = None
-    line: int | None = None
-    hint: str | None = None
-
-    @staticmethod
-    def of(problem: Problem) -> JudgedProblem:
-        return JudgedProblem.model_validate(problem.to_dict())
-
-    def problem(self) -> Problem:
-        return Problem.from_dict(self.model_dump())
-
-
-class JudgedSource(Part):
-    table: str
-    connector: str
-    changelog: bool = False
-
-
-class JudgedDiff(Part):
-    """``QueryDiff``, with its reasons as the history keeps them (code and parameters)."""
-
-    changed: bool
-    state_compatible: bool
-    reasons: list[dict] = []
-    held_state: bool = False
-
-    @staticmethod
-    def of(diff: QueryDiff) -> JudgedDiff:
-        return JudgedDiff(
-            changed=diff.changed,
-            state_compatible=diff.state_compatible,
-            reasons=[r.to_dict() for r in diff.reasons],
-            held_state=diff.held_state,
-        )
-
-    def diff(self) -> QueryDiff:
-        return QueryDiff(
-            self.changed, self.state_compatible, tuple(Reason.from_dict(r) for r in self.reasons), self.held_state
-        )
 
 
 class Verdict(Document):
@@ -83,21 +35,15 @@ class Verdict(Document):
     launch_id: str
     at: str
     seconds: float  # the analysis, from the driver's Spark being up to the verdict
-    problems: list[JudgedProblem] = []
-    tables: list[dict] = []  # TableDef.to_dict(), every table read or written
-    sources: list[JudgedSource] = []
-    diff: JudgedDiff | None = None  # None: nothing deployed to compare with
+    problems: tuple[Problem, ...] = ()
+    tables: tuple[TableDef, ...] = ()  # every table read or written
+    sources: tuple[SourceTable, ...] = ()  # the tables read as streams
+    diff: QueryDiff | None = None  # None: nothing deployed to compare with
     failure: str | None = None  # the analysis itself failed (not the manifest's fault): why
 
     @property
     def ok(self) -> bool:
         return not self.problems and self.failure is None
-
-    def table_defs(self) -> tuple[TableDef, ...]:
-        return tuple(TableDef.from_dict(t) for t in self.tables)
-
-    def source_list(self) -> tuple[Source, ...]:
-        return tuple(Source(s.table, s.connector, s.changelog) for s in self.sources)
 
 
 class Release(Document):

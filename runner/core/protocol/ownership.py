@@ -11,8 +11,7 @@ documents hold, and how they are encoded and parsed, is here.
 
 from __future__ import annotations
 
-from typing import Any
-
+from runner.core.identity import JobIdentity
 from runner.core.protocol.document import Document
 
 
@@ -35,7 +34,7 @@ class DeployClaim(Document):
 
 class JobRecord(Document):
     target: str  # the target kind that started it
-    identity: dict[str, Any]  # JobIdentity.to_dict()
+    identity: JobIdentity
     host: str
     pid: int
     start_ticks: int | None  # the process's start time (/proc), so that a reused pid is not taken for it

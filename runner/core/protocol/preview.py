@@ -12,14 +12,16 @@ from typing import Any
 
 from pydantic import model_validator
 
+from runner.core.manifest import Manifest
 from runner.core.protocol.document import Document
+from runner.core.tables import TableDef
 
 
 class PreviewRequest(Document):
     sql: str | None = None
-    manifest: dict[str, Any] | None = None  # the merged manifest (Manifest.to_dict()), placeholders unresolved
+    manifest: Manifest | None = None  # the merged manifest, placeholders unresolved
     file: str | None = None  # the manifest's file, for the problems' locations
-    tables: list[dict[str, Any]] = []  # the project's tables (TableDef.to_dict())
+    tables: tuple[TableDef, ...] = ()  # the project's tables
     limit: int = 20
     timeout: float = 30.0
     stream: bool = False  # answer with PreviewChunks, one JSON line each, as rows arrive

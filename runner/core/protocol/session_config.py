@@ -1,20 +1,24 @@
 """What a session application is started with (no secrets: placeholders resolve in the session).
 
 ``sql-runner session start`` writes it onto the session's command line (``--config-json``); the session
-application reads it (``SessionConfig.to_json`` / ``from_json``, its one writer and reader).
+application reads it (``SessionConfig.encode`` / ``decode``, its one writer and reader). YARN starts a
+failed session again with the same command line, on whatever runner its node has by then: a configuration
+of the release before it was a document (no ``schema``; keys spelt as fields, ``run_id``,
+``stop_timeout``, ...) still reads.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from pydantic import Field
 
+from runner.core.bucket import BucketAddress
+from runner.core.part import Part
+from runner.core.placeholders import Sources
+from runner.core.protocol.document import Document
 from runner.core.restarts import RestartStrategy
 
 
-@dataclass(frozen=True)
-class Protection:
+class Protection(Part):
     """How the session protects itself and the other queries from one query."""
 
     max_failures: int = 5  # consecutive run-time failures before a query is parked
@@ -31,26 +35,27 @@ class Protection:
         )
 
 
-@dataclass(frozen=True)
-class SessionConfig:
+class Application(Part):
+    """Where application-mode jobs run (the target the session starts them on), as the command's options
+    said."""
+
+    kind: str  # local, standalone, yarn
+    log_dir: str
+    master: str | None = None
+    master_web_ui: str | None = None
+    resource_manager: str | None = None
+
+
+class SessionConfig(Document):
     team: str
     run_id: str
-    store: dict[str, dict[str, str]]  # Store.describe()
-    application: dict[str, Any]  # where application-mode jobs run: kind, master, log-dir, ...
+    store: dict[str, BucketAddress]  # Store.describe()
+    application: Application
     project: str | None = None  # the project folder watched; None: the manifests bucket's manifests/
     poll: float = 0.5  # seconds between looks at the desired manifests and requests
     stop_timeout: float = 90.0
-    protection: Protection = field(default_factory=Protection)
+    protection: Protection = Field(default_factory=Protection)
     control_address: str = "127.0.0.1"  # where the control endpoint (live previews) listens
     control_port: int = 0  # 0: any free port (published in session/control.json)
     console_actions: bool = False  # the console it serves on the control endpoint may stop, savepoint and deploy
-    placeholders: dict[str, str | None] = field(default_factory=dict)  # placeholders.Sources.to_dict()
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"))
-
-    @staticmethod
-    def from_json(text: str) -> SessionConfig:
-        data = json.loads(text)
-        data["protection"] = Protection(**data.get("protection", {}))
-        return SessionConfig(**data)
+    placeholders: Sources = Field(default_factory=Sources)
