@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from runner.core import lookup, placeholders
+from runner.core import lookup, placeholder_syntax
 from runner.core.errors import Problem
 
 
@@ -180,9 +180,9 @@ def check_options(
                 hint=f"allowed: {', '.join(known) or 'no options'}",
             )
             continue
-        for message in placeholders.check_syntax(value):
+        for message in placeholder_syntax.check_syntax(value):
             problem("DDL_INVALID_PLACEHOLDER", key=key, reason=message)
-        if placeholders.names_in(value):
+        if placeholder_syntax.names_in(value):
             continue  # the value is only known at run time
         if key in spec.choices and value not in spec.choices[key]:
             problem(
@@ -209,14 +209,14 @@ def check_options(
 
 def _check_jdbc(options: dict[str, str], problem: Callable[..., None]) -> None:
     url = options.get("url", "")
-    if url and not placeholders.names_in(url) and not url.startswith("jdbc:postgresql://"):
+    if url and not placeholder_syntax.names_in(url) and not url.startswith("jdbc:postgresql://"):
         problem(
             "DDL_INVALID_CONNECTOR_OPTION",
             reason=f"option 'url' = {url!r} is not a PostgreSQL JDBC URL",
             hint="'jdbc:postgresql://<host>:<port>/<database>' (PostgreSQL is the database the jdbc sink writes)",
         )
     password = options.get("password")
-    if (password and not placeholders.names_in(password)) or "password=" in url.lower():
+    if (password and not placeholder_syntax.names_in(password)) or "password=" in url.lower():
         problem(
             "DDL_INVALID_CONNECTOR_OPTION",
             reason="a literal password is declared (it would be kept in the deployed state)",

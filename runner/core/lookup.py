@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runner.core import durations, placeholders
+from runner.core import durations, placeholder_syntax
 from runner.core.tables import TableDef
 
 PREFIX = "lookup."
@@ -128,7 +128,7 @@ def check(options: dict[str, str]) -> list[tuple[str, str]]:
         return problems
     for key in declared:
         value = options[key]
-        if placeholders.names_in(value):
+        if placeholder_syntax.names_in(value):
             continue
         if key in DURATIONS and not (durations.seconds(value) or 0) > 0:
             problems.append((f"option '{key}' = {value!r} is not a positive duration", "e.g. '30 s', '5 min', '1 h'"))
