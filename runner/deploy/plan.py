@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
+from runner.core import connectors
+from runner.core.connectors import ContinueBy
 from runner.core.manifest import Manifest, OnChange, on_change
 from runner.core.querydiff import QueryDiff
 from runner.core.reasons import Reason, rendered
@@ -136,31 +138,25 @@ def _sources_start(
     previous = {s.table for s in deployed.sources} if deployed else set()
     starts = []
     for source in desired.sources:
-        if source.connector == "datagen":
-            starts.append(SourceStart(source.table, "generated", "generated rows; nothing to continue"))
-        elif continue_from is None or source.table not in previous:
+        connector = connectors.named(source.connector)
+        if connector.continue_by is ContinueBy.GENERATING:
+            starts.append(SourceStart(source.table, "generated", connector.continuation))
+        elif continue_from is not None and source.table in previous and connector.continue_by is not None:
+            detail = connector.continuation.format(version=continue_from.version)
+            starts.append(SourceStart(source.table, "continue", detail))
+        else:
             why = (
                 "new source"
                 if deployed and source.table not in previous
                 else "on-query-change: reprocess"
                 if policy == "reprocess" and deployed
+                else "it cannot continue"
+                if continue_from is not None
                 else "no earlier state"
                 if deployed
                 else "first version"
             )
             starts.append(SourceStart(source.table, "startup-position", f"from its startup position ({why})"))
-        elif source.connector == "kafka":
-            starts.append(
-                SourceStart(
-                    source.table, "continue", f"continues from the Kafka offsets v{continue_from.version} committed"
-                )
-            )
-        else:
-            starts.append(
-                SourceStart(
-                    source.table, "continue", f"continues after the files v{continue_from.version} read (skips them)"
-                )
-            )
     return tuple(starts)
 
 
