@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 from jobs import sources
 from jobs.changelog import stream
 from jobs.changelog.sinks import check_target
+from jobs.connectors import open_source
 from jobs.jvm import expression_classes
 from jobs.lookup import partial
 from jobs.lookup import rule as lookup_rule
@@ -153,7 +154,7 @@ class _Sources:
 
     def _good_rows(self, table: TableDef) -> DataFrame:
         """The table's readable records, read live; a table whose records can be malformed is tapped."""
-        source = sources.open_source(self.spark, table, self.env, self.starts.get(MAIN, {}).get(table.name))
+        source = open_source(self.spark, table, self.env, self.starts.get(MAIN, {}).get(table.name))
         if not table.can_dead_letter:
             return source.good(source.rows)
         # Read once: the taps tell which micro-batches hold malformed records (jobs/deadletters.py).

@@ -177,7 +177,7 @@ def reader_schema(table: TableDef, fmt: str) -> T.StructType:
 def reader_checks(table: TableDef, fmt: str, options: Mapping[str, str]) -> Checks:
     """Checks of JSON or CSV files, which Spark's reader parses into the physical columns (PERMISSIVE, the raw
     record in RAW when it does not parse; ``reader_schema``). ``options``: the CSV reader's
-    (``sources.csv_reader_options``)."""
+    (``jobs/connectors/filesystem.py:csv_reader_options``)."""
     if fmt == "json":
         reason: Callable[[Sequence[str]], str] = functools.partial(json_reason, table)
         return Checks(_json_file_columns(table), f"{sqltext.identifier(RAW)} IS NULL", reason, reader_parses=True)
