@@ -429,7 +429,7 @@ def build_job(
     conformed = conform(query.result, target, file=file, field="target-table")
     if query.changelog is not None:
         check_target(target, file=file, line=lines.get("target-table"))
-        # The engine adds the metadata columns to the rows it writes (jobs/changelog/sinks.py).
+        # The engine adds the metadata columns to the rows it writes (its change sink, jobs/connectors/).
         return BuiltJob(query.changelog.stream, target, query, conformed)
     output = with_metadata(conformed, manifest) if live else conformed
     return BuiltJob(output, target, query, conformed)

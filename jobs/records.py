@@ -3,8 +3,9 @@
 A ``Checks`` says, for one kind of record (a JSON or CSV line, a Kafka value in JSON or
 Avro, a changelog record), how the reader's rows become the physical columns and the raw
 record, which SQL condition holds for a readable record, and the SQL that says why one is
-not. ``jobs/sources.py`` reads the tables and applies them; ``jobs/change_records.py``
-adds the checks of the records that insert, update and delete rows.
+not. Each connector's reader (``jobs/connectors/``) applies them to the rows it reads
+(``jobs/sources.py``); ``jobs/change_records.py`` adds the checks of the records that
+insert, update and delete rows.
 """
 
 from __future__ import annotations

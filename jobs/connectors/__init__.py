@@ -41,8 +41,8 @@ __all__ = [
 ]
 
 SPARK_CONNECTORS: dict[str, SparkConnector] = {
-    connector.name: connector
-    for connector in (
+    each.name: each
+    for each in (
         SparkFilesystem(),
         SparkDatagen(),
         SparkBlackhole(),

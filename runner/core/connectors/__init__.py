@@ -24,8 +24,7 @@ __all__ = ["CONNECTORS", "Connector", "ContinueBy", "OptionSpec", "find", "named
 
 # In the order a hint lists them.
 CONNECTORS: dict[str, Connector] = {
-    connector.name: connector
-    for connector in (Filesystem(), Datagen(), Blackhole(), Print(), Kafka(), UpsertKafka(), Jdbc())
+    each.name: each for each in (Filesystem(), Datagen(), Blackhole(), Print(), Kafka(), UpsertKafka(), Jdbc())
 }
 
 
