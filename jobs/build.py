@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 from jobs import sources
 from jobs.changelog import stream
 from jobs.changelog.sinks import check_target
+from jobs.connectors import open_source
 from jobs.jvm import expression_classes
 from jobs.lookup import partial
 from jobs.lookup import rule as lookup_rule
@@ -153,7 +154,7 @@ class _Sources:
 
     def _good_rows(self, table: TableDef) -> DataFrame:
         """The table's readable records, read live; a table whose records can be malformed is tapped."""
-        source = sources.open_source(self.spark, table, self.env, self.starts.get(MAIN, {}).get(table.name))
+        source = open_source(self.spark, table, self.env, self.starts.get(MAIN, {}).get(table.name))
         if not table.can_dead_letter:
             return source.good(source.rows)
         # Read once: the taps tell which micro-batches hold malformed records (jobs/deadletters.py).
@@ -428,7 +429,7 @@ def build_job(
     conformed = conform(query.result, target, file=file, field="target-table")
     if query.changelog is not None:
         check_target(target, file=file, line=lines.get("target-table"))
-        # The engine adds the metadata columns to the rows it writes (jobs/changelog/sinks.py).
+        # The engine adds the metadata columns to the rows it writes (its change sink, jobs/connectors/).
         return BuiltJob(query.changelog.stream, target, query, conformed)
     output = with_metadata(conformed, manifest) if live else conformed
     return BuiltJob(output, target, query, conformed)

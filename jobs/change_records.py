@@ -221,16 +221,14 @@ def _kafka_seq_of_origin() -> F.Column:
 
 
 def kafka_change_checks(table: TableDef) -> Checks:
-    """Checks of a changelog Kafka table's records (``upsert-kafka``, debezium-json values, or 'changelog-mode'
-    = 'upsert')."""
-    if table.connector == "upsert-kafka":
-        return _upsert_kafka_checks(table)
+    """Checks of a changelog ``kafka`` table's records (debezium-json values, or 'changelog-mode' = 'upsert':
+    each value the key's whole row); an ``upsert-kafka`` topic's are :func:`upsert_kafka_checks`."""
     if table.changelog == "debezium":
         return _debezium(table, _kafka_seq)
     return _upsert_checks(table, kafka_checks(table), file=False)
 
 
-def _upsert_kafka_checks(table: TableDef) -> Checks:
+def upsert_kafka_checks(table: TableDef) -> Checks:
     """upsert-kafka: the key from the message key, the rest from the value; no value deletes the key."""
     prefix = table.options.get("key.fields-prefix", "")
     schema = spark_schema(table)

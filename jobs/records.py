@@ -3,8 +3,9 @@
 A ``Checks`` says, for one kind of record (a JSON or CSV line, a Kafka value in JSON or
 Avro, a changelog record), how the reader's rows become the physical columns and the raw
 record, which SQL condition holds for a readable record, and the SQL that says why one is
-not. ``jobs/sources.py`` reads the tables and applies them; ``jobs/change_records.py``
-adds the checks of the records that insert, update and delete rows.
+not. Each connector's reader (``jobs/connectors/``) applies them to the rows it reads
+(``jobs/sources.py``); ``jobs/change_records.py`` adds the checks of the records that
+insert, update and delete rows.
 """
 
 from __future__ import annotations
@@ -177,7 +178,7 @@ def reader_schema(table: TableDef, fmt: str) -> T.StructType:
 def reader_checks(table: TableDef, fmt: str, options: Mapping[str, str]) -> Checks:
     """Checks of JSON or CSV files, which Spark's reader parses into the physical columns (PERMISSIVE, the raw
     record in RAW when it does not parse; ``reader_schema``). ``options``: the CSV reader's
-    (``sources.csv_reader_options``)."""
+    (``jobs/connectors/filesystem.py:csv_reader_options``)."""
     if fmt == "json":
         reason: Callable[[Sequence[str]], str] = functools.partial(json_reason, table)
         return Checks(_json_file_columns(table), f"{sqltext.identifier(RAW)} IS NULL", reason, reader_parses=True)

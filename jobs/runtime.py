@@ -35,14 +35,14 @@ from jobs.build import BuiltJob
 from jobs.changelog import engine as changelog_engine
 from jobs.changelog import stream
 from jobs.changelog.engine import ChangelogQuery
-from jobs.changelog.sinks import change_sink
+from jobs.connectors import change_sink, output_sink
 from jobs.deadletters import OUTPUT_TAP, DeadLetterTable, Taps
 from jobs.jvm import frame_of, java_class, java_frame, java_query, jvm_of
 from jobs.lookup import refresh as lookup_refresh
 from jobs.lookup.refresh import LookupFailed, Lookups
-from jobs.sinks import OutputSink, Trigger, output_sink
+from jobs.sinks import OutputSink, Trigger
 from jobs.target_schema import conform
-from runner.core import logs
+from runner.core import connectors, logs
 from runner.core.placeholders import resolved_options
 from runner.core.protocol.jobspec import JobSpec
 
@@ -239,8 +239,11 @@ def changelog_sink(
 
 def _source_properties(built: BuiltJob, env: Mapping[str, str]) -> dict[str, str]:
     """Properties that depend on where the job's file sources are (``jobs/localfs.py``)."""
-    files = [table for table in built.query.sources.values() if table.connector == "filesystem"]
-    paths = [resolved_options(table, env)["path"] for table in files]
+    paths = [
+        resolved_options(table, env)[key]
+        for table in built.query.sources.values()
+        if (key := connectors.named(table.connector).path_option) is not None
+    ]
     return localfs.source_properties(paths)
 
 

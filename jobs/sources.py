@@ -1,12 +1,14 @@
-"""Reading declared tables as streaming DataFrames, with malformed records set aside.
+"""Declared tables read as streaming DataFrames, with malformed records set aside.
 
-A source's rows become the declared columns in one of two ways. ``Source.good`` keeps
-the records that can be read against the declared schema, with a cheap check per record
-(was it parsed, are its NOT NULL columns set): that is what a job's query reads.
-``Source.parse`` adds two columns to every record: the raw record and, for a malformed
-one, the reason, spelt out field by field; ``invalid_rows`` of that frame is what goes
-to the dead-letter location. Both come from the same two SQL conditions, so a record is
-good exactly when it has no reason. A malformed record therefore never fails the job.
+Each connector reads its tables in its own way (``jobs/connectors/``) into a ``Source``: the
+rows as its reader gives them, and the checks that make them the declared columns. A source's
+rows become the declared columns in one of two ways. ``Source.good`` keeps the records that can
+be read against the declared schema, with a cheap check per record (was it parsed, are its NOT
+NULL columns set): that is what a job's query reads. ``Source.parse`` adds two columns to every
+record: the raw record and, for a malformed one, the reason, spelt out field by field;
+``invalid_rows`` of that frame is what goes to the dead-letter location. Both come from the same
+two SQL conditions, so a record is good exactly when it has no reason. A malformed record
+therefore never fails the job.
 
 A source whose records can be malformed is read once: its rows pass two *taps* (filters
 that keep every row they should and that the optimiser cannot move or merge), one over
@@ -25,43 +27,23 @@ from __future__ import annotations
 
 import atexit
 import functools
-import json
-import logging
 import re
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
-from jobs import change_records as changelog_records
-from jobs import kafka, kafka_admin, kafka_check, sqltext
-from jobs.datagen import datagen_frame
-from jobs.jvm import hadoop_configuration, jvm_of, spark_configuration
-from jobs.records import ERROR, KAFKA_ORIGIN, NO_ERRORS, RAW, Checks, kafka_checks, reader_checks, reader_schema
+from jobs import sqltext
+from jobs.jvm import hadoop_configuration, jvm_of
+from jobs.records import ERROR, KAFKA_ORIGIN, RAW, Checks, kafka_checks
 from jobs.schema import spark_schema
-from runner.core import jars, platform
+from runner.core import connectors, jars, platform
 from runner.core.errors import UserError
-from runner.core.placeholders import resolve, resolved_options
-from runner.core.starts import FILE_URI_PREFIX, FILE_URI_SPELLING, KafkaOffsets, SkipFiles, Start, kafka_topics
 from runner.core.tables import TableDef
-
-SKIP_PATH = "__sql_runner_file"
-
-log = logging.getLogger(__name__)
-
-
-def require_connector(spark: SparkSession, table: TableDef) -> None:
-    """Fail clearly when a table needs jars that are not on the classpath: Spark's Kafka connector for a
-    Kafka table, spark-avro for Avro values."""
-    if table.connector in KAFKA_CONNECTORS:
-        require_feature(spark, "kafka", "KAFKA_CONNECTOR_MISSING", file=table.file, line=table.line, table=table.name)
-    if table.value_format == "avro":
-        require_feature(spark, "avro", "AVRO_CONNECTOR_MISSING", file=table.file, line=table.line, table=table.name)
 
 
 def has_class(spark: SparkSession, name: str) -> bool:
@@ -107,30 +89,12 @@ def require_s3(spark: SparkSession, uri: str, where: str) -> None:
     require_feature(spark, "s3", "S3_CONNECTOR_MISSING", where=where)
 
 
-KAFKA_CONNECTORS = ("kafka", "upsert-kafka")
-SOURCE_CONNECTORS = ("filesystem", "datagen", *KAFKA_CONNECTORS)
-
-
 def require_source(table: TableDef) -> None:
-    """Fail clearly when a query reads a table whose connector only writes."""
-    if table.connector not in SOURCE_CONNECTORS:
+    """Fail clearly when a query reads as a stream a table whose connector only writes."""
+    if not connectors.named(table.connector).stream:
         raise UserError.of(
             "CONNECTOR_NOT_A_SOURCE", file=table.file, line=table.line, table=table.name, connector=table.connector
         )
-
-
-def table_options(spark: SparkSession, table: TableDef, values: Mapping[str, str]) -> dict[str, str]:
-    """The table's options, placeholders resolved; a Kafka table's over the platform's client defaults
-    (``spark.sqlrunner.kafka.properties.*`` in the application's Spark properties)."""
-    options = resolved_options(table, values)
-    if table.connector not in KAFKA_CONNECTORS:
-        return options
-    found = spark_configuration(spark).getAllWithPrefix(kafka.PLATFORM_DEFAULTS_PREFIX)
-    defaults = {
-        key: resolve(value, values, field=f"{kafka.PLATFORM_DEFAULTS_PREFIX}{key}")
-        for key, value in ((item._1(), item._2()) for item in found)
-    }
-    return kafka.with_platform_defaults(options, defaults)
 
 
 # Taps: ``NOT isnan(spark_partition_id() + marker)`` holds for every row and is not folded
@@ -186,96 +150,6 @@ class Source:
         in none, whatever columns each query reads."""
         keep = [f.name for f in spark_schema(self.table).fields] if self.checks.reader_parses else []
         return tap(self.rows, marker, keep)
-
-
-def read_table(spark: SparkSession, table: TableDef, env: Mapping[str, str], start: Start | None = None) -> DataFrame:
-    """Streaming frame: physical columns + RAW + ERROR, before watermark and computed columns."""
-    return open_source(spark, table, env, start).frame()
-
-
-def open_source(spark: SparkSession, table: TableDef, env: Mapping[str, str], start: Start | None = None) -> Source:
-    """The table's live source.
-
-    ``start`` continues a previous version: Kafka offsets to start from, or the files to
-    skip because the previous version read them.
-    """
-    require_source(table)
-    options = table_options(spark, table, env)
-    require_connector(spark, table)
-    connector = table.connector
-    schema = spark_schema(table)
-    if connector == "filesystem":
-        return _filesystem(spark, table, options, schema, start)
-    if connector == "datagen":
-        return Source(table, datagen_frame(spark, table, options), NO_ERRORS)
-    return _kafka(spark, table, options, start)
-
-
-def _kafka(spark: SparkSession, table: TableDef, options: dict[str, str], start: Start | None) -> Source:
-    kafka_check.check(spark, table, options)
-    reader_options = kafka.source_options(table, options)
-    if isinstance(start, KafkaOffsets):
-        current = kafka_admin.current_partitions(
-            spark, reader_options, kafka_topics(options), options.get("topic-pattern")
-        )
-        offsets, notes = kafka.complete_offsets(start.offsets, current)
-        for note in notes:
-            log.info(f"{table.name}: {note}")
-        reader_options["startingOffsets"] = json.dumps(offsets)
-    frame = spark.readStream.format("kafka").options(**reader_options).load()
-    if table.changelog:
-        return Source(table, frame, changelog_records.kafka_change_checks(table))
-    return Source(table, frame, kafka_checks(table))
-
-
-def _skip_files(spark: SparkSession, frame: DataFrame, start: Start | None) -> DataFrame:
-    """Drop the rows of files a previous version already read (an anti-join on the file path).
-
-    The list holds paths in the core's one spelling; the file each row came from is put in
-    the same spelling by the same rule (``runner/core/starts.py``).
-    """
-    if not isinstance(start, SkipFiles):
-        return frame
-    # A changelog file source carries the file of each row already (it orders the row's changes by it).
-    path = F.col(changelog_records.FILE) if changelog_records.FILE in frame.columns else F.col("_metadata.file_path")
-    normalise = F.regexp_replace(path, FILE_URI_PREFIX, FILE_URI_SPELLING)
-    read = spark.read.schema("path STRING").json(start.uri).select(F.col("path").alias(SKIP_PATH))
-    tagged = frame.select("*", normalise.alias(SKIP_PATH))
-    return tagged.join(F.broadcast(read), on=SKIP_PATH, how="left_anti").drop(SKIP_PATH)
-
-
-def _filesystem(
-    spark: SparkSession, table: TableDef, options: dict[str, str], schema: T.StructType, start: Start | None = None
-) -> Source:
-    path = options["path"]
-    fmt = options["format"]
-    require_s3(spark, path, f"table {table.name}")
-    if "://" not in path or path.startswith("file://"):
-        # The file source refuses a missing folder; a job waiting for its first file is normal.
-        Path(path.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
-    if table.changelog:
-        rows, checks = changelog_records.file_changes(spark, table, options, path)
-        return Source(table, _skip_files(spark, rows, start), checks)
-    reader = spark.readStream.format(fmt)
-    if "source.max-files-per-trigger" in options:
-        reader = reader.option("maxFilesPerTrigger", options["source.max-files-per-trigger"])
-    if "source.path-glob-filter" in options:
-        reader = reader.option("pathGlobFilter", options["source.path-glob-filter"])
-    if fmt in ("json", "csv"):
-        reader = reader.schema(reader_schema(table, fmt))
-        reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", RAW)
-        csv_options = csv_reader_options(options) if fmt == "csv" else {}
-        reader = reader.options(**csv_options)
-        checks = reader_checks(table, fmt, csv_options)
-        return Source(table, _skip_files(spark, reader.load(path), start), checks)
-    return Source(table, _skip_files(spark, reader.schema(schema).load(path), start), NO_ERRORS)
-
-
-def csv_reader_options(options: dict[str, str]) -> dict[str, str]:
-    """Spark's CSV reader options for a table's ``csv.*`` options."""
-    names = {"csv.field-delimiter": "sep", "csv.quote-character": "quote", "csv.null-literal": "nullValue"}
-    names["csv.header"] = "header"
-    return {spark_name: options[ours] for ours, spark_name in names.items() if ours in options}
 
 
 def decode_json_values(frame: DataFrame, table: TableDef) -> DataFrame:

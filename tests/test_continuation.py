@@ -8,6 +8,7 @@ from pathlib import Path
 
 from demo.transactions import transactions, write_batch
 from jobs import sources
+from jobs.connectors import read_table
 from runner.authoring.project import load_project
 from runner.core.bucket import LocalBucket
 from runner.core.starts import SkipFiles
@@ -90,7 +91,7 @@ def test_a_file_source_continues_after_the_files_the_previous_version_read(
     bucket = LocalBucket(tmp_path / "checkpoints")
 
     def run(checkpoint: str, out: str, start: SkipFiles | None = None) -> list[str]:
-        frame = sources.valid_rows(sources.read_table(spark, table, {}, start), table)
+        frame = sources.valid_rows(read_table(spark, table, {}, start), table)
         query = (
             frame.select("transaction_id")
             .writeStream.format("json")

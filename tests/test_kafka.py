@@ -10,7 +10,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from jobs import kafka
-from jobs.sinks import kafka_records
+from jobs.connectors.kafka import kafka_records
 from jobs.sources import RAW, Source, decode_json_values, kafka_checks
 from runner.authoring.ddl import parse_ddl
 from runner.core.errors import UserError

@@ -54,7 +54,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from jobs.change_records import kafka_change_checks
+from jobs.change_records import upsert_kafka_checks
 from jobs.jvm import scala_list
 from jobs.lookup.load import Loader, LoadFailed
 from jobs.records import ERROR, KAFKA_ORIGIN, RAW
@@ -496,7 +496,7 @@ def test_an_upsert_kafka_message_with_a_tinyint_out_of_range_in_its_key_or_value
         [(json.dumps(k).encode(), v and json.dumps(v).encode(), "t", 0, n) for n, (k, v) in enumerate(messages)],
         "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT",
     )
-    source = Source(table, frame, kafka_change_checks(table))
+    source = Source(table, frame, upsert_kafka_checks(table))
     reasons = [r[ERROR] for r in source.parse(frame).orderBy(KAFKA_ORIGIN["offset"]).collect()]
     assert reasons == [
         None,

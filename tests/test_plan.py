@@ -276,3 +276,14 @@ def test_a_refused_restore_starts_the_next_version_instead_of_restoring_again():
     assert refusal.param["version"] == 1 and str(refusal.param["refusal"]).startswith("[STATE_STORE_KEY_SCHEMA")
     # the refusal of an older run does not matter once a job of the version runs again
     assert plan_one("job", desired(SAME), deployed(), RUNNING).kind == "nothing"
+
+
+def test_a_source_whose_connector_cannot_continue_starts_at_its_startup_position():
+    """A connector that declares no way to continue (runner/core/connectors/: ``continue_by``) is read from its
+    startup position by a new version that continues the others, and the plan says so."""
+    keyed = SourceTable(table="`kafka`.`users`", connector="upsert-kafka")
+    sources = (KAFKA, keyed)
+    action = plan_one("job", desired(INCOMPATIBLE, sources=sources), deployed(sources=sources), RUNNING)
+    hows = {s.table: (s.how, s.detail) for s in action.sources}
+    assert hows[KAFKA.table][0] == "continue"
+    assert hows[keyed.table] == ("startup-position", "from its startup position (it cannot continue)")

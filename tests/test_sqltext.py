@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from jobs import sqltext
+from jobs.connectors import open_source, read_table
 from jobs.metadata import with_metadata
-from jobs.sources import ERROR, RAW, open_source, read_table
+from jobs.sources import ERROR, RAW
 from runner.authoring.ddl import parse_ddl
 from runner.core.manifest import Manifest, Meta
 

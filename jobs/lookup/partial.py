@@ -260,8 +260,8 @@ def _never(batches: Iterator[Any]) -> Iterator[Any]:
 def spec_of(
     table_name: str, db: Any, names: Mapping[str, str], schema: S.StructType, identity: str, options: LookupOptions
 ) -> Spec:
+    from jobs.connectors.jdbc import pg_type
     from jobs.jdbc import quote_identifier
-    from jobs.lookup.load import pg_type
 
     connection = {
         "host": db.host,

@@ -29,8 +29,11 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from jobs.connectors import lookup_rows
+from jobs.connectors.base import LoadFailed
+from jobs.connectors.jdbc import DatabaseRows
 from jobs.lookup import partial, rule
-from jobs.lookup.load import Loaded, Loader, LoadFailed, check_types
+from jobs.lookup.load import Loaded, Loader
 from runner.core.lookup import LookupOptions
 from runner.core.protocol.status import LookupStatus
 from runner.core.tables import TableDef
@@ -66,7 +69,6 @@ class LookupTable:
         self.marker, self.label = marker, label
         self.table = marker.table
         self.options = LookupOptions.of(self.table)
-        check_types(self.table)
         self.loader = Loader(spark, self.table, env)
         self.rule = rule.rule(spark)
         self.snapshot: Loaded | None = None
@@ -180,8 +182,10 @@ class PartialTable:
         self.spark, self.marker, self.label = spark, marker, label
         self.table = marker.table
         self.options = LookupOptions.of(self.table)
-        check_types(self.table)
-        self.loader = Loader(spark, self.table, env)
+        database = lookup_rows(spark, self.table, env)
+        # Only a database's table takes a PARTIAL cache (runner/core/connectors/: Connector.lookup_caches).
+        assert isinstance(database, DatabaseRows)
+        self.database = database
         self.rule = rule.rule(spark)
         self.stats: dict[str, Any] | None = None
         self.error: str | None = None
@@ -195,15 +199,14 @@ class PartialTable:
                 time.sleep(pause)
                 pause *= 2
             try:
-                names = self.loader.column_names()
+                names = self.database.column_names()
             except LoadFailed as error:
                 self.error = str(error)
                 continue
-            db = self.loader.db
-            assert db is not None
             identity = f"{self.table.name} {self.marker.id} {uuid.uuid4().hex}"
-            spec = partial.spec_of(self.table.name, db, names, self.loader.schema, identity, self.options)
-            inner, outer, self.stats = partial.functions(self.spark, spec, self.loader.schema)
+            schema = self.database.schema
+            spec = partial.spec_of(self.table.name, self.database.db, names, schema, identity, self.options)
+            inner, outer, self.stats = partial.functions(self.spark, spec, schema)
             self.rule.putPartial(self.marker.id, inner, outer, self.table.name)
             self.error = None
             return True

@@ -25,6 +25,7 @@ from jobs.lookup.refresh import LookupFailed, Lookups
 from jobs.lookup.refresh import failure as lookup_failure
 from runner.analysis.session import local_session
 from runner.authoring.project import Project
+from runner.core import connectors
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +74,7 @@ def preview(
                 if rows and on_rows is not None:
                     on_rows(rows)
 
-    bounded = all(t.connector == "filesystem" for t in query.streams().values())
+    bounded = all(connectors.named(t.connector).preview_reads_to_end for t in query.streams().values())
     checkpoint = tempfile.mkdtemp(prefix="sql-runner-preview-")
     lookups = Lookups(query.result.sparkSession, query.lookups, env or {}, {}) if query.lookups else None
     try:

@@ -16,9 +16,8 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from jobs import jdbc
 from jobs.build import BuiltJob, BuiltQuery, build_job
-from jobs.lookup import load as lookup_load
+from jobs.connectors import spark_connector
 from jobs.sinks import output_mode
 from runner.analysis import streaming
 from runner.analysis.session import local_session
@@ -82,10 +81,9 @@ def analyse(
     problems = placeholders.job_problems(manifest.spark_properties, file, analysed.tables, env)
     if problems:
         raise UserError(problems)
-    if built.target.connector == "jdbc":  # the database's own table has what the job writes
-        jdbc.check_table(built.target, jdbc.database(built.target, placeholders.resolved_options(built.target, env)))
-    for table in lookups:  # the database's own table has the columns declared
-        lookup_load.check_table(table, env)
+    spark_connector(built.target).check_sink(built.target, env)  # e.g. a database's table has what is written
+    for table in lookups:  # e.g. a database's table has the columns declared
+        spark_connector(table).check_lookup(table, env)
     return analysed
 
 

@@ -15,9 +15,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from runner.authoring import connectors
 from runner.authoring.ddl_types import parse_type
-from runner.core import avro, lookup
+from runner.core import avro, connectors, lookup
 from runner.core import datatypes as T
 from runner.core.errors import Problem, ProblemCollector, UserError
 from runner.core.sqltokens import Kind, Token, TokenStream, split_statements, tokenize
@@ -270,13 +269,9 @@ def check_table(table: TableDef) -> list[Problem]:
             if declared(name) is None:
                 problems.append(Problem.of("DDL_UNKNOWN_COLUMN", table=table.name, kind=kind, column=name, **where))
     problems.extend(
-        connectors.check_options(
-            table.options, [c.name for c in table.columns], file=table.file, line=table.line, table=table.name
-        )
-    )
-    problems.extend(
-        connectors.check_changelog(
+        connectors.problems(
             table.options,
+            [c.name for c in table.columns],
             table.primary_key,
             file=table.file,
             line=table.line,
@@ -294,7 +289,8 @@ def check_table(table: TableDef) -> list[Problem]:
                 **where,
             )
         )
-    if table.options.get("connector") == "kafka" and table.value_format == "avro":
+    connector = connectors.find(table.options.get("connector"))
+    if connector is not None and "avro" in connector.formats and connector.record_format(table.options) == "avro":
         for column, why in avro.unsupported(table):
             problems.append(
                 Problem.of(

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from runner.authoring.ddl import parse_ddl_file
 from runner.authoring.manifest_file import load_manifest, load_template
+from runner.core import connectors
 from runner.core.catalog import Catalog
 from runner.core.errors import Problem, ProblemCollector, UserError
 from runner.core.manifest import Manifest
@@ -122,9 +123,11 @@ def load_project(root: Path | None = None, *, extra_ddl: list[Path] | None = Non
 
 
 def _resolve_paths(table: TableDef, root: Path) -> TableDef:
-    path = table.options.get("path")
-    if table.connector != "filesystem" or path is None or "://" in path or path.startswith("${"):
+    """A relative folder of a table's files is the project's: made absolute against its root."""
+    key = connectors.named(table.connector).path_option
+    if key is None:
         return table
-    if os.path.isabs(path):
+    path = table.options.get(key)
+    if path is None or "://" in path or path.startswith("${") or os.path.isabs(path):
         return table
-    return table.model_copy(update={"options": {**table.options, "path": str((root / path).resolve())}})
+    return table.model_copy(update={"options": {**table.options, key: str((root / path).resolve())}})

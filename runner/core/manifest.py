@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from runner.core import durations, placeholders
+from runner.core import durations, placeholder_syntax, placeholders
 from runner.core.error_catalogue import CATALOGUE
 from runner.core.errors import UserError
 from runner.core.restarts import RestartStrategy
@@ -181,9 +181,9 @@ class Manifest(BaseModel):
                     expected="must be a string, number or boolean",
                 )
         for key, item in converted.items():
-            for reason in placeholders.check_syntax(item):
+            for reason in placeholder_syntax.check_syntax(item):
                 raise invalid("MANIFEST_INVALID_PLACEHOLDER", key=key, reason=reason)
-            if placeholders.names_in(item) and placeholders.is_launch_property(key):
+            if placeholder_syntax.names_in(item) and placeholders.is_launch_property(key):
                 raise invalid("MANIFEST_PLACEHOLDER_AT_LAUNCH", key=key)
         return converted
 

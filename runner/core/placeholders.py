@@ -27,14 +27,9 @@ from pydantic import field_validator
 
 from runner.core.errors import Problem, UserError
 from runner.core.part import Part
+from runner.core.placeholder_syntax import NAME, PLACEHOLDER, SECRET, SECRET_NAME, SSM, names_in
 from runner.core.tables import TableDef
 
-_PLACEHOLDER = re.compile(r"\$(\$?)\{([^}]*)\}")
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_SSM_PATH = re.compile(r"^/?[A-Za-z0-9_.\-]+(?:/[A-Za-z0-9_.\-]+)*$")
-_SECRET = re.compile(r"^([A-Za-z0-9/_+=.@\-]+)(?:#([A-Za-z0-9_.\-]+))?$")
-SSM = "ssm:"
-SECRET = "secret:"
 # Properties Spark reads before the driver runs: a placeholder there could only be resolved by
 # whoever submits the job, which would put its value on the command line.
 LAUNCH_PROPERTY_PREFIXES = (
@@ -50,36 +45,6 @@ LAUNCH_PROPERTY_PREFIXES = (
 )
 DEFAULT_REDACTION = "(?i)secret|password|token|access[.]?key"  # spark.redaction.regex's default
 VALUE_CACHE_SECONDS = 300.0  # a rotated secret is picked up by starts after this long
-
-
-def names_in(text: str) -> list[str]:
-    """Placeholder references used in ``text`` (``NAME``, ``ssm:/p``, ``secret:s#k``; escaped ``$${..}`` excluded)."""
-    return [m.group(2) for m in _PLACEHOLDER.finditer(text) if not m.group(1)]
-
-
-def _reference_problem(reference: str) -> str | None:
-    if reference.startswith(SSM):
-        if not _SSM_PATH.match(reference[len(SSM) :]):
-            return f"placeholder ${{{reference}}} is not an SSM parameter name (letters, digits, '_', '.', '-', '/')"
-        return None
-    if reference.startswith(SECRET):
-        if not _SECRET.match(reference[len(SECRET) :]):
-            return (
-                f"placeholder ${{{reference}}} is not a secret name (letters, digits and /_+=.@-), "
-                "optionally followed by #field"
-            )
-        return None
-    if not _NAME.match(reference):
-        return (
-            f"placeholder ${{{reference}}} is not a valid name (letters, digits and '_', not starting with a digit; "
-            "or ssm:/path, secret:name)"
-        )
-    return None
-
-
-def check_syntax(text: str) -> list[str]:
-    """Messages for malformed placeholders such as ``${}``, ``${A B}`` or ``${ssm:}``."""
-    return [message for reference in names_in(text) if (message := _reference_problem(reference))]
 
 
 def is_launch_property(key: str) -> bool:
@@ -135,7 +100,7 @@ class Values(Mapping[str, str]):
         if not reference.startswith((SSM, SECRET)):
             if reference in self.env:
                 return self.env[reference]
-            if not self.sources.parameters_prefix or not _NAME.match(reference):
+            if not self.sources.parameters_prefix or not NAME.match(reference):
                 return None
         with self._lock:
             cached = self._cache.get(reference)
@@ -151,7 +116,7 @@ class Values(Mapping[str, str]):
 
         try:
             if reference.startswith(SECRET):
-                match = _SECRET.match(reference[len(SECRET) :])
+                match = SECRET_NAME.match(reference[len(SECRET) :])
                 if match is None:
                     return None
                 return self._secret(match.group(1), match.group(2))
@@ -215,7 +180,7 @@ def resolve(
             return match.group(0)
         return values[reference]
 
-    resolved = _PLACEHOLDER.sub(substitute, text)
+    resolved = PLACEHOLDER.sub(substitute, text)
     if missing:
         also = f" (also missing: {', '.join(missing[1:])})" if missing[1:] else ""
         raise UserError.of(

@@ -1,7 +1,8 @@
 """A query's sources, and where each starts when a new version continues the previous one.
 
 The runner works the starts out from the previous version's state (``runner/state/
-continuation.py``); the job applies them (``jobs/sources.py``). Both sides meet here:
+continuation.py``); the job applies them (each connector's reader, ``jobs/connectors/``).
+Both sides meet here:
 
 - a start is found by the query's *role* (``main``: a job is one query, whose dead
   letters come from the same read of its sources) and the table's name;

@@ -11,6 +11,7 @@ import re
 
 from pydantic import Field
 
+from runner.core import connectors
 from runner.core import datatypes as T
 from runner.core.part import Part
 
@@ -86,14 +87,12 @@ class TableDef(Part):
     @property
     def value_format(self) -> str | None:
         """How a Kafka table's record values are encoded (``value.format``, else ``format``); None otherwise."""
-        if self.connector not in ("kafka", "upsert-kafka"):
-            return None
-        return self.options.get("value.format") or self.options.get("format")
+        return connectors.named(self.connector).value_format(self.options)
 
     @property
     def record_format(self) -> str | None:
         """How a record of a file or Kafka table is encoded: ``format`` (or a Kafka table's ``value.format``)."""
-        return self.value_format if self.connector in ("kafka", "upsert-kafka") else self.options.get("format")
+        return connectors.named(self.connector).record_format(self.options)
 
     @property
     def changelog(self) -> str | None:
@@ -101,11 +100,7 @@ class TableDef(Part):
         ``upsert`` (each record is its key's latest row, a tombstone deletes the key: ``upsert-kafka``, or
         ``'changelog-mode' = 'upsert'``), ``debezium`` (``op`` c/r/u/d with ``before``/``after`` images:
         ``'format' = 'debezium-json'``); None for a table that only grows."""
-        if self.connector == "upsert-kafka" or self.options.get("changelog-mode") == "upsert":
-            return "upsert"
-        if self.record_format == "debezium-json":
-            return "debezium"
-        return None
+        return connectors.named(self.connector).changelog(self.options)
 
     @property
     def physical_schema(self) -> T.Struct:
@@ -115,28 +110,15 @@ class TableDef(Part):
     @property
     def can_dead_letter(self) -> bool:
         """A source whose records can be malformed (datagen rows never are)."""
-        if self.connector in ("kafka", "upsert-kafka"):
-            return True
-        return self.connector == "filesystem" and (
-            self.options.get("format") in ("json", "csv", "debezium-json") or any(not c.nullable for c in self.columns)
-        )
+        has_not_null = any(not c.nullable for c in self.columns)
+        return connectors.named(self.connector).can_dead_letter(self.options, has_not_null)
 
     @property
     def delivery(self) -> str:
         """What a reader of this table as a sink sees after a crash and restart: ``exactly-once`` (a file
         table: a replayed batch replaces what it wrote), ``at-least-once`` (a Kafka topic: a replayed batch is
         written again), ``at-least-once, keyed`` (a keyed topic: the latest value per key ends the same)."""
-        if self.connector == "filesystem":
-            return "exactly-once"
-        if self.connector == "kafka":
-            return "at-least-once, keyed" if self.primary_key else "at-least-once"
-        if self.connector == "upsert-kafka":
-            return "at-least-once, keyed"
-        if self.connector == "jdbc":
-            return "exactly-once"
-        if self.connector == "print":
-            return "at-least-once"
-        return "-"
+        return connectors.named(self.connector).delivery(bool(self.primary_key))
 
     def column(self, name: str) -> Column | None:
         return next((c for c in self.columns if c.name.lower() == name.lower()), None)

@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
+from runner.core import connectors
+from runner.core.connectors import ContinueBy
 from runner.core.manifest import Manifest, OnChange, on_change
 from runner.core.protocol.planned import PlannedAction, SourceStart
 from runner.core.querydiff import QueryDiff
@@ -144,38 +146,26 @@ def _sources_start(
     previous = {s.table for s in deployed.sources} if deployed else set()
     starts = []
     for source in desired.sources:
-        if source.connector == "datagen":
-            starts.append(
-                SourceStart(table=source.table, how="generated", detail="generated rows; nothing to continue")
-            )
-        elif continue_from is None or source.table not in previous:
+        connector = connectors.named(source.connector)
+        if connector.continue_by is ContinueBy.GENERATING:
+            starts.append(SourceStart(table=source.table, how="generated", detail=connector.continuation))
+        elif continue_from is not None and source.table in previous and connector.continue_by is not None:
+            detail = connector.continuation.format(version=continue_from.version)
+            starts.append(SourceStart(table=source.table, how="continue", detail=detail))
+        else:
             why = (
                 "new source"
                 if deployed and source.table not in previous
                 else "on-query-change: reprocess"
                 if policy == "reprocess" and deployed
+                else "it cannot continue"
+                if continue_from is not None
                 else "no earlier state"
                 if deployed
                 else "first version"
             )
             starts.append(
                 SourceStart(table=source.table, how="startup-position", detail=f"from its startup position ({why})")
-            )
-        elif source.connector == "kafka":
-            starts.append(
-                SourceStart(
-                    table=source.table,
-                    how="continue",
-                    detail=f"continues from the Kafka offsets v{continue_from.version} committed",
-                )
-            )
-        else:
-            starts.append(
-                SourceStart(
-                    table=source.table,
-                    how="continue",
-                    detail=f"continues after the files v{continue_from.version} read (skips them)",
-                )
             )
     return tuple(starts)
 

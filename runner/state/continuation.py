@@ -1,19 +1,20 @@
 """Where a new version's sources start so that it continues exactly where the last one stopped.
 
 Read from the previous version's final state (a savepoint or checkpoint) of the job's
-query (its dead letters come from the same read of its sources, so they follow it):
+query (its dead letters come from the same read of its sources, so they follow it), the way
+each source's connector continues (``ContinueBy``, ``runner/core/connectors/``):
 
-- Kafka: the offsets of the last committed batch (``offsets/<n>`` for the highest
+- offsets (Kafka): the offsets of the last committed batch (``offsets/<n>`` for the highest
   ``commits/<n>``) of the source that read the table's topics (a ``topic`` list, or the
   topics a ``topic-pattern`` matched), every topic-partition of it, become the new query's
   ``startingOffsets``; the job adds partitions and topics that appeared since, from their
   start (``jobs/kafka.py``).
-- Files: Spark's file source keeps no position, and a new checkpoint seeded with the old
-  logs fails on the new query's stateful operators. Instead, the files the previous
-  version's committed batches read (its ``sources/<i>/`` log up to the committed
-  ``logOffset``) are listed, and the new version skips exactly those files: its file
-  source is anti-joined with that list on ``_metadata.file_path``. Every file is read by
-  exactly one version: no duplicates, no gap.
+- skipping the files read (files): Spark's file source keeps no position, and a new
+  checkpoint seeded with the old logs fails on the new query's stateful operators.
+  Instead, the files the previous version's committed batches read (its ``sources/<i>/``
+  log up to the committed ``logOffset``) are listed, and the new version skips exactly
+  those files: its file source is anti-joined with that list on ``_metadata.file_path``.
+  Every file is read by exactly one version: no duplicates, no gap.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from runner.core import layout
+from runner.core import connectors, layout
 from runner.core.bucket import Bucket
+from runner.core.connectors import ContinueBy
 from runner.core.placeholders import resolved_options
 from runner.core.starts import (
     MAIN,
@@ -144,7 +146,8 @@ def plan_starts(
                 notes.append(f"{table.name} ({role}): the previous version committed no batch; startup position")
                 continue
             connector_options = resolved_options(table, env)
-            if table.connector == "kafka":
+            continue_by = connectors.named(table.connector).continue_by
+            if continue_by is ContinueBy.OFFSETS:
                 pattern = connector_options.get("topic-pattern")
                 offsets = kafka_offsets(found, kafka_topics(connector_options), pattern)
                 if offsets is None:
@@ -153,7 +156,7 @@ def plan_starts(
                     continue
                 starts.setdefault(role, {})[table.name] = KafkaOffsets(offsets=offsets)
                 notes.append(f"{table.name} ({role}): Kafka offsets of batch {found.batch}: {json.dumps(offsets)}")
-            elif table.connector == "filesystem":
+            elif continue_by is ContinueBy.SKIPPING_READ_FILES:
                 paths = files_read(state_bucket, query_key, found, connector_options.get("path", ""))
                 if paths is None:
                     notes.append(f"{table.name} ({role}): no file source log found; startup position")
