@@ -128,6 +128,7 @@ class Context:
         spark: Callable[[], Any] | None = None,
         requested_by: str | None = None,
         judge_in_jobs: bool = False,
+        command: str = "deploy",
     ) -> Deployer:
         """A deployer whose application-mode jobs go to ``target`` (default: the chosen target), over
         ``project`` (default: the command's own, if ``with_project``), analysing on ``spark`` (default: a
@@ -152,6 +153,7 @@ class Context:
             spark=spark,
             requested_by=requested_by,
             judge_in_jobs=judge_in_jobs,
+            command=command,
         )
 
 

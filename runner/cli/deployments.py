@@ -83,7 +83,8 @@ only_mode = click.option(
 @requires.context()
 def plan(ctx: Context, paths: tuple[Path, ...], as_json: bool, mode: str | None) -> None:
     """Show, per manifest (default: every manifest), what deploy would do and why. Changes nothing."""
-    planned = decisions(ctx, ctx.deployer(), paths, mode)
+    with ctx.deployer(command="plan") as deployer:
+        planned = decisions(ctx, deployer, paths, mode)
     if as_json:
         for decision in planned:
             line(render.plan_json(decision))
@@ -135,8 +136,7 @@ def deploy(
         def superseded() -> str | None:
             return newer_version(ctx, key, object_version)
 
-    deployer = ctx.deployer(lease_wait=lease_wait, judge_in_jobs=True)
-    try:
+    with ctx.deployer(lease_wait=lease_wait, judge_in_jobs=True) as deployer:
         planned = decisions(ctx, deployer, paths, mode)
         deployer.release_spark()  # carrying the plan out needs no Spark here
         out.print(render.plan_table(planned))
@@ -149,8 +149,6 @@ def deploy(
                 continue
             line(f"{decision.name}: {result.summary} -> {render.outcome(result.outcome)}")
         failures.raise_if_any()
-    finally:
-        deployer.send_all_away("the deploy ended before its decision started it")
 
 
 @click.command()
@@ -166,8 +164,8 @@ def undeploy(ctx: Context, name: str, lease_wait: float) -> None:
     present = [p for p in ctx.project.manifest_paths() if p.stem == name]
     if present:
         raise UserError.of("MANIFEST_STILL_PRESENT", name=name, manifest=ctx.project.display(present[0]))
-    deployer = ctx.deployer(with_project=False, lease_wait=lease_wait)
-    result = deployer.carry_out(deployer.decide(name, None), purpose="undeploy")
+    with ctx.deployer(with_project=False, lease_wait=lease_wait, command="undeploy") as deployer:
+        result = deployer.carry_out(deployer.decide(name, None), purpose="undeploy")
     line(f"{name}: {result.summary} -> {render.outcome(result.outcome)}")
 
 
@@ -187,16 +185,13 @@ def run(manifest: Path, once: bool, project: Path | None, state: Path | None, te
     ctx = Context(project=project or project_of(manifest), state=state, team=team)
     assert isinstance(ctx.target, LocalTarget)
     foreground = ForegroundTarget(ctx.target)
-    deployer = ctx.deployer(foreground, once=once, judge_in_jobs=True)
-    try:
+    with ctx.deployer(foreground, once=once, judge_in_jobs=True, command="run") as deployer:
         decision = decisions(ctx, deployer, (manifest,))[0]
         deployer.release_spark()  # only when its job could not judge it: the analysis JVM does not wait beside it
         log.info(
             f"{decision.action.summary}: {'; '.join(rendered(decision.action.reasons))}", extra=logs.job(decision.name)
         )
         result = deployer.carry_out(decision, purpose="run")
-    finally:
-        deployer.send_all_away("the run ended before its decision started it")
     if foreground.exit_code is None:
         line(f"{decision.name}: {result.summary}; nothing to run")
         return 0

@@ -61,7 +61,9 @@ class Deployer:
         lease_wait: float = 0.0,
         requested_by: str | None = None,
         judge_in_jobs: bool = False,
+        command: str = "deploy",
     ):
+        self.command = command  # what the deployer works for, in what a job sent away is told
         self.requested_by = requested_by  # who asked, recorded with every decision (a console token's name)
         self.project = project  # the desired manifests; not needed to stop or savepoint a deployed job
         self.settings = settings
@@ -77,6 +79,21 @@ class Deployer:
         self.dead_holder = dead_holder  # which other holders are known to be gone (their leases are taken over)
         self.lease_wait = lease_wait  # seconds to wait for a lease another runner holds (0: stand down at once)
         self._read_ahead: dict[str, Any] = {}  # deployed records prepare_all read, for the plan that follows
+
+    def __enter__(self) -> Deployer:
+        """Deciding may start what must not outlive the command: jobs launched to judge their manifests
+        (only inside this block) and a local Spark to analyse queries. Both end with the block."""
+        if self.launcher is not None:
+            self.launcher.open = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.send_all_away(f"the {self.command} ended before its decision started it")
+        finally:
+            if self.launcher is not None:
+                self.launcher.open = False
+            self.release_spark()
 
     def _lease(self, name: str, purpose: str):
         return lease(
@@ -103,7 +120,8 @@ class Deployer:
         return self._spark
 
     def release_spark(self) -> None:
-        """End the local Spark this deployer started to analyse queries (a session's own is never ended)."""
+        """End the local Spark this deployer started to analyse queries (a session's own is never ended): at
+        the end of the ``with`` block, or sooner once the decisions are made."""
         if self._spark is not None and self._spark_factory is None:
             from runner.analysis.session import close_local_session
 

@@ -70,6 +70,9 @@ class Launcher:
         self.settings = settings
         self.store = settings.store
         self.launched: dict[str, Launched] = {}
+        # launching is allowed only inside the deployer's ``with`` block, whose end sends away what the
+        # decisions did not start (``Deployer.__exit__``): no launched driver outlives its command
+        self.open = False
 
     def can_judge(self, manifest: Manifest) -> bool:
         """The manifest's job starts on a target whose drivers judge their manifests."""
@@ -85,6 +88,8 @@ class Launcher:
         """Start ``manifest``'s job (merged, without meta) to judge it against ``record``, the deployed one;
         ``among``: the launches of this deploy, whose decisions are carried out one after another (each may
         stop a job, waiting up to the stop timeout) before the last one is released."""
+        if not self.open:
+            raise RuntimeError("a job judging its manifest is launched only inside `with deployer:`")
         settings, store = self.settings, self.store
         name = manifest.name
         target = settings.targets.pick(manifest)
