@@ -26,7 +26,7 @@ import pytest
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from runner.console.app import SignInPages
+from runner.console.app import ConsoleSignInPages
 from runner.console.http import Access, Server, application, holder_of, json_of
 from runner.console.signin import NONCE_LIFETIME, SignIns, cookie_name
 from runner.core.bucket import LocalBucket
@@ -63,7 +63,7 @@ class Console:
             holder=lambda given: "session-control" if given == SESSION_TOKEN else read_access(bucket).holder(given),
             sign_ins=self.sign_ins,
             holder_of_digest=lambda given: read_access(bucket).holder_of_digest(given),
-            pages=SignInPages(),
+            pages=ConsoleSignInPages(),
         )
         routes = [Route("/api/query/q/savepoint", act, methods=["POST"]), Route("/api/overview", page)]
         self.server = Server(application(routes, access), address="127.0.0.1", port=0, name="test-console")

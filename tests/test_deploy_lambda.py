@@ -294,7 +294,7 @@ class FlakyEmr:
 
 
 def handler(s3, emr):
-    return deploy_lambda.Handler(deploy_lambda.Settings.from_env(dict(os.environ)), s3, emr)
+    return deploy_lambda.Handler(deploy_lambda.LambdaSettings.from_env(dict(os.environ)), s3, emr)
 
 
 def test_a_throttled_step_is_added_by_the_retry_exactly_once(aws):

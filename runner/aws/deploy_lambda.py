@@ -68,12 +68,12 @@ class ClaimPending(RuntimeError):
 
 
 @dataclass(frozen=True)
-class Settings:
+class LambdaSettings:
     cluster_id: str
     step: StepCommand
 
     @staticmethod
-    def from_env(env: dict[str, str]) -> Settings:
+    def from_env(env: dict[str, str]) -> LambdaSettings:
         missing = [
             k
             for k in ("CLUSTER_ID", "TEAM", "MANIFESTS_BUCKET", "CHECKPOINTS_BUCKET", "SAVEPOINTS_BUCKET")
@@ -92,7 +92,7 @@ class Settings:
             )
             if env.get(name)
         }
-        return Settings(
+        return LambdaSettings(
             env["CLUSTER_ID"],
             StepCommand(
                 env["TEAM"], env["MANIFESTS_BUCKET"], env["CHECKPOINTS_BUCKET"], env["SAVEPOINTS_BUCKET"], **optional
@@ -142,7 +142,7 @@ def manifest_name(key: str) -> str | None:
 
 
 class Handler:
-    def __init__(self, settings: Settings, s3: Any, emr: Any, now: Any = None):
+    def __init__(self, settings: LambdaSettings, s3: Any, emr: Any, now: Any = None):
         self.settings = settings
         self.bucket = S3Bucket(settings.manifests_bucket, client=s3)
         self.emr = emr
@@ -320,7 +320,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """The Lambda entry point."""
     import boto3
 
-    settings = Settings.from_env(dict(os.environ))
+    settings = LambdaSettings.from_env(dict(os.environ))
     results = Handler(settings, boto3.client("s3"), boto3.client("emr")).handle(event)
     for result in results:
         print(json.dumps(result))

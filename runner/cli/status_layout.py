@@ -29,7 +29,7 @@ from runner.deploy.status import age
 
 
 @dataclass(frozen=True)
-class Column:
+class StatusColumn:
     """One column of the table: a field of a status row (as ``--json`` names it)."""
 
     key: str
@@ -39,20 +39,20 @@ class Column:
 
 # In the order they are shown.
 COLUMNS = (
-    Column("name", keep=1),
-    Column("version", keep=3, numeric=True),
-    Column("target", keep=9),
-    Column("state", keep=2),
-    Column("restarts", keep=6, numeric=True),
-    Column("last progress", keep=5),
-    Column("input rows/s", keep=4, numeric=True),
-    Column("changes/s", keep=12),
-    Column("keys held", keep=13),
-    Column("batch ms", keep=7, numeric=True),
-    Column("watermark", keep=8),
-    Column("lookups", keep=11),
-    Column("latest savepoint", keep=10),
-    Column("output", keep=14),
+    StatusColumn("name", keep=1),
+    StatusColumn("version", keep=3, numeric=True),
+    StatusColumn("target", keep=9),
+    StatusColumn("state", keep=2),
+    StatusColumn("restarts", keep=6, numeric=True),
+    StatusColumn("last progress", keep=5),
+    StatusColumn("input rows/s", keep=4, numeric=True),
+    StatusColumn("changes/s", keep=12),
+    StatusColumn("keys held", keep=13),
+    StatusColumn("batch ms", keep=7, numeric=True),
+    StatusColumn("watermark", keep=8),
+    StatusColumn("lookups", keep=11),
+    StatusColumn("latest savepoint", keep=10),
+    StatusColumn("output", keep=14),
 )
 ALWAYS_SHOWN = 2  # the name and the state (keep 1 and 2)
 WHY = "why"  # free text, often long: the last field of a plain line, and under the table at a terminal
@@ -103,7 +103,7 @@ def _plain_lines(rows: list[dict[str, Any]]) -> list[str]:
     return [aligned(values) for values in lines]
 
 
-def _fitting(console: Console, widest: dict[str, str]) -> list[Column]:
+def _fitting(console: Console, widest: dict[str, str]) -> list[StatusColumn]:
     """The most needed columns, in their order, that fit ``console``'s width with no cell wrapped; ``widest``:
     each column's widest cell."""
     by_need = sorted(COLUMNS, key=lambda column: column.keep)
@@ -114,7 +114,7 @@ def _fitting(console: Console, widest: dict[str, str]) -> list[Column]:
     return [column for column in COLUMNS if column in by_need[:ALWAYS_SHOWN]]
 
 
-def _table(cells: list[dict[str, str]], columns: list[Column]) -> Table:
+def _table(cells: list[dict[str, str]], columns: list[StatusColumn]) -> Table:
     table = Table()
     for column in columns:
         table.add_column(column.key, justify="right" if column.numeric else "left", no_wrap=True)

@@ -78,7 +78,7 @@ def session_log(application: Target, team: str) -> Callable[[], Path | None]:
     return find
 
 
-class SignInPages:
+class ConsoleSignInPages:
     """The console's sign-in form, and the page that hands a new sign-in's anti-forgery key to its script."""
 
     def form(self, next_path: str, nonce: str, error: str | None) -> str:
@@ -150,7 +150,7 @@ class Console:
             holder=lambda given: (bearer(given) if bearer else None) or self.holder(given),
             sign_ins=self.sign_ins,
             holder_of_digest=lambda given: self.tokens().holder_of_digest(given),
-            pages=SignInPages(),
+            pages=ConsoleSignInPages(),
         )
 
     # ---- the desired manifests ---------------------------------------------------------------

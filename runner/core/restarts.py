@@ -78,7 +78,9 @@ DEFAULT = RestartStrategy()
 
 
 @dataclass(frozen=True)
-class Verdict:
+class FailureJudged:
+    """What one failure means under the strategy: restart after ``delay``, or give up."""
+
     give_up: bool
     delay: float  # seconds before the restart (0 when giving up)
     failures: int  # failures within the window, this one included
@@ -92,14 +94,14 @@ class Restarts:
     failures: list[float] = field(default_factory=list)
     restarts: int = 0
 
-    def failed(self, now: float) -> Verdict:
+    def failed(self, now: float) -> FailureJudged:
         """Record a failure at ``now``: restart after the verdict's delay, or give up."""
         window = self.strategy.seconds("failure_window")
         self.failures = [t for t in self.failures if now - t < window] + [now]
         count, limit = len(self.failures), self.strategy.limit
         if limit is not None and count > limit:
-            return Verdict(True, 0.0, count)
-        return Verdict(False, self.strategy.delay_after(count), count)
+            return FailureJudged(True, 0.0, count)
+        return FailureJudged(False, self.strategy.delay_after(count), count)
 
     def exhausted(self, now: float) -> bool:
         """Whether the failures recorded so far (a previous attempt's) already used up the strategy."""
