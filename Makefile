@@ -10,7 +10,7 @@ CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 SOURCES := runner jobs infra demo tests bench
 
-.PHONY: run test bench lint venv jars kafka postgres chromium clean synth deploy-infra destroy-infra package package-lambda push-artifacts
+.PHONY: run test test-fast bench lint venv jars kafka postgres chromium clean synth deploy-infra destroy-infra package package-lambda push-artifacts
 
 venv: $(STAMP)
 
@@ -55,6 +55,13 @@ $(CHECKOV_STAMP):
 
 run: jars
 	@$(BIN)/python -m demo
+
+# The tests that need no JVM and no server (tests/tiers.py: what each test needs is a mark), in about a minute:
+# the feedback for a change to the control plane. `make test` runs them too, with everything else.
+test-fast: $(STAMP) $(CHECKOV_STAMP)
+	@$(BIN)/ruff check $(SOURCES)
+	@$(BIN)/ruff format --check --quiet $(SOURCES)
+	@$(BIN)/python -m pytest -q -n 2 --dist worksteal --fast
 
 # Two test processes share the two cores (a test mostly waits on its Spark jobs); the tests
 # marked `alone` time what they check, so they run afterwards, one at a time.

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import tiers
+
 SCREENSHOTS = Path(__file__).resolve().parents[1] / "docs" / "console"  # linked from the README
 
 
@@ -31,6 +33,7 @@ def chromium_path() -> str:
 def browser() -> Iterator:
     from playwright.sync_api import sync_playwright
 
+    tiers.require("browser", "Chromium")
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
         try:

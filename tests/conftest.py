@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from jobs.jvm import scala_list
+from tests import tiers
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
@@ -22,9 +23,21 @@ METADATA_DDL = """,
   __query_create_timestamp TIMESTAMP(3)"""
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--fast",
+        action="store_true",
+        help="only the tests that need no JVM and no server (make test-fast; tests/tiers.py)",
+    )
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    for need, what in tiers.NEEDS.items():
+        config.addinivalue_line("markers", f"{need}: {what}")
     if hasattr(config, "workerinput"):
         return  # a test process: it inherits what the controlling one set up before starting it
+    if config.getoption("fast"):
+        return  # no Spark starts: its class-data archive is not needed
     if "SPARK_SUBMIT_OPTS" not in os.environ:
         # Every JVM spark-submit starts (jobs, sessions, the test processes' own Spark) starts in half
         # the CPU (tests/jvmcds.py).
@@ -59,12 +72,33 @@ LONG_FIRST = (
 )
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by the marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    tiers.mark_from_fixtures(items)
+    if config.getoption("fast"):
+        slow = [item for item in items if not tiers.fast(item)]
+        if slow:
+            config.hook.pytest_deselected(items=slow)
+            items[:] = [item for item in items if tiers.fast(item)]
+
     def rank(item: pytest.Item) -> int:
         module = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
         return LONG_FIRST.index(module) if module in LONG_FIRST else len(LONG_FIRST)
 
     items.sort(key=rank)  # stable: each module's tests keep their order
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    with tiers.watching(item):
+        return (yield)
+
+
+@pytest.fixture(autouse=True)
+def _uses_only_what_its_marks_say():
+    """A test that used what its marks do not say fails as it ends (tests/tiers.py)."""
+    yield
+    tiers.verdict()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -161,6 +195,7 @@ def kill_jobs_recorded_in(manifests) -> None:
         blob = manifests.read(key)
         if blob is None:
             continue
+        tiers.require("e2e", f"a detached job it deployed ({key})")
         with contextlib.suppress(ProcessLookupError):
             os.killpg(json.loads(blob.text)["pid"], signal.SIGKILL)
 

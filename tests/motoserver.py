@@ -11,12 +11,15 @@ from unittest import mock
 
 from moto.server import ThreadedMotoServer
 
+from tests import tiers
+
 
 class MotoServer:
     """moto's server on a free port of 127.0.0.1. Its buckets live in this process, so the server can be
     stopped for a while (an S3 outage, as its clients see it) and started again on the same port with them."""
 
     def __init__(self, region: str = "us-east-1"):
+        tiers.require("s3", "moto's server")
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # it logs every request
         self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         self.server.start()

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from demo.kafka_broker import KafkaBroker, KafkaClient
 from demo.postgres_server import PostgresServer
+from tests import tiers
 
 RUN_ENV = "SQL_RUNNER_TEST_RUN"
 
@@ -46,6 +47,7 @@ def _alive(pid: int) -> bool:
 
 def shared_broker() -> KafkaClient:
     """A client of the run's broker, started now if no test process has started it yet."""
+    tiers.require("kafka", "the run's Kafka broker")
     folder = _run_folder()
     with open(folder / "kafka.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -62,6 +64,7 @@ def shared_broker() -> KafkaClient:
 
 def shared_postgres() -> PostgresServer:
     """The run's PostgreSQL server, started now if no test process has started it yet."""
+    tiers.require("postgres", "the run's PostgreSQL server")
     folder = _run_folder()
     with open(folder / "postgres.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

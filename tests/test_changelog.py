@@ -18,6 +18,8 @@ from runner.core.protocol.jobspec import JobSpec
 from tests.clihelpers import START
 from tests.conftest import METADATA_DDL, ProjectDir
 
+pytestmark = pytest.mark.spark
+
 PG_METADATA = """,
   __create_timestamp TIMESTAMP, __query_name TEXT, __query_description TEXT, __query_id TEXT,
   __query_version INTEGER, __query_create_timestamp TIMESTAMP"""

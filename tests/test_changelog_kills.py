@@ -17,6 +17,8 @@ import signal
 import threading
 import time
 
+import pytest
+
 from demo.kafka_broker import KafkaClient, Message
 from demo.postgres_server import PostgresServer
 from runner.targets.local import process_start_ticks
@@ -24,6 +26,8 @@ from tests.clihelpers import cli, status, wait_for
 from tests.conftest import METADATA_DDL, ProjectDir
 from tests.test_changelog import PG_METADATA
 from tests.test_session import status_file
+
+pytestmark = [pytest.mark.spark, pytest.mark.e2e, pytest.mark.postgres]
 
 
 class ChangeFeeder:

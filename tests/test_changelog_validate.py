@@ -19,6 +19,8 @@ from tests.clihelpers import refused_by_validate
 from tests.conftest import METADATA_DDL, ProjectDir
 from tests.test_changelog import PG_METADATA
 
+pytestmark = pytest.mark.spark
+
 USERS = """
 CREATE TABLE users (uid STRING, accountId STRING, PRIMARY KEY (uid) NOT ENFORCED)
 WITH ('connector' = 'filesystem', 'path' = 'data/users', 'format' = 'debezium-json');

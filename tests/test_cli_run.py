@@ -9,6 +9,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 import yaml
 from click.testing import CliRunner
 
@@ -16,6 +17,8 @@ from demo.committed_rows import committed_json_rows
 from demo.transactions import MALFORMED_LINES, transactions, write_batch
 from runner.cli.main import cli
 from tests.conftest import ProjectDir
+
+pytestmark = pytest.mark.spark
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -25,6 +25,8 @@ from tests.clihelpers import SQL_RUNNER, cli, cli_env, edit, wait_for
 from tests.conftest import ProjectDir
 from tests.motoserver import moto_server
 
+pytestmark = [pytest.mark.spark, pytest.mark.e2e, pytest.mark.s3]
+
 BUCKET = "team-analytics-manifests"
 
 

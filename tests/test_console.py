@@ -40,6 +40,8 @@ from tests.browser import browser, screenshot
 from tests.clihelpers import SQL_RUNNER, cli, cli_env, wait_for
 from tests.conftest import METADATA_DDL, ProjectDir
 
+pytestmark = [pytest.mark.spark, pytest.mark.e2e, pytest.mark.browser]
+
 
 def ddl(data: Path) -> str:
     """The tables, at absolute paths: the author's working copy declares the very same tables."""

@@ -17,6 +17,8 @@ import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import pytest
+
 from demo.transactions import transactions, write_batch
 from runner.core.bucket import LocalBucket
 from runner.core.protocol.history import read_history
@@ -24,6 +26,8 @@ from tests.browser import browser
 from tests.clihelpers import START, cli, status, wait_for
 from tests.conftest import ProjectDir
 from tests.test_console import ConsoleProcess, call
+
+pytestmark = [pytest.mark.spark, pytest.mark.e2e, pytest.mark.browser]
 
 
 def attack_pages(action: str, overview: str, name: str) -> dict[str, str]:

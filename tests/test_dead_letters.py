@@ -29,6 +29,8 @@ from tests.clihelpers import START, cli, status, wait_for
 from tests.conftest import ProjectDir
 from tests.test_job import output_rows, run_once, run_published
 
+pytestmark = pytest.mark.spark
+
 ONE_FILE_PER_BATCH = ", 'source.max-files-per-trigger' = '1')"
 DEAD = "demo-card-transactions"
 
@@ -80,6 +82,7 @@ def task_bytes_read(event_logs: Path) -> int:
     return total
 
 
+@pytest.mark.e2e
 def test_each_micro_batch_reads_its_source_once_and_malformed_records_come_from_that_input(
     batched: ProjectDir, tmp_path: Path
 ):
@@ -210,6 +213,7 @@ def test_a_crash_between_or_after_the_two_outputs_leaves_both_exact(
     assert keys([r.raw for r in dead]) == expected_keys("b", "c")
 
 
+@pytest.mark.e2e
 def test_both_outputs_stay_exact_when_the_job_is_killed_as_its_output_gains_a_batch(batched: ProjectDir):
     project = batched
     manifest = project.root / "manifests" / "high-value.yaml"

@@ -22,6 +22,8 @@ from runner.core.manifest import Manifest, Meta
 from runner.core.protocol.deployed import DeploymentRecord
 from tests.clihelpers import parsed_command
 
+pytestmark = pytest.mark.s3  # moto, in-process or as its server
+
 BUCKET = "team-a-manifests"
 TEAM = "team-a"
 MANIFEST = """\

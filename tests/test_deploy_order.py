@@ -28,6 +28,8 @@ from tests.fake_yarn import FakeResourceManager, fake_spark_submit
 from tests.motoserver import moto_server
 from tests.test_deploy_lambda import s3_event
 
+pytestmark = [pytest.mark.spark, pytest.mark.e2e, pytest.mark.s3]
+
 TEAM = "payments"
 BUCKETS = {role: f"{TEAM}-{role}" for role in ("manifests", "checkpoints", "savepoints")}
 KEY = "manifests/high-value.yaml"

@@ -7,8 +7,12 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from demo.committed_rows import committed_json_rows
 from jobs.filesink import BASE_FILE, batch_base, file_sink_writer, latest_batch
+
+pytestmark = pytest.mark.spark
 
 
 def write_input(folder: Path, name: str, ids: range) -> None:

@@ -332,6 +332,7 @@ def test_terraform_validates_each_topics_stack_when_the_kafka_provider_is_mirror
     assert json.loads(_terraform_validate(stack_dir).stdout)["valid"] is True
 
 
+@pytest.mark.infra
 def test_the_lambda_zip_validates_manifests_without_spark(tmp_path):
     from infra.package import lambda_zip
 
@@ -391,6 +392,7 @@ def test_checkov_passes_every_stack_outside_the_justified_skip_list(stacks):
     assert not stale, f"skip entries that no longer match a failing check: {stale}"
 
 
+@pytest.mark.infra
 def test_deploy_infra_without_credentials_stops_before_doing_anything(tmp_path):
     import os
 
@@ -490,6 +492,8 @@ def test_jobs_reach_msk_out_of_the_box_and_read_only_the_teams_parameters_and_se
     assert "SHA256SUMS" in script and "exit 1" in script
 
 
+@pytest.mark.s3
+@pytest.mark.infra  # infra.stack: CDK for Terraform's runtime
 def test_the_documented_kafka_table_resolves_on_the_cluster_from_the_teams_parameter(monkeypatch):
     """The Kafka table of docs/tables.md, unchanged, with the Spark properties the cluster gives every job: SASL/IAM
     client settings and the bootstrap address from the team's parameter (moto SSM)."""
@@ -520,6 +524,7 @@ def test_the_documented_kafka_table_resolves_on_the_cluster_from_the_teams_param
     assert reader["kafka.sasl.client.callback.handler.class"].endswith("IAMClientCallbackHandler")
 
 
+@pytest.mark.infra
 def test_make_package_copies_emrs_jars_checked_and_the_bootstrap_refuses_a_changed_one(tmp_path):
     """``dist/jars/`` from the fetched jar set, verified the way the EMR bootstrap verifies it."""
     from infra.package import BOOTSTRAP, SUMS, JarRefused, copy_jars

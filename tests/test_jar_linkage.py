@@ -8,8 +8,12 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 from runner.core import jars
 from tests.classfiles import Classpath, classes_in, parse
+
+pytestmark = pytest.mark.spark
 
 # What the check finds, and why each may stay: (jar, calling class, owner, member).
 KNOWN = {

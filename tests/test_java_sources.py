@@ -30,6 +30,7 @@ def test_every_class_the_runner_compiles_has_its_file_and_every_file_is_asked_fo
         assert re.search(rf"^public class {path.stem}\b", path.read_text(), re.MULTILINE), path
 
 
+@pytest.mark.spark  # javac, a JVM
 def test_every_java_source_compiles_against_the_pinned_sparks_jars(tmp_path: Path):
     javac = shutil.which("javac")
     if javac is None:

@@ -26,6 +26,8 @@ from runner.core.placeholders import Values
 from runner.core.protocol.jobspec import JobSpec
 from tests.conftest import HIGH_VALUE_MANIFEST, METADATA_DDL, ProjectDir, plan_nodes
 
+pytestmark = pytest.mark.spark
+
 START = datetime(2026, 1, 1, tzinfo=UTC)
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from demo.committed_rows import committed_json_rows
 from demo.transactions import transactions, write_batch
 from runner.core import classdata
@@ -62,6 +64,8 @@ def judged_launch(project: ProjectDir, name: str) -> str:
     return judged.removeprefix("the job's own driver (launch ").split(",")[0]
 
 
+@pytest.mark.spark
+@pytest.mark.e2e
 def test_deploys_are_judged_by_their_jobs_and_a_refused_change_changes_nothing(demo_project: ProjectDir):
     project = demo_project
     manifest = project.root / "manifests" / "high-value.yaml"

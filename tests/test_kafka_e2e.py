@@ -10,6 +10,7 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
 from pyspark.errors import AnalysisException
 
 from demo.kafka_broker import Message
@@ -17,6 +18,8 @@ from demo.transactions import MALFORMED_LINES, transactions
 from jobs import boundary, runtime
 from tests.conftest import METADATA_DDL, ProjectDir
 from tests.test_job import run_once
+
+pytestmark = pytest.mark.spark
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -27,6 +27,8 @@ from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from demo.kafka_broker import KafkaClient, Message
 from demo.transactions import transactions
 from runner.core import jars
@@ -34,6 +36,8 @@ from runner.targets.local import process_start_ticks
 from tests.clihelpers import cli, history, status, wait_for
 from tests.conftest import METADATA_DDL, ProjectDir
 from tests.test_session import batch, status_file
+
+pytestmark = [pytest.mark.spark, pytest.mark.e2e]
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -21,6 +21,8 @@ from runner.state.records import read_deployed
 from tests.clihelpers import START, cli, edit, history, status, wait_for
 from tests.conftest import METADATA_DDL, TRANSACTIONS_DDL, ProjectDir
 
+pytestmark = [pytest.mark.spark, pytest.mark.e2e]
+
 
 @pytest.fixture
 def stateless(demo_project: ProjectDir) -> ProjectDir:

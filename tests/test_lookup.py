@@ -17,6 +17,8 @@ from jobs.lookup.refresh import LookupTable, lookups_of
 from tests.conftest import METADATA_DDL, ProjectDir
 from tests.test_changelog import start_query
 
+pytestmark = pytest.mark.spark
+
 PG_METADATA = """,
   __create_timestamp TIMESTAMPTZ, __query_name TEXT, __query_description TEXT, __query_id TEXT,
   __query_version INTEGER, __query_create_timestamp TIMESTAMPTZ"""

@@ -14,10 +14,14 @@ import json
 import threading
 import time
 
+import pytest
+
 from demo.kafka_broker import KafkaClient
 from tests.clihelpers import cli, edit, history, status, wait_for
 from tests.conftest import METADATA_DDL, ProjectDir
 from tests.test_lookup import refs
+
+pytestmark = [pytest.mark.spark, pytest.mark.e2e]
 
 PG_METADATA = """,
   __create_timestamp TIMESTAMPTZ, __query_name TEXT, __query_description TEXT, __query_id TEXT,

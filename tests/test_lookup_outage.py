@@ -14,10 +14,14 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+import pytest
+
 from demo.postgres_server import PostgresServer
 from tests.clihelpers import cli, history, status, wait_for
 from tests.conftest import METADATA_DDL, ProjectDir
 from tests.test_lookup import Events
+
+pytestmark = [pytest.mark.spark, pytest.mark.e2e, pytest.mark.postgres]
 
 INTERVAL = 2  # seconds between reloads
 STALENESS = 6  # the strict query's 'lookup.max-staleness'

@@ -9,10 +9,14 @@ import random
 import time
 from pathlib import Path
 
+import pytest
+
 from jobs import runtime
 from jobs.lookup.refresh import lookups_of
 from tests.conftest import METADATA_DDL, ProjectDir
 from tests.test_lookup import PG_METADATA, start_query, wait_for
+
+pytestmark = pytest.mark.spark
 
 KEYS = 1_000_000
 MAX_ROWS = 5_000

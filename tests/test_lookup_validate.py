@@ -20,6 +20,8 @@ from runner.cli.main import cli
 from tests.clihelpers import refused_by_validate
 from tests.conftest import METADATA_DDL, ProjectDir
 
+pytestmark = pytest.mark.spark
+
 EVENTS = """
 CREATE TABLE events (id BIGINT, user_id BIGINT, ts TIMESTAMP(3), proc_time AS PROCTIME(),
   WATERMARK FOR ts AS ts - INTERVAL '5' SECOND)

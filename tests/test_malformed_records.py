@@ -64,6 +64,8 @@ from tests.conftest import METADATA_DDL, ProjectDir
 from tests.test_changelog import Target, run_changelog
 from tests.test_job import output_rows, run_once
 
+pytestmark = pytest.mark.spark
+
 TEMPLATE_AT = "2026-01-01T00:30:00Z"
 CLOSER_AT = "2026-01-02T00:00:00Z"  # the newest event time: the watermark closes every window before it
 

@@ -10,6 +10,8 @@ from runner.core.manifest import Manifest
 from runner.core.reasons import Reason, codes
 from tests.conftest import METADATA_DDL, TRANSACTIONS_DDL, ProjectDir
 
+pytestmark = pytest.mark.spark
+
 COUNTS_DDL = (
     """
 CREATE TABLE `demo`.`counts` (k STRING, w TIMESTAMP(3), n BIGINT, total DOUBLE"""

@@ -104,6 +104,8 @@ def committed_ids(spark, out: Path) -> list[str]:
     return sorted(row.id for row in spark.read.schema("id STRING").json(str(out)).collect())
 
 
+@pytest.mark.spark
+@pytest.mark.e2e
 def test_a_job_whose_sink_fails_for_a_while_comes_back_by_itself_and_one_that_keeps_failing_is_reported(
     project: ProjectDir, spark
 ):

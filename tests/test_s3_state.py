@@ -29,6 +29,8 @@ from tests.clihelpers import cli, status, wait_for
 from tests.conftest import METADATA_DDL, ProjectDir, kill_jobs_recorded_in
 from tests.motoserver import MotoServer, moto
 
+pytestmark = [pytest.mark.spark, pytest.mark.e2e, pytest.mark.s3]
+
 START = datetime(2026, 1, 1, tzinfo=UTC)
 BUCKETS = {role: f"team-{role}" for role in ("manifests", "checkpoints", "savepoints")}
 DATA = "team-data"

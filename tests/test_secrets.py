@@ -32,6 +32,8 @@ from tests.conftest import METADATA_DDL, ProjectDir
 from tests.fake_yarn import FakeResourceManager, fake_spark_submit
 from tests.motoserver import moto_server
 
+pytestmark = pytest.mark.s3  # moto, in-process or as its server
+
 PREFIX = "/sql-runner/test/payments/"
 TOKEN = "tok-7f3a9c2e51d84b06"  # the secret's field the job uses
 USER = "svc-reader-19ab"  # an SSM SecureString a ${NAME} placeholder falls back to
@@ -189,6 +191,8 @@ def holds_secret(data: bytes) -> list[str]:
     return [value for value in (TOKEN, USER) if value.encode() in data]
 
 
+@pytest.mark.spark
+@pytest.mark.e2e
 def test_a_running_local_jobs_command_lines_log_and_state_hold_no_secret(project: ProjectDir, secret_store):
     env, out = secret_store
     project_with_secrets(project)
@@ -216,6 +220,7 @@ def test_a_running_local_jobs_command_lines_log_and_state_hold_no_secret(project
     cli(project, "stop", "uses-secrets", "--no-savepoint", env=env)
 
 
+@pytest.mark.spark
 def test_bad_placeholders_are_refused_before_anything_is_deployed(project: ProjectDir):
     project_with_secrets(project)
     bad_property = MANIFEST.replace("${DB_USER}", "${ssm:}")
@@ -233,6 +238,8 @@ def test_bad_placeholders_are_refused_before_anything_is_deployed(project: Proje
     assert not (project.root / ".sql-runner" / "manifests" / "deployed").exists(), "nothing deployed"
 
 
+@pytest.mark.spark
+@pytest.mark.e2e
 def test_a_yarn_submission_carries_no_secret_and_its_driver_resolves_them_without_the_runners_env(
     project: ProjectDir, secret_store, tmp_path
 ):

@@ -169,6 +169,8 @@ def session_project(project: ProjectDir) -> ProjectDir:
     return project
 
 
+@pytest.mark.spark
+@pytest.mark.e2e
 def test_a_session_applies_adds_changes_and_removals_while_the_other_queries_keep_running(
     session_project: ProjectDir,
 ):
@@ -308,6 +310,8 @@ def previews_answered_by_the_session_write_nothing(project: ProjectDir) -> None:
     assert control["token"] not in cli(project, "session", "status").stdout
 
 
+@pytest.mark.spark
+@pytest.mark.e2e
 def test_a_killed_session_resumes_every_query_from_its_latest_state(session_project: ProjectDir):
     project = session_project
     feeder = Feeder(project.root / "data" / "events")
@@ -344,6 +348,8 @@ def test_a_killed_session_resumes_every_query_from_its_latest_state(session_proj
     assert from_savepoint.outcome.restored_from and from_savepoint.target == "session"
 
 
+@pytest.mark.spark
+@pytest.mark.e2e
 def test_a_query_moves_between_application_and_session_mode_with_its_state(session_project: ProjectDir):
     project = session_project
     project.template("trigger-interval: 2 seconds\nsparkProperties: {spark.sql.shuffle.partitions: '2'}\n")
@@ -420,6 +426,8 @@ code: |
 """
 
 
+@pytest.mark.spark
+@pytest.mark.e2e
 @pytest.mark.alone
 def test_one_slow_query_does_not_hold_up_the_others_and_code_that_blocks_is_cut_off(session_project: ProjectDir):
     """FAIR pools: a query whose micro-batches keep both cores busy for over 3 s (sixteen 0.4 s tasks) beside

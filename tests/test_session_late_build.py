@@ -27,6 +27,8 @@ from runner.targets.base import Launch
 from tests.clihelpers import START, wait_for
 from tests.conftest import METADATA_DDL, ProjectDir
 
+pytestmark = pytest.mark.spark
+
 
 def test_a_build_that_outlives_its_timeout_never_leaves_its_queries_running(
     spark, project: ProjectDir, tmp_path: Path, monkeypatch, caplog

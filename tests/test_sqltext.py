@@ -18,6 +18,8 @@ from jobs.sources import ERROR, RAW
 from runner.authoring.ddl import parse_ddl
 from runner.core.manifest import Manifest, Meta
 
+pytestmark = pytest.mark.spark
+
 AWKWARD = [
     "",
     "plain text",

@@ -12,6 +12,8 @@ from tests.clihelpers import START, cli, status, wait_for
 from tests.conftest import ProjectDir
 from tests.standalone_cluster import StandaloneCluster
 
+pytestmark = [pytest.mark.spark, pytest.mark.e2e]
+
 
 @pytest.fixture
 def cluster(tmp_path):

@@ -56,6 +56,8 @@ JOINED = (
 )
 UDF_KEYED = """
 from pyspark.sql.functions import udf
+
+pytestmark = pytest.mark.spark
 label = udf(lambda account: account.upper(), "string")
 events = table("`demo`.`events`")
 execution_output = (

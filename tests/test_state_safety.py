@@ -17,6 +17,7 @@ import os
 from collections import Counter
 from pathlib import Path
 
+import pytest
 import yaml
 
 from demo.committed_rows import committed_json_rows
@@ -24,6 +25,8 @@ from runner.core.reasons import codes
 from tests.clihelpers import cli, edit, history, status, wait_for
 from tests.conftest import HIGH_VALUE_MANIFEST, METADATA_DDL, TRANSACTIONS_DDL, ProjectDir, kill_recorded_jobs
 from tests.test_job import run_once
+
+pytestmark = [pytest.mark.spark, pytest.mark.e2e]
 
 DDL = (
     """

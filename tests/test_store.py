@@ -13,6 +13,8 @@ from moto import mock_aws
 from runner.core.bucket import LocalBucket, PreconditionFailed, S3Bucket
 from runner.state.lease import LeaseHeld, lease
 
+pytestmark = pytest.mark.s3  # moto, in-process or as its server
+
 
 @pytest.fixture(params=["local", "s3"])
 def bucket(request, tmp_path: Path):

@@ -7,10 +7,14 @@ import threading
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from demo.committed_rows import committed_json_rows
 from jobs.filesink import file_sink_writer
 from jobs.runtime import streamed
 from tests.conftest import plan_nodes
+
+pytestmark = pytest.mark.spark
 
 
 def test_the_file_sink_writes_the_batchs_own_plan_and_anything_else_is_left_as_it_is(spark, tmp_path: Path):

@@ -12,8 +12,12 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.clihelpers import SQL_RUNNER, cli, cli_env, edit, wait_for
 from tests.conftest import ProjectDir
+
+pytestmark = [pytest.mark.spark, pytest.mark.e2e]
 
 ANALYSIS = "starting local Spark to analyse the queries"
 

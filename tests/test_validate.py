@@ -15,6 +15,8 @@ from click.testing import CliRunner
 from runner.cli.main import cli
 from tests.conftest import HIGH_VALUE_MANIFEST, ProjectDir
 
+pytestmark = pytest.mark.spark
+
 
 def invoke(project: ProjectDir, *args: str):
     return CliRunner().invoke(cli, ["validate", "--project", str(project.root), *args])

@@ -11,11 +11,15 @@ import json
 import socket
 from pathlib import Path
 
+import pytest
+
 from runner.core.bucket import LocalBucket
 from runner.state.records import read_deployed
 from tests.clihelpers import cli, status
 from tests.conftest import ProjectDir
 from tests.fake_yarn import FakeResourceManager, fake_spark_submit
+
+pytestmark = [pytest.mark.spark, pytest.mark.e2e]
 
 
 def tags(team: str, name: str, version: int = 1) -> list[str]:
@@ -45,7 +49,7 @@ def test_deploy_submits_in_cluster_mode_finds_the_app_by_exact_tags_and_kills_on
         assert args[args.index("--master") + 1] == "yarn" and args[args.index("--deploy-mode") + 1] == "cluster"
         spec = json.loads(Path(args[args.index("--spec-uri") + 1]).read_text())  # the spec is in the store
         assert spec["manifest"]["name"] == "high-value" and spec["checkpoint"].endswith(
-            f"/checkpoints/high-value/1/{spec['run_id']}"
+            f"/checkpoints/high-value/1/{spec['run-id']}"
         )
         assert not any(a.startswith("spark.pyspark.python=") for a in args), "the cluster's Python, not this one"
 
