@@ -36,6 +36,11 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"{need}: {what}")
     if hasattr(config, "workerinput"):
         return  # a test process: it inherits what the controlling one set up before starting it
+    from tests.services import make_run_folder
+
+    # this run's own folder for what it starts (a broker, a server), even inside another run's test: it stops
+    # and removes only what is its own
+    make_run_folder()
     if config.getoption("fast"):
         return  # no Spark starts: its class-data archive is not needed
     if "SPARK_SUBMIT_OPTS" not in os.environ:
@@ -44,9 +49,6 @@ def pytest_configure(config: pytest.Config) -> None:
         from tests.jvmcds import spark_options
 
         os.environ["SPARK_SUBMIT_OPTS"] = spark_options()
-    from tests.services import make_run_folder
-
-    make_run_folder()
 
 
 # The modules whose tests run longest (minutes of jobs, kills and restarts), longest first. make test splits

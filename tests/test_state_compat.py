@@ -16,6 +16,8 @@ from runner.core.querydiff import QueryDiff
 from runner.core.reasons import Reason
 from tests.conftest import METADATA_DDL, ProjectDir
 
+pytestmark = pytest.mark.spark
+
 DDL = (
     """
 CREATE TABLE `demo`.`events` (
@@ -56,8 +58,6 @@ JOINED = (
 )
 UDF_KEYED = """
 from pyspark.sql.functions import udf
-
-pytestmark = pytest.mark.spark
 label = udf(lambda account: account.upper(), "string")
 events = table("`demo`.`events`")
 execution_output = (

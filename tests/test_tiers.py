@@ -42,6 +42,7 @@ def test_starts_a_jvm_marked():
 def test_a_test_that_starts_spark_unmarked_fails_and_fast_leaves_out_the_marked_one(tmp_path: Path):
     (tmp_path / "test_probe.py").write_text(PROBE)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env.pop("SQL_RUNNER_TEST_RUN", None)  # the probe's run is its own (tests/services.py)
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "tests.conftest", "-q", "-rf", "--fast", "-p", "no:cacheprovider"],
         cwd=tmp_path,
