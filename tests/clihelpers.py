@@ -60,6 +60,18 @@ def status(project: ProjectDir, name: str, *options: str) -> dict:
     return next(json.loads(line) for line in lines if json.loads(line)["name"] == name)
 
 
+def status_file(project: ProjectDir, name: str) -> dict:
+    """The status document the job ``name`` published last (``status/<name>.json`` in the project's local
+    state), as written; empty before it has published one."""
+    path = project.root / ".sql-runner" / "manifests" / "status" / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def batch(project: ProjectDir, name: str) -> int:
+    """The id of the last micro-batch the job ``name`` has published (-1: none yet)."""
+    return (status_file(project, name).get("progress") or {}).get("batch", -1)
+
+
 def history(project: ProjectDir, name: str) -> list[HistoryEntry]:
     return read_history(LocalBucket(project.root / ".sql-runner" / "manifests"), name)
 

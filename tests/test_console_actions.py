@@ -23,7 +23,7 @@ from runner.core.protocol.history import read_history
 from tests.browser import browser
 from tests.clihelpers import START, cli, status, wait_for
 from tests.conftest import ProjectDir
-from tests.test_console import ConsoleProcess, call
+from tests.consolehelpers import ConsoleProcess, call
 
 
 def attack_pages(action: str, overview: str, name: str) -> dict[str, str]:

@@ -27,7 +27,7 @@ from runner.core.bucket import LocalBucket
 from runner.state import deadletters as stored_dead_letters
 from tests.clihelpers import START, cli, status, wait_for
 from tests.conftest import ProjectDir
-from tests.test_job import output_rows, run_once, run_published
+from tests.jobhelpers import output_rows, run_once, run_published
 
 ONE_FILE_PER_BATCH = ", 'source.max-files-per-trigger' = '1')"
 DEAD = "demo-card-transactions"

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import urllib.parse
 from datetime import UTC, datetime
 
 import boto3
@@ -21,8 +20,8 @@ from runner.aws import deploy_lambda
 from runner.core.manifest import Manifest, Meta
 from runner.core.protocol.deployed import DeploymentRecord
 from tests.clihelpers import parsed_command
+from tests.s3events import BUCKET, s3_event
 
-BUCKET = "team-a-manifests"
 TEAM = "team-a"
 MANIFEST = """\
 name: high-value
@@ -30,47 +29,6 @@ description: "Card transactions above 500"
 target-table: "`demo`.`high-value-tx`"
 sql: SELECT * FROM `demo`.`card-transactions` WHERE amount > 500
 """
-
-
-def s3_event(
-    key: str, version_id: str | None, *, created: bool = True, bucket: str = BUCKET, name: str | None = None
-) -> dict:
-    """One record as S3 sends it to Lambda (keys URL-encoded, spaces as '+')."""
-    obj = {
-        "key": urllib.parse.quote_plus(key, safe="/"),
-        "size": 120,
-        "eTag": "0123456789abcdef",
-        "sequencer": "0065A1B2C3D4E5F601",
-    }
-    if version_id:
-        obj["versionId"] = version_id
-    return {
-        "Records": [
-            {
-                "eventVersion": "2.1",
-                "eventSource": "aws:s3",
-                "awsRegion": "eu-west-1",
-                "eventTime": "2026-11-21T07:00:00.000Z",
-                "eventName": name or ("ObjectCreated:Put" if created else "ObjectRemoved:DeleteMarkerCreated"),
-                "userIdentity": {"principalId": "AWS:AIDAEXAMPLE"},
-                "requestParameters": {"sourceIPAddress": "10.0.0.1"},
-                "responseElements": {
-                    "x-amz-request-id": "C3D13FE58DE4C810",
-                    "x-amz-id-2": "FMyUVURIY8/IgAtTv8xRjskZQpcIZ9",
-                },
-                "s3": {
-                    "s3SchemaVersion": "1.0",
-                    "configurationId": "deploy-on-manifest",
-                    "bucket": {
-                        "name": bucket,
-                        "ownerIdentity": {"principalId": "A3NL1KOZZKExample"},
-                        "arn": f"arn:aws:s3:::{bucket}",
-                    },
-                    "object": obj,
-                },
-            }
-        ]
-    }
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ from tests.clihelpers import SQL_RUNNER, cli_env
 from tests.conftest import HIGH_VALUE_MANIFEST, TRANSACTIONS_DDL
 from tests.fake_yarn import FakeResourceManager, fake_spark_submit
 from tests.motoserver import moto_server
-from tests.test_deploy_lambda import s3_event
+from tests.s3events import s3_event
 
 TEAM = "payments"
 BUCKETS = {role: f"{TEAM}-{role}" for role in ("manifests", "checkpoints", "savepoints")}

@@ -17,7 +17,7 @@ from pathlib import Path
 from demo.postgres_server import PostgresServer
 from tests.clihelpers import cli, history, status, wait_for
 from tests.conftest import METADATA_DDL, ProjectDir
-from tests.test_lookup import Events
+from tests.tablehelpers import Events
 
 INTERVAL = 2  # seconds between reloads
 STALENESS = 6  # the strict query's 'lookup.max-staleness'

@@ -61,8 +61,8 @@ from jobs.records import ERROR, KAFKA_ORIGIN, RAW
 from jobs.sources import Source
 from runner.authoring.ddl import parse_ddl
 from tests.conftest import METADATA_DDL, ProjectDir
-from tests.test_changelog import Target, run_changelog
-from tests.test_job import output_rows, run_once
+from tests.jobhelpers import output_rows, run_changelog, run_once
+from tests.tablehelpers import Target
 
 TEMPLATE_AT = "2026-01-01T00:30:00Z"
 CLOSER_AT = "2026-01-02T00:00:00Z"  # the newest event time: the watermark closes every window before it

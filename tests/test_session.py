@@ -35,7 +35,7 @@ import yaml
 from demo.committed_rows import committed_json_rows
 from jobs.control import RECENT_BATCHES
 from runner.core.reasons import Reason
-from tests.clihelpers import cli, history, wait_for
+from tests.clihelpers import batch, cli, history, status_file, wait_for
 from tests.conftest import METADATA_DDL, ProjectDir
 
 OUT = ["out-a", "out-b", "out-c", "out-d", "out-e", "out-f", "out-bad"]
@@ -132,19 +132,10 @@ def statuses(project: ProjectDir) -> dict[str, dict]:
     return {row["name"]: row for row in map(json.loads, lines)}
 
 
-def status_file(project: ProjectDir, name: str) -> dict:
-    path = project.root / ".sql-runner" / "manifests" / "status" / f"{name}.json"
-    return json.loads(path.read_text()) if path.exists() else {}
-
-
 def record_status(project: ProjectDir, name: str) -> str | None:
     """The deployed record's status: active or removed (read from the store, no CLI)."""
     path = project.root / ".sql-runner" / "manifests" / "deployed" / f"{name}.yaml"
     return yaml.safe_load(path.read_text())["deployment"]["status"] if path.exists() else None
-
-
-def batch(project: ProjectDir, name: str) -> int:
-    return (status_file(project, name).get("progress") or {}).get("batch", -1)
 
 
 def in_this_session(project: ProjectDir, name: str) -> bool:
