@@ -19,7 +19,7 @@ from moto import mock_aws
 from runner.aws import deploy_lambda
 from runner.core.manifest import Manifest, Meta
 from runner.core.protocol.deployed import DeploymentRecord
-from tests.clihelpers import parsed_command
+from tests.clihelpers import invoke, parsed_command
 from tests.s3events import BUCKET, s3_event
 
 TEAM = "team-a"
@@ -218,18 +218,16 @@ def test_another_bucket_is_ignored_and_missing_configuration_is_named(aws, monke
 
 
 def test_the_step_commands_refuse_bad_input_and_change_nothing(demo_project):
-    from tests.clihelpers import cli
-
-    both = cli(demo_project, "deploy", "--mode", "application", "manifests/high-value.yaml", check=False)
+    both = invoke(demo_project, "deploy", "--mode", "application", "manifests/high-value.yaml", check=False)
     assert both.returncode == 2 and "MODE_WITH_PATHS" in both.stderr
-    unknown = cli(demo_project, "plan", "--mode", "cluster", check=False)
+    unknown = invoke(demo_project, "plan", "--mode", "cluster", check=False)
     assert unknown.returncode == 2 and "'cluster' is not one of 'application', 'session'" in unknown.stderr
-    pinned = cli(demo_project, "deploy", "--object-version", "abc", check=False)
+    pinned = invoke(demo_project, "deploy", "--object-version", "abc", check=False)
     assert pinned.returncode == 2 and "OBJECT_VERSION_NEEDS_ONE_MANIFEST" in pinned.stderr
-    present = cli(demo_project, "undeploy", "high-value", check=False)
+    present = invoke(demo_project, "undeploy", "high-value", check=False)
     assert present.returncode == 2 and "MANIFEST_STILL_PRESENT" in present.stderr
     (demo_project.root / "manifests" / "high-value.yaml").unlink()
-    assert "high-value: no change -> ok" in cli(demo_project, "undeploy", "high-value").stdout
+    assert "high-value: no change -> ok" in invoke(demo_project, "undeploy", "high-value").stdout
     assert not (demo_project.root / ".sql-runner" / "manifests" / "deployed").exists()
 
 
