@@ -22,7 +22,6 @@ import json
 import re
 import shutil
 import threading
-import time
 from datetime import datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -207,15 +206,16 @@ def overview_changes_and_shows_the_stalled_query(page, url: str) -> None:
     assert page.evaluate("typeof window.pwned") == "undefined"  # and never run
     rates: dict[str, set[str]] = {"q-a": set(), "q-b": set()}
     batches: dict[str, set[str]] = {"q-a": set(), "q-b": set()}
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not all(len(rates[n]) >= 2 and len(batches[n]) >= 2 for n in rates):
+
+    def changed() -> bool:  # each figure seen with two values, as the page refreshes itself
         for name in rates:
             shown = cells(page, name)
             rates[name].add(shown[4].splitlines()[0])
             batches[name].add(shown[10].split(",")[0])
-        time.sleep(1)
+        return all(len(rates[n]) >= 2 and len(batches[n]) >= 2 for n in rates)
+
+    wait_for(changed, "the overview's rates and batches to change", 60, explain=lambda: (rates, batches))
     for name in rates:
-        assert len(rates[name]) >= 2 and len(batches[name]) >= 2, (name, rates[name], batches[name])
         assert row(page, name).get_attribute("data-state") == "running"
         assert row(page, name).locator("svg.spark polyline").count() == 2  # rows/s and batch ms over time
     page.wait_for_selector('#queries tbody tr[data-name="q-quiet"][data-state="stalled"]', timeout=60_000)

@@ -201,8 +201,9 @@ def test_a_lookup_folder_sees_files_added_and_replaced_and_keeps_its_snapshot_ov
             assert "Malformed" in status.error, status.error
             assert status.rows == 2 and status.failing_since is not None
             assert lookups_of(queries[0]).degraded()
-            time.sleep(INTERVAL + 1)  # another failed reload: the query runs on the last good snapshot
-            assert lookup.failed_reloads >= 2 and lookup.reloads == reloads
+            # another failed reload: the query runs on the last good snapshot
+            wait_for(lambda: lookup.failed_reloads >= 2, "another failed reload", 3 * INTERVAL + 5)
+            assert lookup.reloads == reloads
             assert names_after(pg, out, broken, users) == {1: {"anna"}, 2: {None}, 3: {"cy"}}
             assert queries[0].isActive
 
