@@ -1,15 +1,25 @@
-"""Driving the real `sql-runner` command from tests, and waiting on what it starts."""
+"""Driving the real `sql-runner` command from tests, reading what it and its jobs report, and waiting on it.
+
+``cli`` runs the command as its own process, as a user does; ``invoke`` runs it in this process, for what
+needs no Spark (argument errors, problems found before anything starts). ``status`` reads a job's line of
+``sql-runner status --json`` in this process, by the command's own code, so that a test can poll it without
+starting a process for each look; ``status_file`` reads the status document a job publishes.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+from runner.core import logs
 from runner.core.bucket import LocalBucket
 from runner.core.protocol.history import HistoryEntry, read_history
 from tests.conftest import ProjectDir
@@ -39,25 +49,86 @@ def cli(
     return result
 
 
+def invoke(
+    project: ProjectDir, *args: str, check: bool = True, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """``cli``'s answer, the command run in this process (in the project folder): for commands that end
+    before any Spark or job starts, at a fraction of a process's start."""
+    with contextlib.chdir(project.root):
+        result = subprocess.CompletedProcess(["sql-runner", *args], *_in_process(list(args), env))
+    if check:
+        assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+@contextlib.contextmanager
+def _logging_kept() -> Iterator[None]:
+    """The command configures the runner's loggers for its own process (``runner/core/logs.py``): put this
+    process's back as they were once it returns."""
+    kept = []
+    for tree in logs.TREES:
+        logger = logging.getLogger(tree)
+        kept.append((logger, list(logger.handlers), logger.level, logger.propagate))
+    try:
+        yield
+    finally:
+        for logger, handlers, level, propagate in kept:
+            logger.handlers[:] = handlers
+            logger.setLevel(level)
+            logger.propagate = propagate
+
+
+def _in_process(args: list[str], env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    """The exit code, stdout and stderr of ``sql-runner ARGS`` run in this process."""
+    from click.testing import CliRunner
+
+    from runner.cli.main import cli as main
+
+    with _logging_kept():
+        result = CliRunner().invoke(main, args, env={"COLUMNS": "200", **(env or {})})
+    return result.exit_code, result.stdout, result.stderr
+
+
 def wait_for(condition, what: str, timeout: float = 120.0, *, explain=None):
     """Poll ``condition`` until it is true; on a timeout, ``explain()`` (if given) says what was seen.
 
-    A condition that runs a command (``sql-runner status``: half a second of a core) is polled at most
-    a quarter of the time, so that waiting does not take the CPU the jobs waited on need."""
+    A condition is polled at most a quarter of the time (every 0.1 s when it takes no time; a condition that
+    runs a command, half a second of a core, every 1.5 s), so that waiting does not take the CPU the jobs
+    waited on need."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         began = time.monotonic()
         value = condition()
         if value:
             return value
-        time.sleep(max(0.2, 3 * (time.monotonic() - began)))
+        time.sleep(max(0.1, 3 * (time.monotonic() - began)))
     seen = f"; seen: {explain()}" if explain else ""
     raise AssertionError(f"timed out waiting for {what}{seen}")
 
 
+def statuses(project: ProjectDir, *options: str) -> dict[str, dict]:
+    """Every deployed job's line of ``sql-runner status --json`` (run in the project, with ``options``), by
+    name: the command run in this process, its JSON lines read back."""
+    code, stdout, stderr = _in_process(["status", "--json", "--project", str(project.root), *options])
+    assert code == 0, stdout + stderr
+    return {row["name"]: row for row in map(json.loads, stdout.splitlines())}
+
+
 def status(project: ProjectDir, name: str, *options: str) -> dict:
-    lines = cli(project, "status", "--json", *options).stdout.splitlines()
-    return next(json.loads(line) for line in lines if json.loads(line)["name"] == name)
+    """``name``'s line of ``sql-runner status --json`` (see ``statuses``)."""
+    return statuses(project, *options)[name]
+
+
+def status_file(project: ProjectDir, name: str) -> dict:
+    """The status document the job ``name`` published last (``status/<name>.json`` in the project's local
+    state), as written; empty before it has published one."""
+    path = project.root / ".sql-runner" / "manifests" / "status" / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def batch(project: ProjectDir, name: str) -> int:
+    """The id of the last micro-batch the job ``name`` has published (-1: none yet)."""
+    return (status_file(project, name).get("progress") or {}).get("batch", -1)
 
 
 def history(project: ProjectDir, name: str) -> list[HistoryEntry]:
@@ -93,16 +164,12 @@ def parsed_command(args: list[str]) -> tuple[str, dict]:
 def refused_by_validate(project: ProjectDir, code: str, *, secret: str, case: str = "") -> None:
     """``sql-runner validate`` of the project exits 2 with one line naming ``code``, no traceback, without
     ``secret`` in what it says, and creates nothing in the project."""
-    from click.testing import CliRunner
-
-    from runner.cli.main import cli as main
-
     before = sorted(p.relative_to(project.root) for p in project.root.rglob("*"))
-    result = CliRunner().invoke(main, ["validate", "--project", str(project.root)])
-    assert result.exit_code == 2, (case, result.stdout, result.stderr)
-    lines = [line for line in result.stderr.splitlines() if code in line]
-    assert len(lines) == 1, (case, result.stderr)
-    assert "Traceback" not in result.stderr
-    assert secret not in result.stderr + result.stdout
+    exit_code, stdout, stderr = _in_process(["validate", "--project", str(project.root)])
+    assert exit_code == 2, (case, stdout, stderr)
+    lines = [line for line in stderr.splitlines() if code in line]
+    assert len(lines) == 1, (case, stderr)
+    assert "Traceback" not in stderr
+    assert secret not in stderr + stdout
     after = sorted(p.relative_to(project.root) for p in project.root.rglob("*"))
     assert after == before, "validate must not create state or data"

@@ -127,6 +127,22 @@ def postgres():
 
 
 @pytest.fixture
+def pg_table(postgres):
+    """A function making a PostgreSQL table unique to the test, with the metadata columns; returns its name:
+    ``pg_table("accountid TEXT, n BIGINT", key="accountid")``."""
+    import uuid
+
+    from tests.tablehelpers import PG_METADATA
+
+    def make(columns: str, key: str) -> str:
+        name = f"t_{uuid.uuid4().hex[:10]}"
+        postgres.execute(f"CREATE TABLE {name} ({columns}{PG_METADATA}, PRIMARY KEY ({key}))")
+        return name
+
+    return make
+
+
+@pytest.fixture
 def topic(kafka, request):
     """A function making topics unique to the test: ``topic("in", partitions=3)``."""
     import re

@@ -3,11 +3,13 @@
 Imports inside functions count as imports. The contracts are checked on the project as
 it is, and on a copy with one forbidden import added, to show that each kind of breach
 is caught: the core importing pyspark, the core importing the CLI, and a cycle between
-two modules of one package.
+two modules of one package. The tests themselves share their helpers through the helper
+modules of tests/ (tests/__init__.py), never by one test module importing another.
 """
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import subprocess
@@ -76,3 +78,30 @@ def test_a_forbidden_import_breaks_a_contract(copy: Path, module: str, added: st
         path.write_text(original)
     assert result.returncode != 0
     assert broken in result.stdout, result.stdout
+
+
+def imported_test_modules(source: str) -> list[str]:
+    """The test modules (``tests.test_*``) that a module's source imports, inside functions too."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            module = ("tests." if node.level else "") + (node.module or "")
+            names = [module, *(f"{module}.{alias.name}" for alias in node.names)]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            continue
+        found += [name for name in names if name.startswith("tests.test_")]
+    return found
+
+
+def test_no_test_module_imports_another_one_helpers_are_shared_from_helper_modules():
+    importing = {path.name: imported_test_modules(path.read_text()) for path in (ROOT / "tests").glob("*.py")}
+    assert {name: found for name, found in importing.items() if found} == {}
+    breaches = (
+        "from tests.test_job import run_once",
+        "def f():\n    import tests.test_job",
+        "from tests import test_job",
+        "from .test_job import run_once",
+    )
+    assert all(imported_test_modules(breach) for breach in breaches)

@@ -4,48 +4,17 @@ difference written to PostgreSQL (real Spark, a real PostgreSQL server)."""
 from __future__ import annotations
 
 import json
-import uuid
 from pathlib import Path
 
 import pytest
 
 from demo.kafka_broker import Message
 from jobs import runtime
-from jobs.build import build_job
-from runner.authoring.project import load_project
-from runner.core.manifest import Meta
-from runner.core.protocol.jobspec import JobSpec
-from tests.clihelpers import START
 from tests.conftest import METADATA_DDL, ProjectDir
+from tests.jobhelpers import run_changelog, start_query
+from tests.tablehelpers import Target, compacted
 
 pytestmark = pytest.mark.spark
-
-PG_METADATA = """,
-  __create_timestamp TIMESTAMP, __query_name TEXT, __query_description TEXT, __query_id TEXT,
-  __query_version INTEGER, __query_create_timestamp TIMESTAMP"""
-
-
-def start_query(spark, project: ProjectDir, name: str, state: Path, env: dict[str, str], *, once: bool = False):
-    """Start a manifest's query in this process, at version 1 on one checkpoint (a restart resumes it): until
-    stopped, or ``once`` over the input there is."""
-    proj = load_project(project.root)
-    manifest = proj.load_manifest(project.root / "manifests" / f"{name}.yaml")
-    meta = Meta(query_id=str(uuid.uuid5(uuid.NAMESPACE_URL, name)), query_version=1, query_create_timestamp=START)
-    manifest = manifest.model_copy(update={"meta": meta})
-    spec = JobSpec(
-        manifest=manifest,
-        catalog=proj.catalog,
-        checkpoint=str(state / "checkpoint"),
-        dead_letter=str(state / "dead-letter"),
-        once=once,
-    )
-    built = build_job(spark, manifest, proj.catalog, env, live=True)
-    return runtime.start(spark, built, spec, env)
-
-
-def run_changelog(spark, project: ProjectDir, name: str, state: Path, env: dict[str, str]) -> None:
-    """Run a manifest once, in this process, at version 1 on one checkpoint (reruns resume it)."""
-    runtime.wait(spark, start_query(spark, project, name, state, env, once=True), once=True)
 
 
 def debezium(folder: Path, name: str, records: list[dict]) -> None:
@@ -55,55 +24,6 @@ def debezium(folder: Path, name: str, records: list[dict]) -> None:
 
 def user(uid: str, account: str, full_name: str = "x") -> dict:
     return {"uid": uid, "accountId": account, "id": uid.split("-")[1], "fullName": full_name}
-
-
-@pytest.fixture
-def pg_table(postgres):
-    """A function making a table unique to the test; returns its name."""
-
-    def make(columns: str, key: str) -> str:
-        name = f"t_{uuid.uuid4().hex[:10]}"
-        postgres.execute(f"CREATE TABLE {name} ({columns}{PG_METADATA}, PRIMARY KEY ({key}))")
-        return name
-
-    return make
-
-
-PG_TYPES = {"STRING": "TEXT", "BIGINT": "BIGINT"}
-
-
-class Target:
-    """A keyed target table of one kind (a PostgreSQL table or an upsert-kafka topic), and its rows as read back
-    from the database or the topic's compacted view."""
-
-    def __init__(self, kind: str, request):
-        self.kind, self.request = kind, request
-
-    def ddl(self, name: str, columns: list[tuple[str, str]], key: str) -> str:
-        declared = ", ".join(f"{n} {t}" for n, t in columns)
-        if self.kind == "jdbc":
-            postgres = self.request.getfixturevalue("postgres")
-            self.where = self.request.getfixturevalue("pg_table")(
-                ", ".join(f"{n.lower()} {PG_TYPES[t]}" for n, t in columns), key.lower()
-            )
-            self.read = lambda: postgres.execute(
-                f"SELECT {', '.join(n.lower() for n, _ in columns)} FROM {self.where} ORDER BY 1, 2"
-            )
-            options = (
-                f"'connector' = 'jdbc', 'url' = '{postgres.url}', 'table-name' = '{self.where}', "
-                "'username' = 'runner', 'password' = '${PG_PASSWORD}'"
-            )
-            self.env = {"PG_PASSWORD": postgres.password}
-        else:
-            kafka = self.request.getfixturevalue("kafka")
-            self.where = self.request.getfixturevalue("topic")("out")
-            self.read = lambda: sorted(tuple(v[n] for n, _ in columns) for v in compacted(kafka, self.where).values())
-            options = (
-                f"'connector' = 'upsert-kafka', 'topic' = '{self.where}', "
-                f"'properties.bootstrap.servers' = '{kafka.bootstrap}', 'key.format' = 'json', 'value.format' = 'json'"
-            )
-            self.env = {}
-        return f"CREATE TABLE {name} ({declared}{METADATA_DDL}, PRIMARY KEY ({key}) NOT ENFORCED) WITH ({options});"
 
 
 def user_count_project(project: ProjectDir, target: Target) -> None:
@@ -240,15 +160,6 @@ def test_malformed_changes_are_set_aside_and_unknown_keys_upserted(spark, projec
         "debezium record has no op (c, r, u or d)",
         "malformed JSON: not a JSON object",
     ]
-
-
-def compacted(kafka, topic: str) -> dict[str, dict]:
-    """A keyed topic as a compacted view: each key's latest value, keys whose latest record is a tombstone gone."""
-    latest: dict[str, bytes | None] = {}
-    for record in kafka.records(topic):
-        assert record.key is not None, "every record of an upsert-kafka topic has a key"
-        latest[record.key.decode()] = record.value
-    return {key: json.loads(value) for key, value in latest.items() if value is not None}
 
 
 def test_upsert_kafka_tables_in_and_out(spark, project: ProjectDir, kafka, topic, tmp_path):

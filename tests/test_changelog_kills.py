@@ -22,10 +22,9 @@ import pytest
 from demo.kafka_broker import KafkaClient, Message
 from demo.postgres_server import PostgresServer
 from runner.targets.local import process_start_ticks
-from tests.clihelpers import cli, status, wait_for
+from tests.clihelpers import cli, status, status_file, wait_for
 from tests.conftest import METADATA_DDL, ProjectDir
-from tests.test_changelog import PG_METADATA
-from tests.test_session import status_file
+from tests.tablehelpers import PG_METADATA
 
 pytestmark = [pytest.mark.spark, pytest.mark.e2e, pytest.mark.postgres]
 

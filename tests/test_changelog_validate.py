@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from runner.cli.main import cli
 from tests.clihelpers import refused_by_validate
 from tests.conftest import METADATA_DDL, ProjectDir
-from tests.test_changelog import PG_METADATA
+from tests.tablehelpers import PG_METADATA
 
 pytestmark = pytest.mark.spark
 

@@ -21,7 +21,7 @@ from runner.core.bucket import S3Bucket
 from runner.core.protocol.history import read_history
 from runner.state.records import read_deployed
 from runner.targets.local import process_start_ticks
-from tests.clihelpers import SQL_RUNNER, cli, cli_env, edit, wait_for
+from tests.clihelpers import SQL_RUNNER, cli, cli_env, edit, status, wait_for
 from tests.conftest import ProjectDir
 from tests.motoserver import moto_server
 
@@ -77,10 +77,7 @@ def test_two_deploys_at_once_leave_exactly_one_job(demo_project: ProjectDir, s3_
     expected = ["start"]
     first = race(demo_project, options, s3_env, "start v1 with clean state")
     expected += [] if first == "stood down" else ["nothing"]
-    wait_for(
-        lambda: json.loads(cli(demo_project, "status", "--json", *options).stdout)["state"] == "running",
-        "the one job to run",
-    )
+    wait_for(lambda: status(demo_project, "high-value", *options)["state"] == "running", "the one job to run")
 
     before = json.loads(bucket.read(layout.job_record("high-value")).text)
 

@@ -19,14 +19,9 @@ a manifest naming a missing column, a description with a script.
 from __future__ import annotations
 
 import json
-import queue
 import re
 import shutil
-import subprocess
 import threading
-import time
-import urllib.error
-import urllib.request
 from datetime import datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -37,8 +32,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from runner.core.bucket import LocalBucket
 from runner.core.protocol.history import read_history
 from tests.browser import browser, screenshot
-from tests.clihelpers import SQL_RUNNER, cli, cli_env, wait_for
+from tests.clihelpers import cli, wait_for
 from tests.conftest import METADATA_DDL, ProjectDir
+from tests.consolehelpers import ConsoleProcess, call
 
 pytestmark = [pytest.mark.spark, pytest.mark.e2e, pytest.mark.browser]
 
@@ -106,44 +102,6 @@ class Feeder(threading.Thread):
     def run(self) -> None:
         while not self.halt.wait(0.7):
             self.write()
-
-
-class ConsoleProcess:
-    """``sql-runner console`` as its own process; its address is the first line it prints."""
-
-    def __init__(self, author: Path, state: Path, *options: str):
-        self.process = subprocess.Popen(
-            [SQL_RUNNER, "console", "--port", "0", "--project", str(author), "--state", str(state), *options],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=cli_env(),
-        )
-        lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=lambda: [lines.put(line) for line in self.process.stdout], daemon=True).start()
-        first = lines.get(timeout=60)
-        match = re.search(r"console on (http://127\.0\.0\.1:\d+)/", first)
-        assert match, first
-        self.url = match.group(1)
-        self.output = lines
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(30)
-
-
-def call(url: str, token: str | None = None, *, method: str = "GET", body: dict | None = None, scheme="Bearer"):
-    """(status, headers, body text) of one request."""
-    headers = {"Content-Type": "application/json"}
-    if token is not None:
-        headers["Authorization"] = f"{scheme} {token}"
-    data = json.dumps(body).encode() if body is not None else (b"" if method == "POST" else None)
-    request = urllib.request.Request(url, data=data, headers=headers, method=method)
-    try:
-        with urllib.request.urlopen(request, timeout=120) as response:
-            return response.status, response.headers, response.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.headers, error.read().decode()
 
 
 def row(page, name: str):
@@ -250,15 +208,16 @@ def overview_changes_and_shows_the_stalled_query(page, url: str) -> None:
     assert page.evaluate("typeof window.pwned") == "undefined"  # and never run
     rates: dict[str, set[str]] = {"q-a": set(), "q-b": set()}
     batches: dict[str, set[str]] = {"q-a": set(), "q-b": set()}
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not all(len(rates[n]) >= 2 and len(batches[n]) >= 2 for n in rates):
+
+    def changed() -> bool:  # each figure seen with two values, as the page refreshes itself
         for name in rates:
             shown = cells(page, name)
             rates[name].add(shown[4].splitlines()[0])
             batches[name].add(shown[10].split(",")[0])
-        time.sleep(1)
+        return all(len(rates[n]) >= 2 and len(batches[n]) >= 2 for n in rates)
+
+    wait_for(changed, "the overview's rates and batches to change", 60, explain=lambda: (rates, batches))
     for name in rates:
-        assert len(rates[name]) >= 2 and len(batches[name]) >= 2, (name, rates[name], batches[name])
         assert row(page, name).get_attribute("data-state") == "running"
         assert row(page, name).locator("svg.spark polyline").count() == 2  # rows/s and batch ms over time
     page.wait_for_selector('#queries tbody tr[data-name="q-quiet"][data-state="stalled"]', timeout=60_000)

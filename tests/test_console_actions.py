@@ -25,7 +25,7 @@ from runner.core.protocol.history import read_history
 from tests.browser import browser
 from tests.clihelpers import START, cli, status, wait_for
 from tests.conftest import ProjectDir
-from tests.test_console import ConsoleProcess, call
+from tests.consolehelpers import ConsoleProcess, call
 
 pytestmark = [pytest.mark.spark, pytest.mark.e2e, pytest.mark.browser]
 

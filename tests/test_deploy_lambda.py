@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import urllib.parse
 from datetime import UTC, datetime
 
 import boto3
@@ -20,11 +19,11 @@ from moto import mock_aws
 from runner.aws import deploy_lambda
 from runner.core.manifest import Manifest, Meta
 from runner.core.protocol.deployed import DeploymentRecord
-from tests.clihelpers import parsed_command
+from tests.clihelpers import invoke, parsed_command
+from tests.s3events import BUCKET, s3_event
 
 pytestmark = pytest.mark.s3  # moto, in-process or as its server
 
-BUCKET = "team-a-manifests"
 TEAM = "team-a"
 MANIFEST = """\
 name: high-value
@@ -32,47 +31,6 @@ description: "Card transactions above 500"
 target-table: "`demo`.`high-value-tx`"
 sql: SELECT * FROM `demo`.`card-transactions` WHERE amount > 500
 """
-
-
-def s3_event(
-    key: str, version_id: str | None, *, created: bool = True, bucket: str = BUCKET, name: str | None = None
-) -> dict:
-    """One record as S3 sends it to Lambda (keys URL-encoded, spaces as '+')."""
-    obj = {
-        "key": urllib.parse.quote_plus(key, safe="/"),
-        "size": 120,
-        "eTag": "0123456789abcdef",
-        "sequencer": "0065A1B2C3D4E5F601",
-    }
-    if version_id:
-        obj["versionId"] = version_id
-    return {
-        "Records": [
-            {
-                "eventVersion": "2.1",
-                "eventSource": "aws:s3",
-                "awsRegion": "eu-west-1",
-                "eventTime": "2026-11-21T07:00:00.000Z",
-                "eventName": name or ("ObjectCreated:Put" if created else "ObjectRemoved:DeleteMarkerCreated"),
-                "userIdentity": {"principalId": "AWS:AIDAEXAMPLE"},
-                "requestParameters": {"sourceIPAddress": "10.0.0.1"},
-                "responseElements": {
-                    "x-amz-request-id": "C3D13FE58DE4C810",
-                    "x-amz-id-2": "FMyUVURIY8/IgAtTv8xRjskZQpcIZ9",
-                },
-                "s3": {
-                    "s3SchemaVersion": "1.0",
-                    "configurationId": "deploy-on-manifest",
-                    "bucket": {
-                        "name": bucket,
-                        "ownerIdentity": {"principalId": "A3NL1KOZZKExample"},
-                        "arn": f"arn:aws:s3:::{bucket}",
-                    },
-                    "object": obj,
-                },
-            }
-        ]
-    }
 
 
 @pytest.fixture
@@ -262,18 +220,16 @@ def test_another_bucket_is_ignored_and_missing_configuration_is_named(aws, monke
 
 
 def test_the_step_commands_refuse_bad_input_and_change_nothing(demo_project):
-    from tests.clihelpers import cli
-
-    both = cli(demo_project, "deploy", "--mode", "application", "manifests/high-value.yaml", check=False)
+    both = invoke(demo_project, "deploy", "--mode", "application", "manifests/high-value.yaml", check=False)
     assert both.returncode == 2 and "MODE_WITH_PATHS" in both.stderr
-    unknown = cli(demo_project, "plan", "--mode", "cluster", check=False)
+    unknown = invoke(demo_project, "plan", "--mode", "cluster", check=False)
     assert unknown.returncode == 2 and "'cluster' is not one of 'application', 'session'" in unknown.stderr
-    pinned = cli(demo_project, "deploy", "--object-version", "abc", check=False)
+    pinned = invoke(demo_project, "deploy", "--object-version", "abc", check=False)
     assert pinned.returncode == 2 and "OBJECT_VERSION_NEEDS_ONE_MANIFEST" in pinned.stderr
-    present = cli(demo_project, "undeploy", "high-value", check=False)
+    present = invoke(demo_project, "undeploy", "high-value", check=False)
     assert present.returncode == 2 and "MANIFEST_STILL_PRESENT" in present.stderr
     (demo_project.root / "manifests" / "high-value.yaml").unlink()
-    assert "high-value: no change -> ok" in cli(demo_project, "undeploy", "high-value").stdout
+    assert "high-value: no change -> ok" in invoke(demo_project, "undeploy", "high-value").stdout
     assert not (demo_project.root / ".sql-runner" / "manifests" / "deployed").exists()
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -22,11 +21,11 @@ import pytest
 import yaml
 
 from runner.aws import deploy_lambda
-from tests.clihelpers import SQL_RUNNER, cli_env
+from tests.clihelpers import SQL_RUNNER, cli_env, wait_for
 from tests.conftest import HIGH_VALUE_MANIFEST, TRANSACTIONS_DDL
 from tests.fake_yarn import FakeResourceManager, fake_spark_submit
 from tests.motoserver import moto_server
-from tests.test_deploy_lambda import s3_event
+from tests.s3events import s3_event
 
 pytestmark = [pytest.mark.spark, pytest.mark.e2e, pytest.mark.s3]
 
@@ -115,19 +114,36 @@ def test_an_older_push_never_replaces_a_newer_one_whatever_order_their_steps_run
         "expires-at": (datetime.now(UTC) + timedelta(minutes=15)).isoformat(),
     }
     s3.put_object(Bucket=BUCKETS["manifests"], Key="locks/high-value.json", Body=json.dumps(lock).encode())
-    waiting = subprocess.Popen(
-        step_command(emr, cluster_id, v1, rm.url, spark_submit),
-        cwd=tmp_path,
-        env=cli_env(env),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    said = tmp_path / "waiting.err"
+    with open(said, "w") as stderr:
+        waiting = subprocess.Popen(
+            step_command(emr, cluster_id, v1, rm.url, spark_submit),
+            cwd=tmp_path,
+            env=cli_env(env),
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
+    printed: list[str] = []
+
+    def read() -> None:
+        for line in waiting.stdout:
+            printed.append(line)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    # it analyses the query and prints its plan, then goes for the lease at once, finds it held and waits
+    wait_for(
+        lambda: any(line.strip() == "plan" for line in printed) or waiting.poll() is not None,
+        "the step's plan",
+        explain=lambda: said.read_text(),
     )
-    time.sleep(15)  # it analyses the query, then finds the lease held and waits
-    assert waiting.poll() is None, waiting.communicate()
+    assert waiting.poll() is None, "".join(printed) + said.read_text()
     v2 = push(s3, 700)
     threading.Timer(1.0, lambda: s3.delete_object(Bucket=BUCKETS["manifests"], Key="locks/high-value.json")).start()
-    out, err = waiting.communicate(timeout=120)
+    waiting.wait(timeout=120)
+    reader.join(timeout=30)
+    out, err = "".join(printed), said.read_text()
     assert waiting.returncode == 0, out + err
     assert "standing down" in out + err and f"version {v1} of {KEY} is no longer the newest" in out + err
     assert rm.submissions == [], "nothing deployed for the overtaken version"

@@ -6,91 +6,23 @@ from __future__ import annotations
 import json
 import logging
 import time
-import uuid
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from pyspark.errors import AnalysisException
 
 from demo.transactions import MALFORMED_LINES, transactions, write_batch
 from jobs import batchtime, jvm, runtime
-from jobs.build import build_job
 from jobs.control import JobControl
-from jobs.entry import Job
-from runner.authoring.project import load_project
 from runner.core.bucket import LocalBucket
-from runner.core.manifest import Manifest, Meta
-from runner.core.placeholders import Values
+from runner.core.manifest import Manifest
 from runner.core.protocol.jobspec import JobSpec
 from tests.conftest import HIGH_VALUE_MANIFEST, METADATA_DDL, ProjectDir, plan_nodes
+from tests.jobhelpers import output_rows, run_once, run_published
 
 pytestmark = pytest.mark.spark
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-@dataclass(frozen=True)
-class Run:
-    manifest: Manifest  # with meta
-    checkpoint: Path
-    dead_letter: Path
-
-
-def prepare(project: ProjectDir, manifest_name: str, state: Path, **fields) -> tuple[Run, JobSpec]:
-    """A manifest's run at version 1 on one checkpoint under ``state`` (reruns resume it), and its job spec
-    (``fields``: the spec's other fields)."""
-    proj = load_project(project.root)
-    manifest = proj.load_manifest(project.root / "manifests" / f"{manifest_name}.yaml")
-    meta = Meta(
-        query_id=str(uuid.uuid5(uuid.NAMESPACE_URL, manifest_name)), query_version=1, query_create_timestamp=START
-    )
-    prepared = Run(
-        manifest.model_copy(update={"meta": meta}),
-        state / "checkpoints" / manifest_name,
-        state / "dead-letter" / manifest_name,
-    )
-    return prepared, JobSpec(
-        manifest=prepared.manifest,
-        catalog=proj.catalog,
-        checkpoint=str(prepared.checkpoint),
-        dead_letter=str(prepared.dead_letter),
-        **fields,
-    )
-
-
-def run_once(spark, project: ProjectDir, manifest_name: str, state: Path, *, once: bool = True):
-    """Run a manifest in this process at version 1 on one checkpoint (reruns resume it)."""
-    prepared, spec = prepare(project, manifest_name, state, once=once)
-    built = build_job(spark, spec.manifest, spec.catalog, {}, live=True)
-    queries = runtime.start(spark, built, spec, {})
-    if once:
-        runtime.wait(spark, queries, once=True)
-    return prepared, queries
-
-
-def run_published(spark, project: ProjectDir, manifest_name: str, state: Path) -> tuple[Run, dict, list]:
-    """Run a manifest once in this process as its job's driver runs it (``jobs/entry.py``), publishing its
-    status to a state store under ``state``: the run, its status as published (``status/<name>.json``, what
-    ``sql-runner status`` and the console read) and its query."""
-    store = LocalBucket(state / "manifests")
-    prepared, spec = prepare(project, manifest_name, state, once=True, store={"manifests": store.describe()})
-    control = JobControl(spec)
-    job = Job(spark, spec, Values({}), control)
-    try:
-        assert job.run() == 0
-    finally:
-        control.close()
-    return prepared, json.loads((state / "manifests" / "status" / f"{manifest_name}.json").read_text()), job.queries
-
-
-def output_rows(spark, path: Path) -> list:
-    """Committed rows of a file sink (Spark reads only files in its _spark_metadata log)."""
-    try:
-        return spark.read.json(str(path)).collect()
-    except AnalysisException:  # no committed file yet
-        return []
 
 
 def test_exact_rows_then_only_new_rows_on_rerun(spark, demo_project: ProjectDir, tmp_path: Path):

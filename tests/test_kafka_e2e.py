@@ -17,7 +17,7 @@ from demo.kafka_broker import Message
 from demo.transactions import MALFORMED_LINES, transactions
 from jobs import boundary, runtime
 from tests.conftest import METADATA_DDL, ProjectDir
-from tests.test_job import run_once
+from tests.jobhelpers import run_once
 
 pytestmark = pytest.mark.spark
 

@@ -33,9 +33,8 @@ from demo.kafka_broker import KafkaClient, Message
 from demo.transactions import transactions
 from runner.core import jars
 from runner.targets.local import process_start_ticks
-from tests.clihelpers import cli, history, status, wait_for
+from tests.clihelpers import batch, cli, history, status, status_file, wait_for
 from tests.conftest import METADATA_DDL, ProjectDir
-from tests.test_session import batch, status_file
 
 pytestmark = [pytest.mark.spark, pytest.mark.e2e]
 

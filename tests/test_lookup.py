@@ -3,60 +3,23 @@ reloaded while the query runs (real Spark, a real PostgreSQL server)."""
 
 from __future__ import annotations
 
-import json
 import statistics
-import threading
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
 from jobs import runtime
 from jobs.lookup.refresh import LookupTable, lookups_of
+from tests.clihelpers import cli, wait_for
 from tests.conftest import METADATA_DDL, ProjectDir
-from tests.test_changelog import start_query
+from tests.jobhelpers import start_query
+from tests.tablehelpers import PG_METADATA_TZ, Events, refs
 
 pytestmark = pytest.mark.spark
 
-PG_METADATA = """,
-  __create_timestamp TIMESTAMPTZ, __query_name TEXT, __query_description TEXT, __query_id TEXT,
-  __query_version INTEGER, __query_create_timestamp TIMESTAMPTZ"""
-
 INTERVAL = 2.0  # seconds between reloads in these tests
 CHANGES_INTERVAL = 4.0  # in the test of 21 changes: micro-batches between a change and the reload after it
-
-
-class Events:
-    """Writes a file of events to a folder every ``every`` seconds, one event per user id, until stopped."""
-
-    def __init__(self, folder: Path, users: range, every: float = 0.25):
-        self.folder, self.users, self.every = folder, users, every
-        folder.mkdir(parents=True, exist_ok=True)
-        self.stopping = threading.Event()
-        self.next_id = 0
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def write(self) -> None:
-        lines = []
-        for user in self.users:
-            self.next_id += 1
-            lines.append(json.dumps({"id": self.next_id, "user_id": user}))
-        name = f"{self.next_id:09d}.json"
-        (self.folder / f".{name}").write_text("\n".join(lines) + "\n")
-        (self.folder / f".{name}").rename(self.folder / name)  # whole files only
-
-    def _run(self) -> None:
-        while not self.stopping.wait(self.every):
-            self.write()
-
-    def __enter__(self) -> Events:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.stopping.set()
-        self.thread.join()
 
 
 @pytest.fixture
@@ -82,7 +45,7 @@ def pg(postgres):
 
 def enrichment_project(project: ProjectDir, pg, users_options: str, users_ddl_columns: str = "") -> str:
     """Events (a folder stream) joined with the users lookup table into a PostgreSQL table; returns its name."""
-    out = pg.table(f"event_id BIGINT, user_id BIGINT, name TEXT{PG_METADATA}")
+    out = pg.table(f"event_id BIGINT, user_id BIGINT, name TEXT{PG_METADATA_TZ}")
     project.ddl(
         "tables",
         f"""
@@ -131,16 +94,6 @@ def reload_after(table: LookupTable, moment: float) -> tuple[float, float] | Non
     return next(((began, swapped) for began, swapped, _ in table.history if swapped > moment), None)
 
 
-def wait_for(check, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-
-
 def test_a_postgres_lookup_table_follows_inserts_updates_and_deletes_within_one_interval(
     spark, project: ProjectDir, pg, tmp_path
 ):
@@ -161,7 +114,7 @@ def test_a_postgres_lookup_table_follows_inserts_updates_and_deletes_within_one_
         queries = start_query(session, project, "enrich", tmp_path / "state", env)
         try:
             lookup = lookups_of(queries[0]).tables[0]
-            wait_for(lambda: outputs(pg, out, ids[-1]), 60, "the first enriched rows")
+            wait_for(lambda: outputs(pg, out, ids[-1]), "the first enriched rows", 60)
             changes: list[tuple[int, float, str | None, str | None]] = []  # user, when, before, after
             for user in ids:
                 time.sleep(0.6)
@@ -176,10 +129,10 @@ def test_a_postgres_lookup_table_follows_inserts_updates_and_deletes_within_one_
                     changes.append((user, time.time(), f"old-{user}", None))
             last = changes[-1][1]
             wait_for(
-                lambda: reload_after(lookup, last + CHANGES_INTERVAL + 0.5), 60, "two reloads after the last change"
+                lambda: reload_after(lookup, last + CHANGES_INTERVAL + 0.5), "two reloads after the last change", 60
             )
             wait_for(
-                lambda: any(at > last + CHANGES_INTERVAL + 2 for at, _ in outputs(pg, out, ids[-1])), 60, "the output"
+                lambda: any(at > last + CHANGES_INTERVAL + 2 for at, _ in outputs(pg, out, ids[-1])), "the output", 60
             )
         finally:
             runtime.stop_all(queries)
@@ -203,14 +156,6 @@ def test_a_postgres_lookup_table_follows_inserts_updates_and_deletes_within_one_
         f"\nlookup delay over {len(delays)} changes: p50 {p50:.2f}s, max {worst:.2f}s, interval {CHANGES_INTERVAL:g}s"
     )
     assert worst <= CHANGES_INTERVAL + 5.0, delays  # the interval, the load and a micro-batch (on a busy machine)
-
-
-def refs(folder: Path, name: str, rows: list[dict] | str) -> None:
-    """Write (or replace) one file of the lookup folder, whole."""
-    folder.mkdir(parents=True, exist_ok=True)
-    text = rows if isinstance(rows, str) else "".join(json.dumps(r) + "\n" for r in rows)
-    (folder / f".{name}").write_text(text)
-    (folder / f".{name}").rename(folder / name)
 
 
 def names_after(pg, out: str, moment: float, users: range) -> dict[int, set[str | None]]:
@@ -237,34 +182,35 @@ def test_a_lookup_folder_sees_files_added_and_replaced_and_keeps_its_snapshot_ov
         try:
             lookup = lookups_of(queries[0]).tables[0]
             began = time.time()
-            wait_for(lambda: names_after(pg, out, began, users)[3], 60, "the first enriched rows")
+            wait_for(lambda: names_after(pg, out, began, users)[3], "the first enriched rows", 60)
             assert names_after(pg, out, 0, users) == {1: {"ann"}, 2: {"bob"}, 3: {None}}
 
             refs(folder, "b.json", [{"id": 3, "name": "cy"}])  # a file added
             added = time.time()
-            wait_for(lambda: "cy" in names_after(pg, out, added, users)[3], 3 * INTERVAL + 5, "the added file")
+            wait_for(lambda: "cy" in names_after(pg, out, added, users)[3], "the added file", 3 * INTERVAL + 5)
 
             refs(folder, "a.json", [{"id": 1, "name": "anna"}])  # a file replaced: bob is gone
             replaced = time.time()
-            wait_for(lambda: "anna" in names_after(pg, out, replaced, users)[1], 3 * INTERVAL + 5, "the new file")
+            wait_for(lambda: "anna" in names_after(pg, out, replaced, users)[1], "the new file", 3 * INTERVAL + 5)
             settled = time.time() + 0.5
-            wait_for(lambda: names_after(pg, out, settled, users)[2], 30, "rows after the replacement")
+            wait_for(lambda: names_after(pg, out, settled, users)[2], "rows after the replacement", 30)
             assert names_after(pg, out, settled, users) == {1: {"anna"}, 2: {None}, 3: {"cy"}}
 
             refs(folder, "c.json", '{"id": 4, "name": "dee"}\n{"id": 5, "name": \n')  # malformed
             broken = time.time()
-            wait_for(lambda: lookup.status().error, 3 * INTERVAL + 5, "the failed reload")
+            wait_for(lambda: lookup.status().error, "the failed reload", 3 * INTERVAL + 5)
             status, reloads = lookup.status(), lookup.reloads
             assert "Malformed" in status.error, status.error
             assert status.rows == 2 and status.failing_since is not None
             assert lookups_of(queries[0]).degraded()
-            time.sleep(INTERVAL + 1)  # another failed reload: the query runs on the last good snapshot
-            assert lookup.failed_reloads >= 2 and lookup.reloads == reloads
+            # another failed reload: the query runs on the last good snapshot
+            wait_for(lambda: lookup.failed_reloads >= 2, "another failed reload", 3 * INTERVAL + 5)
+            assert lookup.reloads == reloads
             assert names_after(pg, out, broken, users) == {1: {"anna"}, 2: {None}, 3: {"cy"}}
             assert queries[0].isActive
 
             (folder / "c.json").unlink()
-            wait_for(lambda: lookup.status().error is None, 3 * INTERVAL + 5, "a reload that works again")
+            wait_for(lambda: lookup.status().error is None, "a reload that works again", 3 * INTERVAL + 5)
             assert not lookups_of(queries[0]).degraded()
         finally:
             runtime.stop_all(queries)
@@ -273,8 +219,6 @@ def test_a_lookup_folder_sees_files_added_and_replaced_and_keeps_its_snapshot_ov
 
 def test_preview_joins_the_lookup_tables_rows_of_now(project: ProjectDir, pg):
     """``sql-runner preview`` loads the lookup table as a job starting now would: never an empty stand-in."""
-    from tests.clihelpers import cli
-
     folder = project.root / "data" / "users"
     refs(folder, "a.json", [{"id": 1, "name": "ann"}, {"id": 2, "name": "bob"}])
     options = f"'connector' = 'filesystem', 'path' = '{folder}', 'format' = 'json', 'lookup.cache' = 'FULL'"

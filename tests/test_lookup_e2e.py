@@ -19,13 +19,9 @@ import pytest
 from demo.kafka_broker import KafkaClient
 from tests.clihelpers import cli, edit, history, status, wait_for
 from tests.conftest import METADATA_DDL, ProjectDir
-from tests.test_lookup import refs
+from tests.tablehelpers import PG_METADATA_TZ, refs
 
 pytestmark = [pytest.mark.spark, pytest.mark.e2e]
-
-PG_METADATA = """,
-  __create_timestamp TIMESTAMPTZ, __query_name TEXT, __query_description TEXT, __query_id TEXT,
-  __query_version INTEGER, __query_create_timestamp TIMESTAMPTZ"""
 
 
 class Producer:
@@ -62,7 +58,8 @@ def test_a_kafka_stream_enriched_from_postgres_and_files_stays_fresh_without_a_d
     postgres.execute(f"DROP TABLE IF EXISTS {users}")
     postgres.execute(f"CREATE TABLE {users} (id BIGINT PRIMARY KEY, name TEXT, region_code TEXT)")
     postgres.execute(f"INSERT INTO {users} VALUES (1, 'ann', 'eu'), (2, 'bob', 'us'), (3, 'cy', 'eu')")
-    postgres.execute(f"CREATE TABLE {out} (event_id BIGINT, user_id BIGINT, user_name TEXT, region TEXT{PG_METADATA})")
+    columns = f"event_id BIGINT, user_id BIGINT, user_name TEXT, region TEXT{PG_METADATA_TZ}"
+    postgres.execute(f"CREATE TABLE {out} ({columns})")
     regions = project.root / "data" / "regions"
     refs(regions, "a.json", [{"code": "eu", "name": "Europe"}, {"code": "us", "name": "Americas"}])
     database = f"'url' = '{postgres.url}', 'username' = 'runner', 'password' = '${{PG_PASSWORD}}'"

@@ -13,8 +13,10 @@ import pytest
 
 from jobs import runtime
 from jobs.lookup.refresh import lookups_of
+from tests.clihelpers import wait_for
 from tests.conftest import METADATA_DDL, ProjectDir
-from tests.test_lookup import PG_METADATA, start_query, wait_for
+from tests.jobhelpers import start_query
+from tests.tablehelpers import PG_METADATA_TZ, write_whole
 
 pytestmark = pytest.mark.spark
 
@@ -56,10 +58,7 @@ def worker_memory_mib() -> list[float]:
 
 
 def events(folder: Path, name: str, ids: list[int]) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    text = "".join(json.dumps({"id": n, "user_id": user}) + "\n" for n, user in enumerate(ids))
-    (folder / f".{name}").write_text(text)
-    (folder / f".{name}").rename(folder / name)
+    write_whole(folder / name, "".join(json.dumps({"id": n, "user_id": user}) + "\n" for n, user in enumerate(ids)))
 
 
 def test_a_partial_cache_over_a_million_keys_joins_exactly_with_bounded_memory(
@@ -70,7 +69,7 @@ def test_a_partial_cache_over_a_million_keys_joins_exactly_with_bounded_memory(
         postgres.execute(f"CREATE TABLE {users} (id BIGINT PRIMARY KEY, name TEXT)")
         postgres.execute(f"INSERT INTO {users} SELECT n, 'user ' || n FROM generate_series(1, {KEYS}) AS n")
     out = f"partial_{os.urandom(4).hex()}"
-    postgres.execute(f"CREATE TABLE {out} (event_id BIGINT, user_id BIGINT, name TEXT{PG_METADATA})")
+    postgres.execute(f"CREATE TABLE {out} (event_id BIGINT, user_id BIGINT, name TEXT{PG_METADATA_TZ})")
     jdbc = f"'connector' = 'jdbc', 'url' = '{postgres.url}', 'username' = 'runner', 'password' = '${{PG_PASSWORD}}'"
     project.ddl(
         "tables",
@@ -112,7 +111,7 @@ def test_a_partial_cache_over_a_million_keys_joins_exactly_with_bounded_memory(
             events(folder, f"{part:03d}.json", ids)
             sent.extend(ids)
         wait_for(
-            lambda: postgres.execute(f"SELECT count(*) FROM {out}")[0][0] >= len(sent), 180, "every event enriched"
+            lambda: postgres.execute(f"SELECT count(*) FROM {out}")[0][0] >= len(sent), "every event enriched", 180
         )
         memory = worker_memory_mib()
         status = lookups.statuses()[0]

@@ -61,8 +61,8 @@ from jobs.records import ERROR, KAFKA_ORIGIN, RAW
 from jobs.sources import Source
 from runner.authoring.ddl import parse_ddl
 from tests.conftest import METADATA_DDL, ProjectDir
-from tests.test_changelog import Target, run_changelog
-from tests.test_job import output_rows, run_once
+from tests.jobhelpers import output_rows, run_changelog, run_once
+from tests.tablehelpers import Target
 
 pytestmark = pytest.mark.spark
 

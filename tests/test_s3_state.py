@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import time
 from collections import Counter
 from datetime import UTC, datetime
 
@@ -35,6 +34,7 @@ START = datetime(2026, 1, 1, tzinfo=UTC)
 BUCKETS = {role: f"team-{role}" for role in ("manifests", "checkpoints", "savepoints")}
 DATA = "team-data"
 STATE = [f"--{role}-bucket={bucket}" for role, bucket in BUCKETS.items()]
+RESTARTING = "restarting from the latest checkpoint"  # a line of the job's log (jobs/entry.py)
 
 
 @pytest.fixture
@@ -119,7 +119,9 @@ def test_a_job_with_its_state_and_tables_on_s3_lives_through_every_kind_of_deplo
     written += put_events("f4", 4)
     assert "restore v2 from checkpoint run-" in cli(project, "deploy", *STATE).stdout
     wait_for(holds_all, "every file's rows after the restore", 150)
-    time.sleep(2.0)  # a duplicate would land with the next micro-batches
+    # a duplicate would land with the next micro-batches: the one that reads another file comes after them
+    written += put_events("f5", 5)
+    wait_for(holds_all, "a later file's rows", 120)
     counts = out_ids()
     assert set(counts) == {t.transaction_id for t in written}
     assert max(counts.values()) == 1, "no file was read by both versions, none twice by a restored run"
@@ -147,13 +149,18 @@ def test_s3_stopping_for_seconds_during_checkpoints_is_survived_by_the_restart_s
     out = project.root / "data" / "out"
     wait_for(lambda: len(committed_json_rows(out)) == len(written), "the first rows", 120)
 
+    logs = project.root / ".sql-runner" / "logs"
+
+    def failures() -> int:  # what the job's driver says each time its query fails and it restarts
+        return sum(log.read_text().count(RESTARTING) for log in logs.glob("dedup-*.log"))
+
     s3.stop()
     try:
-        for index in range(1, 4):  # micro-batches that must checkpoint while S3 is gone
+        for index in range(1, 4):  # micro-batches that must checkpoint while S3 is gone, and restarts that fail
             rows = transactions(20, start=START, seed=10 + index, first_id=index * 100)
             write_batch(events, f"f{index}", rows)
             written += rows
-            time.sleep(2.0)
+            wait_for(lambda n=index: failures() >= n, f"failure {index} while S3 is gone", 120)
     finally:
         s3.start_again()
     wait_for(
@@ -165,7 +172,14 @@ def test_s3_stopping_for_seconds_during_checkpoints_is_survived_by_the_restart_s
     )
     seen = status(project, "dedup", *STATE)
     assert seen["state"] == "running" and seen["restarts"] >= 1, seen
-    time.sleep(2.0)
-    ids = Counter(r["transaction_id"] for r in committed_json_rows(out))
-    assert max(ids.values()) == 1
+    # a duplicate would land with the next micro-batches: the one that reads another file comes after them
+    later = transactions(20, start=START, seed=20, first_id=400)
+    write_batch(events, "f4", later)
+    written += later
+
+    def ids() -> Counter:
+        return Counter(r["transaction_id"] for r in committed_json_rows(out))
+
+    wait_for(lambda: set(ids()) == {t.transaction_id for t in written}, "a later file's rows", 120)
+    assert max(ids().values()) == 1
     cli(project, "stop", "dedup", *STATE)

@@ -27,7 +27,7 @@ from moto import mock_aws
 
 from runner.core.errors import UserError
 from runner.core.placeholders import Sources, Values, resolve
-from tests.clihelpers import cli, wait_for
+from tests.clihelpers import cli, invoke, wait_for
 from tests.conftest import METADATA_DDL, ProjectDir
 from tests.fake_yarn import FakeResourceManager, fake_spark_submit
 from tests.motoserver import moto_server
@@ -225,15 +225,15 @@ def test_bad_placeholders_are_refused_before_anything_is_deployed(project: Proje
     project_with_secrets(project)
     bad_property = MANIFEST.replace("${DB_USER}", "${ssm:}")
     project.manifest("uses-secrets", bad_property)
-    result = cli(project, "validate", check=False)
+    result = invoke(project, "validate", check=False)
     assert result.returncode == 2 and "MANIFEST_INVALID_PLACEHOLDER" in result.stderr, result.stderr
     at_launch = MANIFEST.replace("spark.sqlrunner.test.user", "spark.driver.extraJavaOptions")
     project.manifest("uses-secrets", at_launch)
-    result = cli(project, "validate", check=False)
+    result = invoke(project, "validate", check=False)
     assert "MANIFEST_PLACEHOLDER_AT_LAUNCH" in result.stderr and "spark.driver.extraJavaOptions" in result.stderr
     project.manifest("uses-secrets", MANIFEST)
     project.ddl("tables", DDL.replace("${OUT_PATH}", "${secret:a b}"))
-    result = cli(project, "deploy", check=False)
+    result = invoke(project, "deploy", check=False)
     assert result.returncode == 2 and "DDL_INVALID_PLACEHOLDER" in result.stderr, result.stderr
     assert not (project.root / ".sql-runner" / "manifests" / "deployed").exists(), "nothing deployed"
 

@@ -35,7 +35,7 @@ import yaml
 from demo.committed_rows import committed_json_rows
 from jobs.control import RECENT_BATCHES
 from runner.core.reasons import Reason
-from tests.clihelpers import cli, history, wait_for
+from tests.clihelpers import batch, cli, history, invoke, status_file, statuses, wait_for
 from tests.conftest import METADATA_DDL, ProjectDir
 
 OUT = ["out-a", "out-b", "out-c", "out-d", "out-e", "out-f", "out-bad"]
@@ -127,24 +127,10 @@ def rows(project: ProjectDir, table: str) -> Counter:
     return Counter(r["id"] for r in committed_json_rows(project.root / "data" / table))
 
 
-def statuses(project: ProjectDir) -> dict[str, dict]:
-    lines = cli(project, "status", "--json").stdout.splitlines()
-    return {row["name"]: row for row in map(json.loads, lines)}
-
-
-def status_file(project: ProjectDir, name: str) -> dict:
-    path = project.root / ".sql-runner" / "manifests" / "status" / f"{name}.json"
-    return json.loads(path.read_text()) if path.exists() else {}
-
-
 def record_status(project: ProjectDir, name: str) -> str | None:
     """The deployed record's status: active or removed (read from the store, no CLI)."""
     path = project.root / ".sql-runner" / "manifests" / "deployed" / f"{name}.yaml"
     return yaml.safe_load(path.read_text())["deployment"]["status"] if path.exists() else None
-
-
-def batch(project: ProjectDir, name: str) -> int:
-    return (status_file(project, name).get("progress") or {}).get("batch", -1)
 
 
 def in_this_session(project: ProjectDir, name: str) -> bool:
@@ -324,7 +310,7 @@ def test_a_killed_session_resumes_every_query_from_its_latest_state(session_proj
         wait_for(lambda: all(in_this_session(project, n) for n in ("q-a", "q-b")), "batches before the kill", 90)
         time.sleep(3.0)  # bench/session.py's soak kills it many more times, at random moments
         os.killpg(session_pid(project), signal.SIGKILL)
-        wait_for(lambda: "not running" in cli(project, "session", "status").stdout, "the session gone", 30)
+        wait_for(lambda: "not running" in invoke(project, "session", "status").stdout, "the session gone", 30)
         cli(project, "session", "start")
         wait_for(lambda: in_this_session(project, "q-b"), "q-b resumed", 90)
         # From outside the session: stop q-b between batches, snapshot it, and hand the session the restore.

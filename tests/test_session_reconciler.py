@@ -33,7 +33,7 @@ from runner.state.lease import lease
 from runner.state.store import open_store
 from runner.targets.modes import Targets
 from tests.conftest import ProjectDir
-from tests.test_steps import RecordingTarget
+from tests.recording_target import RecordingTarget
 
 DDL = """
 CREATE TABLE `demo`.`in` (id INT) WITH ('connector' = 'filesystem', 'path' = '/in', 'format' = 'json');

@@ -24,7 +24,7 @@ from demo.committed_rows import committed_json_rows
 from runner.core.reasons import codes
 from tests.clihelpers import cli, edit, history, status, wait_for
 from tests.conftest import HIGH_VALUE_MANIFEST, METADATA_DDL, TRANSACTIONS_DDL, ProjectDir, kill_recorded_jobs
-from tests.test_job import run_once
+from tests.jobhelpers import run_once
 
 pytestmark = [pytest.mark.spark, pytest.mark.e2e]
 

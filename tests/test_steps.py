@@ -45,8 +45,9 @@ from runner.deploy.steps import (
 )
 from runner.state import records
 from runner.state.store import open_store
-from runner.targets.base import Launch, RunningJob
+from runner.targets.base import RunningJob
 from runner.targets.modes import Targets
+from tests.recording_target import RecordingTarget
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 IN = SourceTable(table="`demo`.`in`", connector="filesystem")
@@ -79,43 +80,6 @@ def test_each_action_kind_has_its_steps_in_a_safe_order():
     assert steps(Action("j", "nothing", ())) == ()
     none_found = (Reason.of("NO_STATE_FOUND", version=1),)
     assert steps(Action("j", "error", none_found, version=1)) == (Refuse(none_found),)
-
-
-class RecordingTarget:
-    """Test double of a target: records submits and stops, reports what was submitted as running."""
-
-    kind = "recording"
-
-    def __init__(self, graceful: bool = True):
-        self.calls: list[tuple[str, str]] = []
-        self.running: dict[str, RunningJob] = {}
-        self.launches: list[Launch] = []
-        self.graceful = graceful
-
-    def master(self) -> str:
-        return "local[1]"
-
-    def submit_options(self, identity: JobIdentity, restart=None) -> list[str]:
-        return []
-
-    def submit(self, launch: Launch) -> RunningJob:
-        self.calls.append(("submit", launch.identity.name))
-        self.launches.append(launch)
-        job = RunningJob(launch.identity, self.kind, f"job-{len(self.launches)}")
-        self.running[launch.identity.name] = job
-        return job
-
-    def find(self, team: str, name: str) -> RunningJob | None:
-        return self.running.get(name)
-
-    def stop(self, job: RunningJob, *, force: bool) -> None:
-        self.calls.append(("kill" if force else "stop", job.identity.name))
-        self.running.pop(job.identity.name, None)
-
-    def stop_gracefully(self, job: RunningJob, timeout: float) -> bool:
-        self.calls.append(("stop-gracefully", job.identity.name))
-        self.running.pop(job.identity.name, None)
-        return self.graceful
 
 
 def manifest(sql: str = "SELECT id FROM `demo`.`in`", version: int | None = None) -> Manifest:
