@@ -52,9 +52,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 # The modules whose tests run longest (minutes of jobs, kills and restarts), longest first. make test splits
-# the tests between two processes in collection order and lets an idle one take over half of the other's
-# remaining tests: with these first, the long tests spread over both processes from the start instead of
-# one of them finishing alone at the end.
+# the tests between its processes in collection order and lets an idle one take over half of another's
+# remaining tests: with these first, the long tests spread over all of them from the start instead of one
+# finishing alone at the end.
 LONG_FIRST = (
     "test_changelog_kills",
     "test_lookup_e2e",
