@@ -130,6 +130,7 @@ def test_deploys_are_judged_by_their_jobs_and_a_refused_change_changes_nothing(d
     wait_for(lambda: sorted(r["transaction_id"] for r in committed_json_rows(out)) == expected, "the restored rows")
 
 
+@pytest.mark.spark  # the drivers' class-data archive, which a JVM builds (make jars)
 def test_only_drivers_on_this_machine_are_given_the_class_data_archive():
     assert classdata.archive().is_file(), "make jars builds it"
     here = submit.application_command(Path("entry.py"), [], master="local[2]", env={}, app_name="a", properties={})
