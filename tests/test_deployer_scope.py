@@ -22,6 +22,7 @@ from runner.deploy import launches
 from runner.deploy.deployer import Deployer
 from runner.deploy.settings import Settings
 from runner.state.store import open_store
+from runner.targets.base import group_members
 from runner.targets.local import LocalTarget
 from runner.targets.modes import Targets
 
@@ -85,3 +86,19 @@ def test_a_job_told_to_go_that_does_not_is_killed(tmp_path: Path, monkeypatch):
         (tmp_path / "spark-submit").write_text("#!/bin/sh\nexec sleep 300\n")  # deaf to what it is told
         launched = deploying.launcher.launch(MANIFEST, "manifests/job.yaml", Catalog(), None)
     assert launched.started.process.poll() is not None, "the job outlived the block"
+
+
+def test_nothing_of_a_job_sent_away_outlives_it(tmp_path: Path, monkeypatch):
+    """A driver that exits when told to can leave a process behind in its group (its Python driver, a child of
+    its JVM, exits a moment later): seeing it off waits for the group, and kills what stays too long."""
+    monkeypatch.setattr(launches, "GROUP_EXIT_WAIT", 0.5)
+    with deployer(tmp_path) as deploying:
+        assert deploying.launcher is not None
+        submit = tmp_path / "spark-submit"
+        # told to go, it leaves a child behind that would run for minutes, and exits itself
+        leaving = "import subprocess\nsubprocess.Popen(['sleep', '300'])\n"
+        submit.write_text(submit.read_text() + leaving)
+        launched = deploying.launcher.launch(MANIFEST, "manifests/job.yaml", Catalog(), None)
+        group = launched.started.process.pid
+    assert launched.started.process.poll() == 0  # it went when told
+    assert group_members(group) == [], "a process of the job sent away is still running"

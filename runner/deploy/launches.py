@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 VERDICT_WAIT = 600.0  # seconds a driver may take to start and judge (a cluster may queue it)
 RELEASE_WAIT = 600.0  # seconds a judged driver waits for its release beyond the stop timeout
 EXIT_WAIT = 30.0  # seconds a driver sent away has to exit before it is killed
+GROUP_EXIT_WAIT = 5.0  # seconds the rest of its processes have to follow it before they are killed
 
 
 def driver_entry_point() -> Path:
@@ -189,6 +190,7 @@ class Launcher:
             launched.started.process.wait(EXIT_WAIT)
         except subprocess.TimeoutExpired:
             launched.started.kill()
+        launched.started.wait_group_gone(GROUP_EXIT_WAIT)
         clear_launch(self.store.manifests, launched.name, launched.launch_id)
 
     def send_all_away(self, reason: str) -> None:

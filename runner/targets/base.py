@@ -12,8 +12,10 @@ import contextlib
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 from runner.core.identity import JobIdentity
@@ -63,6 +65,36 @@ class Prelaunched:
             else:
                 self.process.kill()
         self.process.wait()
+
+    def wait_group_gone(self, timeout: float) -> None:
+        """Once it has exited: wait up to ``timeout`` seconds for the rest of its process group (its Python
+        driver, a child of its JVM, can outlive the JVM for a moment), then kill what is left of it."""
+        if not self.group:
+            return
+        deadline = time.monotonic() + timeout
+        while group_members(self.process.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if group_members(self.process.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            while group_members(self.process.pid) and time.monotonic() < deadline + 5.0:
+                time.sleep(0.05)
+
+
+def group_members(group: int) -> list[int]:
+    """The live processes (not zombies) of process group ``group`` on this machine."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()  # after the command name, which may hold spaces
+        if fields[0] != "Z" and int(fields[2]) == group:
+            members.append(int(entry.name))
+    return members
 
 
 class Target(Protocol):
