@@ -55,7 +55,7 @@ def invoke(
     """``cli``'s answer, the command run in this process (in the project folder): for commands that end
     before any Spark or job starts, at a fraction of a process's start."""
     with contextlib.chdir(project.root):
-        result = subprocess.CompletedProcess(["sql-runner", *args], *_in_process(list(args), env))
+        result = subprocess.CompletedProcess(["sql-runner", *args], *in_process(list(args), env))
     if check:
         assert result.returncode == 0, result.stdout + result.stderr
     return result
@@ -78,7 +78,7 @@ def _logging_kept() -> Iterator[None]:
             logger.propagate = propagate
 
 
-def _in_process(args: list[str], env: dict[str, str] | None = None) -> tuple[int, str, str]:
+def in_process(args: list[str], env: dict[str, str] | None = None) -> tuple[int, str, str]:
     """The exit code, stdout and stderr of ``sql-runner ARGS`` run in this process."""
     from click.testing import CliRunner
 
@@ -109,7 +109,7 @@ def wait_for(condition, what: str, timeout: float = 120.0, *, explain=None):
 def statuses(project: ProjectDir, *options: str) -> dict[str, dict]:
     """Every deployed job's line of ``sql-runner status --json`` (run in the project, with ``options``), by
     name: the command run in this process, its JSON lines read back."""
-    code, stdout, stderr = _in_process(["status", "--json", "--project", str(project.root), *options])
+    code, stdout, stderr = in_process(["status", "--json", "--project", str(project.root), *options])
     assert code == 0, stdout + stderr
     return {row["name"]: row for row in map(json.loads, stdout.splitlines())}
 
@@ -165,7 +165,7 @@ def refused_by_validate(project: ProjectDir, code: str, *, secret: str, case: st
     """``sql-runner validate`` of the project exits 2 with one line naming ``code``, no traceback, without
     ``secret`` in what it says, and creates nothing in the project."""
     before = sorted(p.relative_to(project.root) for p in project.root.rglob("*"))
-    exit_code, stdout, stderr = _in_process(["validate", "--project", str(project.root)])
+    exit_code, stdout, stderr = in_process(["validate", "--project", str(project.root)])
     assert exit_code == 2, (case, stdout, stderr)
     lines = [line for line in stderr.splitlines() if code in line]
     assert len(lines) == 1, (case, stderr)

@@ -21,7 +21,7 @@ from runner.core.bucket import LocalBucket
 from runner.core.manifest import Manifest
 from runner.core.protocol.deployed import DeploymentRecord
 from runner.core.protocol.status import BatchProgress, JobState, JobStatus, write_status
-from tests.clihelpers import SQL_RUNNER, cli_env
+from tests.clihelpers import SQL_RUNNER, cli_env, in_process
 
 AT = datetime(2026, 1, 1, 9, 0, 42, tzinfo=UTC)
 WHY = (
@@ -216,22 +216,13 @@ def test_the_command_at_an_80_column_terminal_fits_it_and_names_what_it_left_out
     assert left_out(text) == [column.key for column in COLUMNS if column.key not in header]
 
 
-def invoked(*args: str):
-    """The command run in this process, its output captured (not a terminal)."""
-    from click.testing import CliRunner
-
-    from runner.cli.main import cli
-
-    return CliRunner().invoke(cli, list(args))
-
-
 def test_an_unknown_output_is_refused_with_the_choices(state: Path):
-    refused = invoked("status", "--state", str(state), "-o", "yaml")
-    assert refused.exit_code == 2 and not refused.stdout
-    assert "Invalid value for '-o' / '--output': 'yaml' is not one of 'wide', 'json'." in refused.stderr
+    code, stdout, stderr = in_process(["status", "--state", str(state), "-o", "yaml"])
+    assert code == 2 and not stdout
+    assert "Invalid value for '-o' / '--output': 'yaml' is not one of 'wide', 'json'." in stderr
 
 
 def test_with_nothing_deployed_the_command_says_so_and_prints_no_table(tmp_path: Path):
-    empty = invoked("status", "--state", str(tmp_path / "state"))
-    assert empty.exit_code == 0 and empty.stdout == ""
-    assert empty.stderr.strip() == "no jobs deployed"
+    code, stdout, stderr = in_process(["status", "--state", str(tmp_path / "state")])
+    assert code == 0 and stdout == ""
+    assert stderr.strip() == "no jobs deployed"
