@@ -27,6 +27,7 @@ from moto import mock_aws
 
 from runner.core.errors import UserError
 from runner.core.placeholders import Sources, Values, resolve
+from runner.targets.base import group_members
 from tests.clihelpers import cli, invoke, wait_for
 from tests.conftest import METADATA_DDL, ProjectDir
 from tests.fake_yarn import FakeResourceManager, fake_spark_submit
@@ -172,21 +173,6 @@ def rows(out: Path) -> list[dict]:
     return [json.loads(line) for f in sorted(out.glob("*.json")) for line in f.read_text().splitlines() if line]
 
 
-def process_group(leader: int) -> list[int]:
-    """Every process in ``leader``'s process group (spark-submit, its JVM, the Python driver)."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        if int(stat[stat.rindex(")") + 2 :].split()[2]) == leader:
-            members.append(int(entry.name))
-    return members
-
-
 def holds_secret(data: bytes) -> list[str]:
     return [value for value in (TOKEN, USER) if value.encode() in data]
 
@@ -204,7 +190,7 @@ def test_a_running_local_jobs_command_lines_log_and_state_hold_no_secret(project
 
     state = project.root / ".sql-runner"
     record = json.loads((state / "manifests" / "jobs" / "uses-secrets.json").read_text())
-    members = process_group(record["pid"])
+    members = group_members(record["pid"])  # spark-submit's JVM and its Python driver
     assert len(members) >= 2, "spark-submit's JVM and the Python driver"
     for pid in members:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
