@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from jobs.connectors import SPARK_CONNECTORS, SparkConnector
+from jobs.connectors.base import RoleNotDeclared
 from runner.core import connectors, lookup
 from runner.core.connectors import CONNECTORS, Connector
 from runner.core.connectors import lookups as lookup_options
@@ -33,6 +34,9 @@ def test_the_spark_half_builds_exactly_the_roles_the_core_half_declares(name: st
     takes_changes = core.sink and core.changes_refused(TAKES_CHANGES, keyed=True) is None
     assert overrides(spark, "change_sink") == takes_changes, "a sink that takes changes has a writer of them"
     assert overrides(spark, "lookup") == bool(core.lookup_caches), "a lookup table's rows have a reader"
+    if not core.stream:  # asked anyway, it is a defect that names the connector, not a stub
+        with pytest.raises(RoleNotDeclared, match=f"connector '{name}' has no stream source"):
+            spark.source(None, None, None, None)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("name", list(CONNECTORS))

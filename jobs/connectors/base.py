@@ -39,6 +39,11 @@ class LookupRows(Protocol):
         ...
 
 
+class RoleNotDeclared(TypeError):
+    """A defect, never a user's error: a role asked of a connector whose Spark-free half does not declare it. The
+    checks of the DDL and the query refuse such a table first (CONNECTOR_NOT_A_SOURCE, CONNECTOR_NOT_A_SINK)."""
+
+
 class SparkConnector:
     """How a job reads and writes one connector's tables. Options given to a builder are resolved
     (:meth:`options`): they hold secrets, so they never go into a message."""
@@ -76,5 +81,5 @@ class SparkConnector:
     def check_lookup(self, table: TableDef, env: Mapping[str, str]) -> None:
         """What ``validate`` checks of a lookup table outside Spark before a deploy."""
 
-    def _not_a(self, role: str) -> NotImplementedError:
-        return NotImplementedError(f"connector {self.name!r} has no {role} (runner/core/connectors/ says which roles)")
+    def _not_a(self, role: str) -> RoleNotDeclared:
+        return RoleNotDeclared(f"connector {self.name!r} has no {role} (runner/core/connectors/ says which roles)")
