@@ -12,6 +12,7 @@ import contextlib
 import json
 import logging
 import os
+import random
 import subprocess
 import sys
 import time
@@ -25,7 +26,17 @@ from runner.core.protocol.history import HistoryEntry, read_history
 from tests.conftest import ProjectDir
 
 START = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
+KILLS = 3  # kill -9 rounds of a soak test; SQL_RUNNER_KILLS=N for a longer soak
 SQL_RUNNER = str(Path(sys.executable).parent / "sql-runner")
+
+
+def kill_rounds(what: str) -> tuple[int, int]:
+    """A kill soak's seed and how many rounds: ``SQL_RUNNER_KILL_SEED`` (random when unset, and printed so
+    that a failure can be replayed) and ``SQL_RUNNER_KILLS`` (``KILLS`` when unset)."""
+    seed = int(os.environ.get("SQL_RUNNER_KILL_SEED", random.randrange(1 << 30)))
+    kills = int(os.environ.get("SQL_RUNNER_KILLS", KILLS))
+    print(f"{kills} kills, {what} seeded with {seed} (SQL_RUNNER_KILLS, SQL_RUNNER_KILL_SEED)")
+    return seed, kills
 
 
 def cli_env(extra: dict[str, str] | None = None) -> dict[str, str]:

@@ -22,7 +22,7 @@ import pytest
 from demo.kafka_broker import KafkaClient, Message
 from demo.postgres_server import PostgresServer
 from runner.targets.local import process_start_ticks
-from tests.clihelpers import cli, status, status_file, wait_for
+from tests.clihelpers import cli, kill_rounds, status, status_file, wait_for
 from tests.conftest import METADATA_DDL, ProjectDir
 from tests.tablehelpers import PG_METADATA
 
@@ -124,9 +124,8 @@ def test_kill_minus_nine_at_random_moments_and_a_database_outage_end_exact_with_
 ):
     """Both queries run in the team's session (one JVM to kill and start again per round); then the database
     stops for a while under them: they are failing, and come back by themselves when it returns."""
-    seed = int(os.environ.get("SQL_RUNNER_KILL_SEED", random.randrange(1 << 30)))
+    seed, kills = kill_rounds("kill moments and changes")
     rng = random.Random(seed)
-    print(f"kill moments and changes seeded with {seed} (SQL_RUNNER_KILL_SEED)")
     source = topic("users", partitions=3)
     with PostgresServer() as database:  # its own server: this test stops it
         counts, log = "counts", "changes"
@@ -156,7 +155,7 @@ def test_kill_minus_nine_at_random_moments_and_a_database_outage_end_exact_with_
         feeder.start()
         killed: str | None = None
         try:
-            for _ in range(5):
+            for _ in range(kills):
                 wait_for(lambda killed=killed: since(killed), "both queries processing changes", 180)
                 time.sleep(rng.uniform(0.0, 2.0))  # between micro-batches, or in one (its transaction open or not)
                 killed = status_file(project, "per-account")["session-run"]
@@ -185,7 +184,7 @@ def test_kill_minus_nine_at_random_moments_and_a_database_outage_end_exact_with_
         rows, distinct = database.execute(f"SELECT count(*), count(DISTINCT seq) FROM {log}")[0]
         assert (rows, distinct) == (feeder.sent, feeder.sent), "each change appended exactly once"
         print(
-            f"5 kills of both queries, then an outage; {feeder.sent} changes; "
+            f"{kills} kills of both queries, then an outage; {feeder.sent} changes; "
             f"{len(expected)} accounts and {rows} log rows compared"
         )
         wait_for(

@@ -33,7 +33,7 @@ from demo.kafka_broker import KafkaClient, Message
 from demo.transactions import transactions
 from runner.core import jars
 from runner.targets.local import process_start_ticks
-from tests.clihelpers import batch, cli, history, status, status_file, wait_for
+from tests.clihelpers import batch, cli, history, kill_rounds, status, status_file, wait_for
 from tests.conftest import METADATA_DDL, ProjectDir
 
 pytestmark = [pytest.mark.spark, pytest.mark.e2e]
@@ -219,9 +219,8 @@ def test_a_new_version_starts_at_the_committed_offsets_of_every_partition_and_a_
 def test_kill_minus_nine_at_random_moments_reads_every_record_once_and_the_keyed_topic_converges(
     project: ProjectDir, kafka: KafkaClient, topic
 ):
-    seed = int(os.environ.get("SQL_RUNNER_KILL_SEED", random.randrange(1 << 30)))
+    seed, kills = kill_rounds("kill moments")
     rng = random.Random(seed)
-    print(f"kill moments seeded with {seed} (SQL_RUNNER_KILL_SEED)")
     source, counts = topic("in", partitions=3), topic("counts", partitions=2)
     project.ddl(
         "tables",
@@ -248,7 +247,7 @@ def test_kill_minus_nine_at_random_moments_reads_every_record_once_and_the_keyed
     feeder.start()
     killed: tuple[str, int] | None = None
     try:
-        for _ in range(5):
+        for _ in range(kills):
             wait_for(lambda killed=killed: working(killed), "the job processing records", 180)
             time.sleep(rng.uniform(0.0, 2.5))  # a micro-batch a second: between batches, or in one
             os.killpg(pid(), signal.SIGKILL)
@@ -268,7 +267,7 @@ def test_kill_minus_nine_at_random_moments_reads_every_record_once_and_the_keyed
     # A replayed batch writes its (key, count) records again; a record read twice would count twice instead.
     written = Counter(r.value for r in kafka.records(counts))
     duplicates = sum(written.values()) - len(written)
-    print(f"5 kills: {len(produced)} records in, {sum(written.values())} written, {duplicates} of them again")
+    print(f"{kills} kills: {len(produced)} records in, {sum(written.values())} written, {duplicates} of them again")
     cli(project, "stop", "counting")
 
 
