@@ -40,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 from bench import results, steady  # noqa: E402
 from bench.overhead import METADATA, PRINT_PROGRESS, postgres_job  # noqa: E402
 from demo.postgres_server import PostgresServer  # noqa: E402
+from runner.targets.base import group_processes  # noqa: E402
 
 TRIGGER = "1 second"
 PG_METADATA = (
@@ -175,7 +176,7 @@ def resident_mb(side: steady.Side) -> float:
     """The resident memory of ``side``'s processes (its process group), in MiB."""
     assert side.process is not None
     total = 0
-    for entry, _fields in steady.group(side.process.pid):
+    for entry, _fields in group_processes(side.process.pid):
         try:
             for line in (entry / "status").read_text().splitlines():
                 if line.startswith("VmRSS:"):

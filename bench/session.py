@@ -47,8 +47,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench import steady  # noqa: E402
 from demo.committed_rows import committed_json_rows  # noqa: E402
+from runner.targets.base import group_processes  # noqa: E402
 
 SQL_RUNNER = str(Path(sys.executable).parent / "sql-runner")
 METADATA = """, __create_timestamp TIMESTAMP(3), __query_name STRING, __query_description STRING,
@@ -207,7 +207,7 @@ def local_status(project: Project) -> Callable[[str], dict]:
 def group_rss(pgid: int) -> int:
     """Resident memory of every process in the group, in bytes."""
     total = 0
-    for entry, _ in steady.group(pgid):
+    for entry, _ in group_processes(pgid):
         try:
             lines = (entry / "status").read_text().splitlines()
         except OSError:  # it ended meanwhile

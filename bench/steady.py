@@ -29,6 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from runner.targets.base import group_processes
+
 # No micro-batch in flight for this long: the round is over. The sides trigger every second, so a batch
 # a watermark brings on (no new data) has written its offsets within a second of the last commit, and
 # the quiet spell is only counted from the poll after the commit was seen.
@@ -244,28 +246,10 @@ class Tranche:
     rows: dict[str, int]
 
 
-def group(leader: int) -> list[tuple[Path, list[str]]]:
-    """The processes of ``leader``'s process group: each one's ``/proc`` folder and the fields of its
-    ``stat`` after the command name (from the state on: ``[2]`` is the group, ``[11]`` and ``[12]`` the
-    user and system CPU ticks)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:  # it ended meanwhile
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        if int(fields[2]) == leader:
-            found.append((entry, fields))
-    return found
-
-
 def group_cpu(leader: int) -> float:
     """CPU seconds (user and system) used so far by the processes of ``leader``'s process group: a side's
     JVM, its Python driver and, for a runner job, the ``sql-runner`` process that started them."""
-    ticks = sum(int(fields[11]) + int(fields[12]) for _, fields in group(leader))
+    ticks = sum(int(fields[11]) + int(fields[12]) for _, fields in group_processes(leader))
     return ticks / os.sysconf("SC_CLK_TCK")
 
 

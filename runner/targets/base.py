@@ -81,20 +81,27 @@ class Prelaunched:
                 time.sleep(0.05)
 
 
-def group_members(group: int) -> list[int]:
-    """The live processes (not zombies) of process group ``group`` on this machine."""
-    members = []
+def group_processes(group: int) -> list[tuple[Path, list[str]]]:
+    """The processes of process group ``group`` on this machine: each one's ``/proc`` folder and the fields of its
+    ``stat`` after the command name (which may hold spaces): ``[0]`` is its state, ``[2]`` its group, ``[11]`` and
+    ``[12]`` its user and system CPU ticks."""
+    found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             stat = (entry / "stat").read_text()
-        except OSError:
+        except OSError:  # it ended meanwhile
             continue
-        fields = stat[stat.rindex(")") + 2 :].split()  # after the command name, which may hold spaces
-        if fields[0] != "Z" and int(fields[2]) == group:
-            members.append(int(entry.name))
-    return members
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(fields[2]) == group:
+            found.append((entry, fields))
+    return found
+
+
+def group_members(group: int) -> list[int]:
+    """The live processes (not zombies) of process group ``group`` on this machine."""
+    return [int(entry.name) for entry, fields in group_processes(group) if fields[0] != "Z"]
 
 
 class Target(Protocol):
