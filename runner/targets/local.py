@@ -21,7 +21,7 @@ from runner.core.identity import JobIdentity
 from runner.core.protocol.document import read
 from runner.core.protocol.ownership import JobRecord
 from runner.core.restarts import RestartStrategy
-from runner.targets.base import Launch, Prelaunched, RunningJob
+from runner.targets.base import Launch, Prelaunched, RunningJob, group_members
 from runner.targets.stop_request import request_stop
 
 
@@ -101,7 +101,13 @@ class LocalTarget:
         if identity.team != team or record.host != socket.gethostname():
             return None
         ticks = process_start_ticks(record.pid)
-        if ticks is None or ticks != record.start_ticks:
+        if ticks is None:
+            # spark-submit's JVM, the group's leader, ends first on a SIGTERM; the job lasts until its Python
+            # driver has stopped its queries and said so. Linux gives no new process the id of a group that
+            # still has members, so a live group under the recorded id is this job's.
+            if not group_members(record.pid):
+                return None
+        elif ticks != record.start_ticks:
             return None
         return RunningJob(identity, self.kind, f"{record.pid}@{record.host}", f"log {record.log}")
 
