@@ -1,6 +1,6 @@
 """The JVM libraries the runner's applications need beyond pyspark, declared once.
 
-Two sets, each a list of Maven coordinates the project asks for (``REQUIREMENTS``) and the
+Three sets, each a list of Maven coordinates the project asks for (``REQUIREMENTS``) and the
 exact jars they resolve to, with their SHA-256 (``jars.lock.json`` beside this file,
 written by ``python -m infra.jars lock``, never by hand):
 
@@ -11,6 +11,8 @@ written by ``python -m infra.jars lock``, never by hand):
   shaded Hadoop client, compression codecs) is left out, so a job runs pyspark's own copy.
 - ``kafka-broker``: Apache Kafka's server and tools, for the local broker of the tests,
   the demo and the benchmarks (``demo/kafka_broker.py``), in a JVM of its own.
+- ``yarn-cluster``: Hadoop's single-process YARN cluster, a real ResourceManager and
+  NodeManager for the YARN target's tests and ``make yarn`` (``demo/yarn_cluster.py``).
 
 ``make`` fetches both with ``mvn`` into a cache it owns (``infra/jars.py``): by default
 ``share/sql-runner/jars/<set>/`` under the virtual environment, or ``$SQL_RUNNER_JARS/<set>/``.
@@ -35,6 +37,7 @@ LOCK = Path(__file__).with_name("jars.lock.json")
 CACHE_ENV = "SQL_RUNNER_JARS"
 SPARK = "spark"
 BROKER = "kafka-broker"
+YARN = "yarn-cluster"
 FETCH_COMMAND = "make jars"
 
 
@@ -66,6 +69,7 @@ FEATURES = {
             "msk-iam", "MSK's IAM authentication (aws-msk-iam-auth)", "software.amazon.msk.auth.iam.IAMLoginModule"
         ),
         Feature("broker", "Apache Kafka's broker and tools", "kafka.Kafka"),
+        Feature("yarn", "Hadoop's single-process YARN cluster (MiniYARNCluster)", "org.apache.hadoop.yarn.server.MiniYARNCluster"),
     )
 }
 
@@ -91,9 +95,25 @@ REQUIREMENTS: dict[str, tuple[Requirement, ...]] = {
         # kafka-tools for kafka-producer-perf-test (the broker's ceiling in bench/); not Kafka Connect's runtime.
         Requirement("org.apache.kafka:kafka-tools:3.9.1", "broker", exclude=("org.apache.kafka:connect-runtime",)),
     ),
+    YARN: (
+        # Hadoop's own test cluster, shaded: a real ResourceManager and NodeManager in one JVM, of the Hadoop
+        # the pinned pyspark's YARN client speaks (3.4.1).
+        Requirement("org.apache.hadoop:hadoop-client-minicluster:3.4.1", "yarn"),
+        # Hadoop's servers log through log4j 1's API, which the shaded jars leave to the application: Hadoop's own
+        # choice of it (reload4j) and its SLF4J binding.
+        Requirement("ch.qos.reload4j:reload4j:1.2.22", "yarn"),
+        Requirement("org.slf4j:slf4j-reload4j:1.7.36", "yarn"),
+        # The ResourceManager's web proxy signs its certificates with Bouncy Castle, also left to the application.
+        Requirement("org.bouncycastle:bcprov-jdk18on:1.79", "yarn"),
+        Requirement("org.bouncycastle:bcpkix-jdk18on:1.79", "yarn"),
+        # The ResourceManager's REST API (Jersey 1) binds its JSON and XML with JAXB, which Java 17 no longer has:
+        # the versions Hadoop 3.4.1 builds with.
+        Requirement("javax.xml.bind:jaxb-api:2.2.11", "yarn"),
+        Requirement("com.sun.xml.bind:jaxb-impl:2.2.3-1", "yarn"),
+    ),
 }
 # One AWS SDK version for hadoop-aws and aws-msk-iam-auth: the one Spark 4.0 itself builds against.
-MANAGED: dict[str, tuple[str, ...]] = {SPARK: ("software.amazon.awssdk:bom:2.25.53",), BROKER: ()}
+MANAGED: dict[str, tuple[str, ...]] = {SPARK: ("software.amazon.awssdk:bom:2.25.53",), BROKER: (), YARN: ()}
 # Dependencies pyspark provides under another name: jcl-over-slf4j is commons-logging's API.
 PROVIDED_ELSEWHERE = ("commons-logging:commons-logging",)
 

@@ -1,0 +1,205 @@
+"""A real YARN on 127.0.0.1, for the YARN target's tests and for trying it by hand.
+
+    python -m demo.yarn_cluster [--memory-mb 10240] [--vcores 8]     # make yarn: one cluster until Ctrl-C
+
+Hadoop's own single-process cluster (``MiniYARNCluster``, the ``yarn-cluster`` jar set of
+``runner/core/jars.py``, fetched by ``make jars``): a ResourceManager with its RPC and REST API and a
+NodeManager that launches real containers, in one JVM started by ``demo/java/SqlRunnerMiniYarn.java``
+(compiled here with javac on first use). Ports are free ones chosen as it starts; its work folders, the
+containers' logs among them, live in a temporary folder that goes with it. What a client needs to reach
+it (``yarn-site.xml``, ``core-site.xml``) is written to :attr:`YarnCluster.conf_dir`: point
+``HADOOP_CONF_DIR`` there and ``spark-submit --master yarn`` submits to it.
+
+Set up for a small shared machine: the NodeManager offers ``memory_mb`` and ``vcores`` (by default a
+session and two jobs, each a driver and an executor, fit), its physical and virtual memory checks are
+off (a JVM's virtual size is far above its heap), a full disk does not mark the node unhealthy, and the
+capacity scheduler has one queue, ``default``, with the whole cluster. A request above the node's
+memory is refused by the ResourceManager, as a real cluster does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from runner.core import jars
+
+SOURCE = Path(__file__).with_name("java") / "SqlRunnerMiniYarn.java"
+MAIN_CLASS = SOURCE.stem
+START_TIMEOUT = 120.0
+HEAP = "-Xmx768m"
+MEMORY_MB = 10240
+VCORES = 8
+MAX_ATTEMPTS = 4  # the ResourceManager's yarn.resourcemanager.am.max-attempts
+LOG4J = """\
+log4j.rootLogger=WARN, out
+log4j.appender.out=org.apache.log4j.ConsoleAppender
+log4j.appender.out.layout=org.apache.log4j.PatternLayout
+log4j.appender.out.layout.ConversionPattern=%d{HH:mm:ss} %p %c{1}: %m%n
+"""
+
+
+class YarnClusterFailed(Exception):
+    """The cluster could not be started; the message says why (and where its log is)."""
+
+
+def compiled() -> Path:
+    """The folder holding ``SqlRunnerMiniYarn.class``, compiled against the jar set once per source."""
+    classpath = jars.classpath(jars.YARN)
+    missing = jars.missing(jars.YARN)
+    if missing:
+        raise YarnClusterFailed(f"the yarn-cluster jars are missing ({', '.join(missing[:3])}...): run `make jars`")
+    digest = hashlib.sha256(SOURCE.read_bytes() + classpath.encode()).hexdigest()[:16]
+    folder = jars.cache_dir(jars.YARN) / f"classes-{digest}"
+    if not (folder / f"{MAIN_CLASS}.class").is_file():
+        javac = shutil.which("javac")
+        if javac is None:
+            raise YarnClusterFailed("javac (Java 17's JDK) is needed to compile the YARN cluster's launcher")
+        building = Path(tempfile.mkdtemp(prefix="classes-", dir=folder.parent))
+        done = subprocess.run(
+            [javac, "-nowarn", "-d", str(building), "-cp", classpath, str(SOURCE)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        if done.returncode != 0:
+            shutil.rmtree(building, ignore_errors=True)
+            raise YarnClusterFailed(f"javac refused {SOURCE.name}: {done.stderr.strip()}")
+        with contextlib.suppress(OSError):  # another process compiled it first: theirs is the same
+            building.rename(folder)
+        shutil.rmtree(building, ignore_errors=True)
+    return folder
+
+
+class YarnCluster:
+    """One ResourceManager and one NodeManager in a JVM of their own; :meth:`start` returns once the
+    NodeManager has registered and the REST API answers."""
+
+    def __init__(self, memory_mb: int = MEMORY_MB, vcores: int = VCORES, max_attempts: int = MAX_ATTEMPTS):
+        self.memory_mb, self.vcores, self.max_attempts = memory_mb, vcores, max_attempts
+        self.folder = Path(tempfile.mkdtemp(prefix="sql-runner-yarn-"))
+        self.conf_dir = self.folder / "conf"
+        self.log = self.folder / "cluster.log"
+        self.process: subprocess.Popen | None = None
+        self.ready: dict = {}
+
+    @property
+    def rm_address(self) -> str:
+        """The ResourceManager's RPC address (what ``yarn.resourcemanager.address`` says)."""
+        return self.ready["rm"]
+
+    @property
+    def web_address(self) -> str:
+        """The ResourceManager's web address, its REST API under ``/ws/v1/cluster``."""
+        return self.ready["web"]
+
+    @property
+    def node_logs(self) -> Path:
+        """The NodeManager's log folder: ``<application>/<container>/{stdout,stderr}``."""
+        found = sorted(self.folder.glob("data/*/*/*-logDir-nm-0_0"))
+        if not found:
+            raise YarnClusterFailed(f"no NodeManager log folder under {self.folder}")
+        return found[0]
+
+    def rest(self, path: str) -> dict:
+        """A GET of the ResourceManager's REST API (``path`` under ``/ws/v1/cluster``), as JSON."""
+        request = urllib.request.Request(
+            f"http://{self.web_address}/ws/v1/cluster/{path.lstrip('/')}", headers={"Accept": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return json.loads(answer.read())
+
+    def start(self) -> YarnCluster:
+        classes = compiled()
+        data = self.folder / "data"
+        (self.folder / "tmp").mkdir(parents=True)
+        (self.folder / "log4j.properties").write_text(LOG4J)
+        command = [
+            "java",
+            HEAP,
+            "-XX:+UseSerialGC",
+            "--add-opens=java.base/java.lang=ALL-UNNAMED",  # Guice's class generation in the web servers
+            f"-Dlog4j.configuration=file:{self.folder / 'log4j.properties'}",
+            f"-Djava.io.tmpdir={self.folder / 'tmp'}",
+            f"-Dtest.build.data={data}",  # where MiniYARNCluster puts its work and log folders
+            f"-Dhadoop.tmp.dir={data}",
+            "-cp",
+            f"{classes}:{jars.classpath(jars.YARN)}",
+            MAIN_CLASS,
+            str(self.conf_dir),
+            str(self.memory_mb),
+            str(self.vcores),
+            str(self.max_attempts),
+        ]
+        with open(self.log, "wb") as log:
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + START_TIMEOUT
+        ready = self.conf_dir / "ready"
+        while not ready.exists():
+            if self.process.poll() is not None:
+                raise YarnClusterFailed(f"the YARN cluster exited ({self.process.returncode}); its log: {self.log}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise YarnClusterFailed(f"the YARN cluster did not start in {START_TIMEOUT:.0f} s; its log: {self.log}")
+            time.sleep(0.2)
+        self.ready = json.loads(ready.read_text())
+        nodes = self.rest("nodes")["nodes"]["node"]
+        if [node["state"] for node in nodes] != ["RUNNING"]:
+            self.stop()
+            raise YarnClusterFailed(f"the NodeManager is not running: {nodes}")
+        return self
+
+    def stop(self) -> None:
+        """Stop the cluster (its JVM stops the ResourceManager and NodeManager with their containers) and
+        remove its folder."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def __enter__(self) -> YarnCluster:
+        return self.start()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m demo.yarn_cluster", description=__doc__.splitlines()[0])
+    parser.add_argument("--memory-mb", type=int, default=MEMORY_MB, help="the NodeManager's memory (MiB)")
+    parser.add_argument("--vcores", type=int, default=VCORES, help="the NodeManager's virtual cores")
+    args = parser.parse_args(argv)
+    try:
+        cluster = YarnCluster(args.memory_mb, args.vcores).start()
+    except YarnClusterFailed as error:
+        print(f"yarn: {error}", file=sys.stderr)
+        return 1
+    try:
+        print(f"YARN ResourceManager at {cluster.rm_address}, its web UI and REST API at http://{cluster.web_address}")
+        print(f"  export HADOOP_CONF_DIR={cluster.conf_dir}   # then: spark-submit --master yarn ...")
+        print(f"  containers' logs: {cluster.node_logs}")
+        print("Ctrl-C stops it.", flush=True)
+        signal.sigwait({signal.SIGINT, signal.SIGTERM})
+    finally:
+        cluster.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    sys.exit(main())
