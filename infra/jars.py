@@ -52,6 +52,8 @@ def sha256(path: Path) -> str:
 def _dependency(coordinate: str, exclusions: Iterable[str], *, scope: str | None = None) -> str:
     group, artifact, *rest = coordinate.split(":")
     version = f"<version>{escape(rest[0])}</version>" if rest else ""
+    if len(rest) > 1:
+        version += f"<classifier>{escape(rest[1])}</classifier>"
     excluded = "".join(
         f"<exclusion><groupId>{escape(g)}</groupId><artifactId>{escape(a)}</artifactId></exclusion>"
         for g, a in (e.split(":") for e in exclusions)
@@ -134,6 +136,13 @@ def _requirement(requirement: Requirement) -> str:
 _LISTED = re.compile(r"^\s*([^:\s]+):([^:\s]+):jar:(?:([^:\s]+):)?([^:\s]+):(compile|runtime):(\S+?)(?:\s.*)?$")
 
 
+def versioned(key: str, version: str) -> str:
+    """The coordinate of a resolved jar: its key (``group:artifact``, ``group:artifact::classifier``) with its
+    version, ``group:artifact:version[:classifier]``."""
+    name, _, classifier = key.partition("::")
+    return f"{name}:{version}" + (f":{classifier}" if classifier else "")
+
+
 def resolve(requirements: Iterable[Requirement], managed: Iterable[str]) -> dict[str, tuple[str, Path]]:
     """group:artifact -> (version, local file) of the requirements and their runtime dependencies."""
     with tempfile.TemporaryDirectory(prefix="sql-runner-lock-") as tmp:
@@ -156,9 +165,7 @@ def resolve(requirements: Iterable[Requirement], managed: Iterable[str]) -> dict
             if match is None:
                 continue
             group, artifact, classifier, version, _scope, path = match.groups()
-            if classifier:
-                raise FetchFailed(f"{group}:{artifact}:{classifier}: a jar with a classifier is not supported")
-            found[f"{group}:{artifact}"] = (version, Path(path))
+            found[f"{group}:{artifact}" + (f"::{classifier}" if classifier else "")] = (version, Path(path))
         return found
 
 
@@ -185,7 +192,7 @@ def lock() -> dict:
                 for key, value in whole.items()
                 if key.split(":")[1] not in provided and key not in jars.PROVIDED_ELSEWHERE
             }
-        held = managed + [_dependency(f"{key}:{version}", ()) for key, (version, _) in whole.items()]
+        held = managed + [_dependency(versioned(key, version), ()) for key, (version, _) in whole.items()]
         features: dict[str, set[str]] = {key: set() for key in whole}
         for feature in sorted({r.feature for r in requirements}):
             for key in resolve([r for r in requirements if r.feature == feature], held):
@@ -193,7 +200,7 @@ def lock() -> dict:
                     features[key].add(feature)
         sets[set_name] = [
             {
-                "coordinate": f"{key}:{version}",
+                "coordinate": versioned(key, version),
                 "sha256": sha256(path),
                 "size": path.stat().st_size,
                 "features": sorted(features[key]),

@@ -45,7 +45,7 @@ FETCH_COMMAND = "make jars"
 class Requirement:
     """One top-level Maven coordinate of a set, what it is for, and what of its dependencies to leave out."""
 
-    coordinate: str  # group:artifact:version
+    coordinate: str  # group:artifact:version, or group:artifact:version:classifier (a test-jar: ``tests``)
     feature: str  # what a query or tool gets from it (Feature.name)
     exclude: tuple[str, ...] = ()  # group:artifact of dependencies not to take
 
@@ -96,20 +96,14 @@ REQUIREMENTS: dict[str, tuple[Requirement, ...]] = {
         Requirement("org.apache.kafka:kafka-tools:3.9.1", "broker", exclude=("org.apache.kafka:connect-runtime",)),
     ),
     YARN: (
-        # Hadoop's own test cluster, shaded: a real ResourceManager and NodeManager in one JVM, of the Hadoop
-        # the pinned pyspark's YARN client speaks (3.4.1).
-        Requirement("org.apache.hadoop:hadoop-client-minicluster:3.4.1", "yarn"),
-        # Hadoop's servers log through log4j 1's API, which the shaded jars leave to the application: Hadoop's own
-        # choice of it (reload4j) and its SLF4J binding.
-        Requirement("ch.qos.reload4j:reload4j:1.2.22", "yarn"),
-        Requirement("org.slf4j:slf4j-reload4j:1.7.36", "yarn"),
-        # The ResourceManager's web proxy signs its certificates with Bouncy Castle, also left to the application.
-        Requirement("org.bouncycastle:bcprov-jdk18on:1.79", "yarn"),
-        Requirement("org.bouncycastle:bcpkix-jdk18on:1.79", "yarn"),
-        # The ResourceManager's REST API (Jersey 1) binds its JSON and XML with JAXB, which Java 17 no longer has:
-        # the versions Hadoop 3.4.1 builds with.
-        Requirement("javax.xml.bind:jaxb-api:2.2.11", "yarn"),
-        Requirement("com.sun.xml.bind:jaxb-impl:2.2.3-1", "yarn"),
+        # Hadoop's own test cluster (MiniYARNCluster, in hadoop-yarn-server-tests' test-jar): a real ResourceManager
+        # and NodeManager in one JVM, of the Hadoop the pinned pyspark's YARN client speaks (3.4.1). Not the shaded
+        # hadoop-client-minicluster: its REST API's classes and the Jersey it is shaded with disagree on JAXB's
+        # annotations, so it answers no XML and JSON of another shape than YARN's.
+        Requirement("org.apache.hadoop:hadoop-yarn-server-tests:3.4.1", "yarn"),
+        Requirement("org.apache.hadoop:hadoop-yarn-server-tests:3.4.1:tests", "yarn"),
+        Requirement("org.apache.hadoop:hadoop-common:3.4.1:tests", "yarn"),
+        Requirement("junit:junit:4.13.2", "yarn"),  # the mini cluster's own checks are JUnit assertions
     ),
 }
 # One AWS SDK version for hadoop-aws and aws-msk-iam-auth: the one Spark 4.0 itself builds against.
@@ -122,7 +116,7 @@ PROVIDED_ELSEWHERE = ("commons-logging:commons-logging",)
 class Jar:
     """One locked jar of a set."""
 
-    coordinate: str  # group:artifact:version
+    coordinate: str  # group:artifact:version[:classifier]
     sha256: str
     features: tuple[str, ...]
     size: int  # bytes
@@ -140,8 +134,13 @@ class Jar:
         return self.coordinate.split(":")[2]
 
     @property
+    def classifier(self) -> str | None:
+        parts = self.coordinate.split(":")
+        return parts[3] if len(parts) > 3 else None
+
+    @property
     def file(self) -> str:
-        return f"{self.artifact}-{self.version}.jar"
+        return f"{self.artifact}-{self.version}" + (f"-{self.classifier}" if self.classifier else "") + ".jar"
 
     @staticmethod
     def from_dict(data: dict) -> Jar:
