@@ -10,12 +10,12 @@ CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 SOURCES := runner jobs infra demo tests bench
 
-.PHONY: run test test-fast bench lint venv jars kafka postgres chromium clean synth deploy-infra destroy-infra package package-lambda push-artifacts
+.PHONY: run test test-fast bench lint venv jars kafka yarn postgres chromium clean synth deploy-infra destroy-infra package package-lambda push-artifacts
 
 venv: $(STAMP)
 
 # The JVM jar sets (runner/core/jars.py: Kafka connector, spark-avro, hadoop-aws, MSK IAM auth; Kafka's own
-# broker for tests and the demo), fetched once with mvn and checked against their locked SHA-256. A set
+# broker for tests and the demo; Hadoop's YARN cluster for the YARN target's tests), fetched once with mvn and checked against their locked SHA-256. A set
 # already in the cache costs no mvn.
 jars: $(STAMP)
 	@$(BIN)/python -m infra.jars fetch
@@ -23,6 +23,11 @@ jars: $(STAMP)
 # A Kafka broker on 127.0.0.1:9092 (KRaft, data in a temporary folder) until Ctrl-C, to try the Kafka tables.
 kafka: jars
 	@$(BIN)/python -m demo.kafka_broker $(if $(TOPICS),$(foreach t,$(TOPICS),--topic $(t)))
+
+# A YARN cluster on 127.0.0.1 (Hadoop's MiniYARNCluster: a ResourceManager and a NodeManager in one JVM) until
+# Ctrl-C, to try the YARN target: it prints the HADOOP_CONF_DIR to submit with.
+yarn: jars
+	@$(BIN)/python -m demo.yarn_cluster
 
 # PostgreSQL's server for the jdbc tests and benchmarks (Debian's postgresql-15), installed where it is missing;
 # each test run starts a throwaway cluster of its own (demo/postgres_server.py).

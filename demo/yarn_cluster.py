@@ -23,6 +23,7 @@ import argparse
 import contextlib
 import hashlib
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -86,13 +87,38 @@ class YarnCluster:
     """One ResourceManager and one NodeManager in a JVM of their own; :meth:`start` returns once the
     NodeManager has registered and the REST API answers."""
 
-    def __init__(self, memory_mb: int = MEMORY_MB, vcores: int = VCORES, max_attempts: int = MAX_ATTEMPTS):
+    def __init__(
+        self,
+        memory_mb: int = MEMORY_MB,
+        vcores: int = VCORES,
+        max_attempts: int = MAX_ATTEMPTS,
+        folder: Path | None = None,
+    ):
         self.memory_mb, self.vcores, self.max_attempts = memory_mb, vcores, max_attempts
-        self.folder = Path(tempfile.mkdtemp(prefix="sql-runner-yarn-"))
+        self.folder = folder or Path(tempfile.mkdtemp(prefix="sql-runner-yarn-"))
         self.conf_dir = self.folder / "conf"
         self.log = self.folder / "cluster.log"
         self.process: subprocess.Popen | None = None
         self.ready: dict = {}
+
+    @staticmethod
+    def running_in(folder: Path) -> YarnCluster:
+        """The cluster another process started in ``folder`` (this one neither started nor stops it)."""
+        cluster = YarnCluster(folder=folder)
+        cluster.ready = json.loads((cluster.conf_dir / "ready").read_text())
+        return cluster
+
+    @staticmethod
+    def stop_pid(pid: int) -> None:
+        """Stop the cluster whose JVM is ``pid``: SIGTERM (its shutdown stops the NodeManager's containers),
+        then SIGKILL to its process group if it lingers."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGTERM)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                os.kill(pid, 0)
+                time.sleep(0.2)
+            os.killpg(pid, signal.SIGKILL)
 
     @property
     def rm_address(self) -> str:
@@ -123,7 +149,7 @@ class YarnCluster:
     def start(self) -> YarnCluster:
         classes = compiled()
         data = self.folder / "data"
-        (self.folder / "tmp").mkdir(parents=True)
+        (self.folder / "tmp").mkdir(parents=True, exist_ok=True)
         (self.folder / "log4j.properties").write_text(LOG4J)
         command = [
             "java",
@@ -144,33 +170,42 @@ class YarnCluster:
         ]
         with open(self.log, "wb") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            self._wait_until_serving()
+        except BaseException:
+            self.stop(keep=True)  # its log, named in the error, stays
+            raise
+        return self
+
+    def _wait_until_serving(self) -> None:
+        assert self.process is not None
         deadline = time.monotonic() + START_TIMEOUT
         ready = self.conf_dir / "ready"
         while not ready.exists():
             if self.process.poll() is not None:
                 raise YarnClusterFailed(f"the YARN cluster exited ({self.process.returncode}); its log: {self.log}")
             if time.monotonic() > deadline:
-                self.stop()
                 raise YarnClusterFailed(f"the YARN cluster did not start in {START_TIMEOUT:.0f} s; its log: {self.log}")
             time.sleep(0.2)
         self.ready = json.loads(ready.read_text())
         nodes = self.rest("nodes")["nodes"]["node"]
         if [node["state"] for node in nodes] != ["RUNNING"]:
-            self.stop()
             raise YarnClusterFailed(f"the NodeManager is not running: {nodes}")
-        return self
 
-    def stop(self) -> None:
-        """Stop the cluster (its JVM stops the ResourceManager and NodeManager with their containers) and
-        remove its folder."""
-        if self.process is not None and self.process.poll() is None:
+    def stop(self, keep: bool = False) -> None:
+        """Stop the cluster this object started (its JVM stops the ResourceManager and the NodeManager with their
+        containers) and remove its folder unless ``keep``. A cluster found running (``running_in``) is left alone."""
+        if self.process is None:
+            return
+        if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
                 self.process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-        shutil.rmtree(self.folder, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(self.folder, ignore_errors=True)
 
     def __enter__(self) -> YarnCluster:
         return self.start()

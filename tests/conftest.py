@@ -119,6 +119,14 @@ def kafka():
 
 
 @pytest.fixture(scope="session")
+def yarn():
+    """The test run's YARN cluster (one per run, shared by the test processes; an application per test)."""
+    from tests.services import shared_yarn
+
+    return shared_yarn()
+
+
+@pytest.fixture(scope="session")
 def postgres():
     """The test run's PostgreSQL server (one per run, shared by the test processes; tables per test)."""
     from tests.services import shared_postgres

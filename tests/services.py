@@ -1,5 +1,5 @@
-"""Servers shared by a whole test run: one Kafka broker and one PostgreSQL server, each started by whichever
-of the test processes needs it first.
+"""Servers shared by a whole test run: one Kafka broker, one PostgreSQL server and one YARN cluster, each started
+by whichever of the test processes needs it first.
 
 ``make test`` runs the tests in two processes (pytest-xdist). The controlling process makes a run folder
 (``SQL_RUNNER_TEST_RUN``) before the workers start; a worker that needs the broker takes a lock in it and
@@ -20,6 +20,7 @@ from pathlib import Path
 
 from demo.kafka_broker import KafkaBroker, KafkaClient
 from demo.postgres_server import PostgresServer
+from demo.yarn_cluster import YarnCluster
 from tests import tiers
 
 RUN_ENV = "SQL_RUNNER_TEST_RUN"
@@ -78,6 +79,23 @@ def shared_postgres() -> PostgresServer:
         return server
 
 
+def shared_yarn() -> YarnCluster:
+    """The run's YARN cluster, started now if no test process has started it yet."""
+    tiers.require("yarn", "the run's YARN cluster")
+    folder = _run_folder()
+    with open(folder / "yarn.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        record = folder / "yarn.json"
+        if record.exists():
+            known = json.loads(record.read_text())
+            if _alive(known["pid"]):
+                return YarnCluster.running_in(Path(known["folder"]))
+        cluster = YarnCluster(folder=folder / "yarn").start()
+        assert cluster.process is not None
+        record.write_text(json.dumps({"pid": cluster.process.pid, "folder": str(cluster.folder)}))
+        return cluster
+
+
 def stop_shared() -> None:
     """Stop what the run started and remove its folder (the controlling process, at the end)."""
     folder = os.environ.pop(RUN_ENV, None)
@@ -87,6 +105,9 @@ def stop_shared() -> None:
     if postgres.exists():
         known = json.loads(postgres.read_text())
         PostgresServer(known["port"], folder=Path(known["folder"])).stop()
+    yarn = Path(folder) / "yarn.json"
+    if yarn.exists():
+        YarnCluster.stop_pid(json.loads(yarn.read_text())["pid"])
     record = Path(folder) / "kafka.json"
     if record.exists():
         pid = json.loads(record.read_text())["pid"]

@@ -9,8 +9,8 @@ so a forgotten mark fails the test in ``make test`` too, instead of slowing ``ma
 - ``spark``: any Spark JVM started while the test runs (the test's own SparkSession, a ``spark-submit``, a
   standalone cluster, in the test process or in a command it runs), seen through a ``spark-env.sh`` that
   every Spark launch script sources; and a SparkSession taken in the test process, even one that exists.
-- ``kafka``, ``postgres``: the run's broker or server (tests/services.py), or a PostgreSQL server of the
-  test's own.
+- ``kafka``, ``postgres``, ``yarn``: the run's broker, server or YARN cluster (tests/services.py), or a
+  PostgreSQL server of the test's own.
 - ``s3``: moto, in-process or its server (tests/motoserver.py).
 - ``browser``: Chromium (tests/browser.py).
 - ``e2e``: detached jobs the test deployed, found recorded in its state store when they are killed.
@@ -36,10 +36,11 @@ NEEDS = {
     "browser": "Chromium, driven by Playwright",
     "e2e": "several real processes end to end: the CLI deploying detached jobs or a session",
     "infra": "the infrastructure's tools: CDK for Terraform's synth, terraform, checkov, make's packaging",
+    "yarn": "the run's YARN cluster (a real ResourceManager and NodeManager, demo/yarn_cluster.py)",
 }
 # What keeps a test out of ``--fast``: a JVM or a server. moto runs in the test process, as fast as the code it
 # stands in front of.
-SLOW = ("spark", "kafka", "postgres", "browser", "e2e", "infra")
+SLOW = ("spark", "kafka", "postgres", "browser", "e2e", "infra", "yarn")
 
 
 def fast(item: pytest.Item) -> bool:
@@ -48,7 +49,14 @@ def fast(item: pytest.Item) -> bool:
 
 
 # The fixtures that provide what a mark names: a test using one is marked at collection.
-FROM_FIXTURES = {"spark": "spark", "kafka": "kafka", "topic": "kafka", "postgres": "postgres", "stacks": "infra"}
+FROM_FIXTURES = {
+    "spark": "spark",
+    "kafka": "kafka",
+    "topic": "kafka",
+    "postgres": "postgres",
+    "stacks": "infra",
+    "yarn": "yarn",
+}
 
 SPARK_ENV = """\
 # tests/tiers.py: every Spark launch script sources this; it records the launch for the test running now.

@@ -69,7 +69,11 @@ FEATURES = {
             "msk-iam", "MSK's IAM authentication (aws-msk-iam-auth)", "software.amazon.msk.auth.iam.IAMLoginModule"
         ),
         Feature("broker", "Apache Kafka's broker and tools", "kafka.Kafka"),
-        Feature("yarn", "Hadoop's single-process YARN cluster (MiniYARNCluster)", "org.apache.hadoop.yarn.server.MiniYARNCluster"),
+        Feature(
+            "yarn",
+            "Hadoop's single-process YARN cluster (MiniYARNCluster)",
+            "org.apache.hadoop.yarn.server.MiniYARNCluster",
+        ),
     )
 }
 

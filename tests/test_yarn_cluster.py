@@ -1,0 +1,79 @@
+"""The run's YARN cluster is a real one: Spark applications submitted to it in cluster mode are scheduled by its
+ResourceManager and run in containers its NodeManager launches (demo/yarn_cluster.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pyspark
+import pytest
+
+from demo.yarn_cluster import YarnCluster
+
+pytestmark = [pytest.mark.spark]
+
+SPARK_HOME = Path(pyspark.__file__).parent
+
+
+def submit(yarn: YarnCluster, app: Path, *conf: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    """spark-submit ``app`` to the cluster in cluster mode, the driver in the ApplicationMaster's container, Spark's
+    jars read where pyspark has them on the node (``local:``) instead of shipped."""
+    command = [str(SPARK_HOME / "bin" / "spark-submit"), "--master", "yarn", "--deploy-mode", "cluster"]
+    settings = {
+        "spark.yarn.jars": f"local:{SPARK_HOME / 'jars'}/*",
+        "spark.yarn.stagingDir": (app.parent / "staging").as_uri(),
+        "spark.pyspark.python": os.path.realpath(os.sys.executable),
+        "spark.driver.memory": "512m",
+        "spark.executor.memory": "512m",
+        "spark.executor.instances": "1",
+    }
+    for setting in conf:
+        key, _, value = setting.partition("=")
+        settings[key] = value
+    for key, value in settings.items():
+        command += ["--conf", f"{key}={value}"]
+    env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "HADOOP_CONF_DIR": str(yarn.conf_dir)}
+    return subprocess.run([*command, str(app)], capture_output=True, text=True, env=env, timeout=timeout, check=False)
+
+
+def test_an_application_submitted_in_cluster_mode_is_scheduled_by_the_resource_manager(yarn: YarnCluster, tmp_path):
+    app = tmp_path / "count.py"
+    app.write_text(
+        textwrap.dedent(
+            """
+            from pyspark.sql import SparkSession
+
+            spark = SparkSession.builder.getOrCreate()
+            total = spark.range(1000).selectExpr("sum(id) AS total").first().total
+            print(f"total={total} master={spark.sparkContext.master}")
+            spark.stop()
+            """
+        )
+    )
+    done = submit(yarn, app, "spark.app.name=sql-runner-yarn-probe")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "final status: SUCCEEDED" in done.stderr
+    app_id = next(word for word in done.stderr.split() if word.startswith("application_"))
+
+    seen = yarn.rest(f"apps/{app_id}")["app"]
+    assert (seen["name"], seen["state"], seen["finalStatus"]) == ("sql-runner-yarn-probe", "FINISHED", "SUCCEEDED")
+    attempts = yarn.rest(f"apps/{app_id}/appattempts")["appAttempts"]["appAttempt"]
+    assert [attempt["id"] for attempt in attempts] == [1]
+    container = attempts[0]["containerId"]
+    # the driver ran in the ApplicationMaster's container, launched by the NodeManager: its output is there
+    stdout = yarn.node_logs / app_id / container / "stdout"
+    assert "total=499500 master=yarn" in stdout.read_text()
+
+
+def test_a_container_larger_than_the_node_is_refused_by_the_resource_manager(yarn: YarnCluster, tmp_path):
+    app = tmp_path / "nothing.py"
+    app.write_text("print('never runs')\n")
+    node_mb = (
+        yarn.rest("nodes")["nodes"]["node"][0]["availMemoryMB"] + yarn.rest("nodes")["nodes"]["node"][0]["usedMemoryMB"]
+    )
+    done = submit(yarn, app, f"spark.driver.memory={node_mb + 1024}m", timeout=120)
+    assert done.returncode != 0
+    assert "is above the max threshold" in done.stderr, done.stderr[-2000:]
