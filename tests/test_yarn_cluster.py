@@ -12,8 +12,10 @@ import pyspark
 import pytest
 
 from demo.yarn_cluster import YarnCluster
+from tests.clihelpers import cli, status
+from tests.conftest import ProjectDir
 
-pytestmark = [pytest.mark.spark]
+pytestmark = [pytest.mark.spark, pytest.mark.e2e]
 
 SPARK_HOME = Path(pyspark.__file__).parent
 
@@ -77,3 +79,32 @@ def test_a_container_larger_than_the_node_is_refused_by_the_resource_manager(yar
     done = submit(yarn, app, f"spark.driver.memory={node_mb + 1024}m", timeout=120)
     assert done.returncode != 0
     assert "is above the max threshold" in done.stderr, done.stderr[-2000:]
+
+
+def test_a_deploy_to_a_queue_the_resource_manager_does_not_have_fails_naming_it(
+    yarn: YarnCluster, demo_project: ProjectDir
+):
+    """The runner's YARN target against the real ResourceManager: its refusal is quoted by its exception, not by the
+    tail of the stack trace and shutdown logging spark-submit prints after it; nothing runs."""
+    manifest = demo_project.root / "manifests" / "high-value.yaml"
+    manifest.write_text(
+        manifest.read_text()
+        + "sparkProperties:\n"
+        + "  spark.yarn.queue: nightly\n"
+        + f"  spark.yarn.jars: 'local:{SPARK_HOME / 'jars'}/*'\n"
+        + f"  spark.yarn.stagingDir: '{(demo_project.root / 'staging').as_uri()}'\n"
+        # the YARN client stages through the file system Hadoop configures for file:, not the local one's raw twin
+        + "  spark.hadoop.fs.file.impl: org.apache.hadoop.fs.LocalFileSystem\n"
+        + "  spark.hadoop.fs.AbstractFileSystem.file.impl: org.apache.hadoop.fs.local.LocalFs\n"
+    )
+    env = {"HADOOP_CONF_DIR": str(yarn.conf_dir), "SPARK_HOME": str(SPARK_HOME)}
+    options = ["--target", "yarn", "--resource-manager", f"http://{yarn.web_address}", "--team", "analytics"]
+    result = cli(demo_project, "deploy", *options, env=env, check=False)
+    assert result.returncode == 2, result.stdout + result.stderr
+    [line] = [line for line in result.stderr.splitlines() if "SUBMIT_FAILED" in line]
+    assert "unknown queue" in line and "nightly" in line, line
+    assert " at org.apache" not in line and "ShutdownHookManager" not in line, line
+    apps = (yarn.rest("apps?states=NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING").get("apps") or {}).get("app") or []
+    assert not [app for app in apps if "sql-runner-name:high-value" in app.get("applicationTags", "")]
+    row = status(demo_project, "high-value", *options)
+    assert row["state"] != "running" and row["job"] is None

@@ -8,6 +8,7 @@ stopped or killed there (``PUT /ws/v1/cluster/apps/<id>/state``).
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import urllib.error
 import urllib.parse
@@ -25,6 +26,20 @@ ACTIVE_STATES = "NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING"
 # The most application attempts a job asks YARN for; the team's EMR cluster allows this many
 # (yarn.resourcemanager.am.max-attempts, infra/stack.py), YARN's own default is 2.
 YARN_MAX_ATTEMPTS = 10
+
+
+_CAUSE = re.compile(r"^(Exception in thread \S+ |Caused by: )?[\w.$]+(Exception|Error)\b:?")
+
+
+def submit_failure(output: str) -> str:
+    """What to quote of a failed spark-submit's output: the exception and its root cause (a JVM's stack trace
+    and its shutdown logging come after them), or its last lines when it threw nothing."""
+    lines = [line.strip() for line in output.strip().splitlines() if line.strip()]
+    causes = [line for line in lines if _CAUSE.match(line)]
+    if causes:
+        quoted = [causes[0]] if causes[0] == causes[-1] else [causes[0], causes[-1]]
+        return " | ".join(quoted)
+    return " | ".join(lines[-5:]) or "no output"
 
 
 class YarnTarget:
@@ -67,8 +82,8 @@ class YarnTarget:
             launch.args, env=launch.env, capture_output=True, text=True, timeout=self.submit_timeout, check=False
         )
         if completed.returncode != 0:
-            tail = (completed.stderr or completed.stdout).strip().splitlines()[-5:]
-            raise UserError.of("SUBMIT_FAILED", status=completed.returncode, output=" | ".join(tail) or "no output")
+            output = submit_failure(completed.stderr or completed.stdout)
+            raise UserError.of("SUBMIT_FAILED", status=completed.returncode, output=output)
         job = self.find(identity.team, identity.name)
         if job is None or job.identity.version != identity.version:
             raise UserError.of("SUBMITTED_APP_NOT_FOUND", tags=", ".join(identity.tags))
