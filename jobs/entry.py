@@ -32,9 +32,10 @@ if __package__ in (None, ""):
     # when they are not installed (an installed wheel takes precedence anyway).
     sys.path.append(str(Path(__file__).resolve().parents[1]))
 
+from pyspark import SparkConf  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
 
-from jobs import runtime  # noqa: E402
+from jobs import localfs, runtime  # noqa: E402
 from jobs.build import build_job  # noqa: E402
 from jobs.control import JobControl, failure_reason, refused_restore  # noqa: E402
 from jobs.jvm import check_spark_version  # noqa: E402
@@ -194,7 +195,10 @@ def session(spec: JobSpec, values: Values) -> SparkSession:
     """The driver's SparkSession, with the manifest's engine properties resolved here; UserError when one
     cannot be (a placeholder not set) or this is not the Spark the runner was built for."""
     check_spark_version()
-    properties = driver_properties(spec.manifest.spark_properties, values)
+    properties = {
+        **localfs.missing_from(SparkConf(), spec.checkpoint),
+        **driver_properties(spec.manifest.spark_properties, values),
+    }
     builder = SparkSession.builder  # named by spark-submit --name (the job's exact identity)
     for key, value in properties.items():
         builder = builder.config(key, value)

@@ -12,7 +12,9 @@ Every Spark application the runner starts therefore reads and writes ``file:`` p
 through Hadoop's raw local file system (no checksum files, so no second ``chmod``; the
 runner never reads them) and, when its checkpoints are local, commits checkpoint files
 with a plain rename (``rename(2)``: atomic on a local disk) instead of FileContext's.
-Checkpoints on S3 keep Spark's default. Either can still be set in ``sparkProperties``.
+Checkpoints on S3 keep Spark's default. Either can still be set in ``sparkProperties``. On YARN they are
+set by the driver on its own session instead of on spark-submit's command line (``missing_from``): the
+YARN client stages the application's files through Hadoop's ``file:`` file system, and the raw one cannot.
 
 A file source's micro-batch builds its relation over the files it found, and Spark checks
 those paths again; above 32 paths it starts a distributed Spark job to do so. For files
@@ -26,8 +28,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+FILE_IMPL = "spark.hadoop.fs.file.impl"
 RAW_LOCAL_FILES = {
-    "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+    FILE_IMPL: "org.apache.hadoop.fs.RawLocalFileSystem",
     "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
     # S3A buffers an upload in a local file it places through Hadoop's checksummed LocalFileSystem, which the
     # raw one is not (a ClassCastException on every write to s3://): it buffers in memory instead, in pooled
@@ -51,6 +54,18 @@ def properties(checkpoints: str) -> dict[str, str]:
     if is_local(checkpoints):
         found[CHECKPOINT_MANAGER] = RENAME_CHECKPOINTS
     return found
+
+
+def missing_from(conf: object, checkpoints: str) -> dict[str, str]:
+    """The ``properties`` a driver's configuration (a ``SparkConf``) does not hold yet: on YARN they are not on
+    spark-submit's command line (its client would stage the application's files through the raw file system,
+    which cannot), and the driver sets them on its own session."""
+    missing = {key: value for key, value in properties(checkpoints).items() if not conf.contains(key)}  # type: ignore[attr-defined]
+    if FILE_IMPL in missing:
+        # the ApplicationMaster read its files through Hadoop's cached file: file system before this driver set
+        # its own: without the cache the session's reads and writes get the raw one
+        missing[FILE_IMPL + ".disable.cache"] = "true"
+    return missing
 
 
 def source_properties(file_source_paths: Iterable[str]) -> dict[str, str]:

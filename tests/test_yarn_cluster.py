@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
 import pyspark
 import pytest
 
+from demo.committed_rows import committed_json_rows
+from demo.transactions import transactions, write_batch
 from demo.yarn_cluster import YarnCluster
-from tests.clihelpers import cli, status
+from tests.clihelpers import START, cli, status, wait_for
 from tests.conftest import ProjectDir
 
 pytestmark = [pytest.mark.spark, pytest.mark.e2e]
@@ -93,9 +96,6 @@ def test_a_deploy_to_a_queue_the_resource_manager_does_not_have_fails_naming_it(
         + "  spark.yarn.queue: nightly\n"
         + f"  spark.yarn.jars: 'local:{SPARK_HOME / 'jars'}/*'\n"
         + f"  spark.yarn.stagingDir: '{(demo_project.root / 'staging').as_uri()}'\n"
-        # the YARN client stages through the file system Hadoop configures for file:, not the local one's raw twin
-        + "  spark.hadoop.fs.file.impl: org.apache.hadoop.fs.LocalFileSystem\n"
-        + "  spark.hadoop.fs.AbstractFileSystem.file.impl: org.apache.hadoop.fs.local.LocalFs\n"
     )
     env = {"HADOOP_CONF_DIR": str(yarn.conf_dir), "SPARK_HOME": str(SPARK_HOME)}
     options = ["--target", "yarn", "--resource-manager", f"http://{yarn.web_address}", "--team", "analytics"]
@@ -108,3 +108,52 @@ def test_a_deploy_to_a_queue_the_resource_manager_does_not_have_fails_naming_it(
     assert not [app for app in apps if "sql-runner-name:high-value" in app.get("applicationTags", "")]
     row = status(demo_project, "high-value", *options)
     assert row["state"] != "running" and row["job"] is None
+
+
+def test_a_query_deployed_to_yarn_runs_in_its_containers_and_stops_through_the_resource_manager(
+    yarn: YarnCluster, demo_project: ProjectDir
+):
+    """The runner's YARN target, for real: deploy submits in cluster mode, the driver (in the ApplicationMaster's
+    container) writes the query's rows and its status, ``status`` finds the application by its tags."""
+    python = Path(sys.executable)  # the environment's own (not the interpreter it links to): it has the runner
+    manifest = demo_project.root / "manifests" / "high-value.yaml"
+    manifest.write_text(
+        manifest.read_text()
+        + "trigger-interval: 1 second\n"
+        + "sparkProperties:\n"
+        + f"  spark.yarn.jars: 'local:{SPARK_HOME / 'jars'}/*'\n"
+        + f"  spark.yarn.stagingDir: '{(demo_project.root / 'staging').as_uri()}'\n"
+        + f"  spark.yarn.appMasterEnv.PYSPARK_PYTHON: '{python}'\n"
+        + f"  spark.executorEnv.PYSPARK_PYTHON: '{python}'\n"
+        + "  spark.driver.memory: 512m\n"
+        + "  spark.executor.memory: 512m\n"
+        + "  spark.executor.instances: '1'\n"
+    )
+    rows = transactions(20, start=START, seed=3)
+    write_batch(demo_project.root / "data" / "in", "b1", rows)
+    env = {"HADOOP_CONF_DIR": str(yarn.conf_dir), "SPARK_HOME": str(SPARK_HOME)}
+    options = ["--target", "yarn", "--resource-manager", f"http://{yarn.web_address}", "--team", "analytics"]
+    result = cli(demo_project, "deploy", *options, env=env)
+    assert "start v1 with clean state" in result.stdout
+    app_id = result.stdout.split("job ")[-1].split()[0]
+    assert app_id.startswith("application_"), result.stdout
+    expected = sorted(t.transaction_id for t in rows if t.amount > 500)
+    out = demo_project.root / "data" / "out"
+    wait_for(
+        lambda: sorted(r["transaction_id"] for r in committed_json_rows(out)) == expected,
+        f"{len(expected)} rows from the query on YARN",
+        180,
+    )
+    row = status(demo_project, "high-value", *options)
+    assert (row["state"], row["target"], row["job"]) == ("running", "yarn", app_id)
+    assert yarn.rest(f"apps/{app_id}")["app"]["state"] == "RUNNING"
+    driver = yarn.rest(f"apps/{app_id}/appattempts")["appAttempts"]["appAttempt"][0]["containerId"]
+    log = yarn.node_logs / app_id / driver / "stdout"  # the driver's log, in its container's on the node
+    wait_for(lambda: "batch 0:" in log.read_text(), "the driver's log of its first batch", 60)
+
+    stopped = cli(demo_project, "stop", "high-value", *options, env=env)
+    assert "savepoint savepoints/high-value/1/" in stopped.stdout, stopped.stdout + stopped.stderr
+    # stopped at a batch boundary by its driver (a stop request in the store), not killed: the application ends
+    app = wait_for(lambda: (a := yarn.rest(f"apps/{app_id}")["app"])["state"] != "RUNNING" and a, "its end", 60)
+    assert (app["state"], app["finalStatus"]) == ("FINISHED", "SUCCEEDED"), app
+    assert status(demo_project, "high-value", *options)["state"] == "stopped"

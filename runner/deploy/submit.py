@@ -26,11 +26,13 @@ def entry_point() -> Path:
     return Path(jobs.__file__).parent / "entry.py"
 
 
-def launch_properties(spec: JobSpec) -> dict[str, str]:
-    """Our defaults (see jobs/localfs.py for the file I/O ones), then the manifest's sparkProperties that
-    hold no placeholder: what goes on the command line. Those with one are resolved in the driver."""
+def launch_properties(spec: JobSpec, *, this_machine: bool = True) -> dict[str, str]:
+    """Our defaults (see jobs/localfs.py for the file I/O ones: on YARN, the driver sets those), then the
+    manifest's sparkProperties that hold no placeholder: what goes on the command line. Those with one are
+    resolved in the driver."""
     plain, _ = split_properties(spec.manifest.spark_properties)
-    return {**DEFAULT_PROPERTIES, **localfs.properties(spec.checkpoint), **plain}
+    files = localfs.properties(spec.checkpoint) if this_machine else {}
+    return {**DEFAULT_PROPERTIES, **files, **plain}
 
 
 def command(
@@ -51,7 +53,7 @@ def command(
         master=master,
         env=env,
         app_name=app_name or f"sql-runner:{spec.manifest.name}:v{spec.manifest.version}",
-        properties=launch_properties(spec),
+        properties=launch_properties(spec, this_machine=this_machine),
         options=options,
         spark_submit=spark_submit,
         this_machine=this_machine,

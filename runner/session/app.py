@@ -26,8 +26,10 @@ if __package__ in (None, ""):
     # spark-submit runs this file as a script; make the project's packages importable.
     sys.path.append(str(Path(__file__).resolve().parents[2]))
 
+from pyspark import SparkConf  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
 
+from jobs import localfs  # noqa: E402
 from jobs.jvm import check_spark_version  # noqa: E402
 from jobs.logs import quiet_python_logs  # noqa: E402
 from runner.authoring.project import Project  # noqa: E402
@@ -65,7 +67,12 @@ def main(argv: list[str] | None = None) -> int:
         log.error(error.problems[0].render())
         return 2
     quiet_python_logs()
-    spark = SparkSession.builder.getOrCreate()
+    builder = SparkSession.builder
+    # on YARN the file I/O settings are not on the command line (jobs/localfs.py)
+    checkpoints = bucket_from(config.store["checkpoints"]).uri("checkpoints/")
+    for key, value in localfs.missing_from(SparkConf(), checkpoints).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     analysis = spark.newSession()  # validate and compare queries away from the hosted ones' settings
     store = Store(*(bucket_from(config.store[role]) for role in ("manifests", "checkpoints", "savepoints")))
     application = open_target(

@@ -94,7 +94,8 @@ def start(
     options = application.submit_options(identity)
     merged = {
         **SESSION_PROPERTIES,
-        **localfs.properties(store.checkpoints.uri("checkpoints/")),
+        # on YARN the session's driver sets the file I/O ones (jobs/localfs.py)
+        **(localfs.properties(store.checkpoints.uri("checkpoints/")) if application.kind != "yarn" else {}),
         **(YARN_ATTEMPTS if application.kind == "yarn" else {}),
         **properties,
     }
