@@ -16,7 +16,9 @@ import os
 import shutil
 import signal
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from demo.kafka_broker import KafkaBroker, KafkaClient
 from demo.postgres_server import PostgresServer
@@ -24,6 +26,7 @@ from demo.yarn_cluster import YarnCluster
 from tests import tiers
 
 RUN_ENV = "SQL_RUNNER_TEST_RUN"
+T = TypeVar("T")
 
 
 def make_run_folder() -> None:
@@ -46,21 +49,32 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def shared_broker() -> KafkaClient:
-    """A client of the run's broker, started now if no test process has started it yet."""
-    tiers.require("kafka", "the run's Kafka broker")
+def _shared_process(service: str, start: Callable[[Path], dict], attach: Callable[[dict], T]) -> T:
+    """The run's ``service``, a process of its own: ``attach``-ed to from its record if another test process
+    started it and it lives, else ``start``-ed in the run folder (its record: a dict with its ``pid``)."""
     folder = _run_folder()
-    with open(folder / "kafka.lock", "a") as lock:
+    with open(folder / f"{service}.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        record = folder / "kafka.json"
+        record = folder / f"{service}.json"
         if record.exists():
             known = json.loads(record.read_text())
             if _alive(known["pid"]):
-                return KafkaClient(known["bootstrap"])
+                return attach(known)
+        known = start(folder)
+        record.write_text(json.dumps(known))
+        return attach(known)
+
+
+def shared_broker() -> KafkaClient:
+    """A client of the run's broker, started now if no test process has started it yet."""
+    tiers.require("kafka", "the run's Kafka broker")
+
+    def start(folder: Path) -> dict:
         broker = KafkaBroker(folder / "kafka").start(log=lambda message: print(message, flush=True))
         assert broker.process is not None
-        record.write_text(json.dumps({"pid": broker.process.pid, "bootstrap": broker.bootstrap}))
-        return broker.client()
+        return {"pid": broker.process.pid, "bootstrap": broker.bootstrap}
+
+    return _shared_process("kafka", start, lambda known: KafkaClient(known["bootstrap"]))
 
 
 def shared_postgres() -> PostgresServer:
@@ -82,18 +96,13 @@ def shared_postgres() -> PostgresServer:
 def shared_yarn() -> YarnCluster:
     """The run's YARN cluster, started now if no test process has started it yet."""
     tiers.require("yarn", "the run's YARN cluster")
-    folder = _run_folder()
-    with open(folder / "yarn.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        record = folder / "yarn.json"
-        if record.exists():
-            known = json.loads(record.read_text())
-            if _alive(known["pid"]):
-                return YarnCluster.running_in(Path(known["folder"]))
+
+    def start(folder: Path) -> dict:
         cluster = YarnCluster(folder=folder / "yarn").start()
         assert cluster.process is not None
-        record.write_text(json.dumps({"pid": cluster.process.pid, "folder": str(cluster.folder)}))
-        return cluster
+        return {"pid": cluster.process.pid, "folder": str(cluster.folder)}
+
+    return _shared_process("yarn", start, lambda known: YarnCluster.running_in(Path(known["folder"])))
 
 
 def stop_shared() -> None:
