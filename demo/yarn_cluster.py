@@ -7,8 +7,10 @@ Hadoop's own single-process cluster (``MiniYARNCluster``, the ``yarn-cluster`` j
 NodeManager that launches real containers, in one JVM started by ``demo/java/SqlRunnerMiniYarn.java``
 (compiled here with javac on first use). Ports are free ones chosen as it starts; its work folders, the
 containers' logs among them, live in a temporary folder that goes with it. What a client needs to reach
-it (``yarn-site.xml``, ``core-site.xml``) is written to :attr:`YarnCluster.conf_dir`: point
-``HADOOP_CONF_DIR`` there and ``spark-submit --master yarn`` submits to it.
+it (``yarn-site.xml``, ``core-site.xml``) and Spark's defaults for it (``spark-defaults.conf``) are written
+to :attr:`YarnCluster.conf_dir`: point ``HADOOP_CONF_DIR`` and ``SPARK_CONF_DIR`` there, as they point at
+``/etc/hadoop/conf`` and ``/etc/spark/conf`` on an EMR node, and ``spark-submit --master yarn`` (or the
+runner's ``--target yarn``) submits to it.
 
 Set up for a small shared machine: the NodeManager offers ``memory_mb`` and ``vcores`` (by default a
 session and two jobs, each a driver and an executor, fit), its physical and virtual memory checks are
@@ -33,7 +35,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from runner.core import jars
+from runner.core import jars, platform
 
 SOURCE = Path(__file__).with_name("java") / "SqlRunnerMiniYarn.java"
 MAIN_CLASS = SOURCE.stem
@@ -146,8 +148,38 @@ class YarnCluster:
         with urllib.request.urlopen(request, timeout=10) as answer:
             return json.loads(answer.read())
 
+    def client_env(self) -> dict[str, str]:
+        """What a client of this cluster sets, as on an EMR node: Hadoop's configuration (where the
+        ResourceManager is) and Spark's defaults for it (:meth:`spark_defaults`)."""
+        return {"HADOOP_CONF_DIR": str(self.conf_dir), "SPARK_CONF_DIR": str(self.conf_dir)}
+
+    def spark_defaults(self) -> dict[str, str]:
+        """Spark's defaults for applications on this cluster, the counterpart of the ``spark-defaults`` the team's
+        EMR cluster is created with (infra/stack.py): everything a container needs is installed on the node,
+        nothing is shipped with each application. Spark's jars are pyspark's (``local:``, as EMR's are under
+        /usr/lib/spark), the jar set is on the classpath from the jar cache (EMR: /usr/lib/sql-runner/jars), and
+        drivers and executors run this environment's Python, which has the runner installed (EMR: the
+        bootstrap's python3.11). Containers are sized for a session and two jobs on this small machine."""
+        spark_jars = platform.spark_submit_path().parent.parent / "jars"
+        defaults = {
+            "spark.yarn.jars": f"local:{spark_jars}/*",
+            "spark.yarn.stagingDir": (self.folder / "staging").as_uri(),
+            "spark.pyspark.python": sys.executable,  # the environment's own: what it links to lacks the runner
+            "spark.driver.memory": "512m",
+            "spark.executor.memory": "512m",
+            "spark.executor.instances": "1",
+        }
+        classpath = jars.classpath(jars.SPARK)
+        if classpath:
+            defaults.update(dict.fromkeys(platform.CLASSPATHS, classpath))
+        return defaults
+
     def start(self) -> YarnCluster:
         classes = compiled()
+        self.conf_dir.mkdir(parents=True, exist_ok=True)
+        (self.conf_dir / "spark-defaults.conf").write_text(
+            "".join(f"{key} {value}\n" for key, value in self.spark_defaults().items())
+        )
         data = self.folder / "data"
         (self.folder / "tmp").mkdir(parents=True, exist_ok=True)
         (self.folder / "log4j.properties").write_text(LOG4J)
@@ -226,7 +258,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     try:
         print(f"YARN ResourceManager at {cluster.rm_address}, its web UI and REST API at http://{cluster.web_address}")
-        print(f"  export HADOOP_CONF_DIR={cluster.conf_dir}   # then: spark-submit --master yarn ...")
+        exports = " ".join(f"{key}={value}" for key, value in cluster.client_env().items())
+        print(f"  export {exports}")
+        print(f"  then: sql-runner deploy --target yarn --resource-manager http://{cluster.web_address}")
         print(f"  containers' logs: {cluster.node_logs}")
         print("Ctrl-C stops it.", flush=True)
         signal.sigwait({signal.SIGINT, signal.SIGTERM})

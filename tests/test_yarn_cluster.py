@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -24,23 +23,12 @@ SPARK_HOME = Path(pyspark.__file__).parent
 
 
 def submit(yarn: YarnCluster, app: Path, *conf: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    """spark-submit ``app`` to the cluster in cluster mode, the driver in the ApplicationMaster's container, Spark's
-    jars read where pyspark has them on the node (``local:``) instead of shipped."""
+    """spark-submit ``app`` to the cluster in cluster mode, the driver in the ApplicationMaster's container, with the
+    cluster's Spark defaults (its Spark jars and Python installed on the node, not shipped)."""
     command = [str(SPARK_HOME / "bin" / "spark-submit"), "--master", "yarn", "--deploy-mode", "cluster"]
-    settings = {
-        "spark.yarn.jars": f"local:{SPARK_HOME / 'jars'}/*",
-        "spark.yarn.stagingDir": (app.parent / "staging").as_uri(),
-        "spark.pyspark.python": os.path.realpath(os.sys.executable),
-        "spark.driver.memory": "512m",
-        "spark.executor.memory": "512m",
-        "spark.executor.instances": "1",
-    }
     for setting in conf:
-        key, _, value = setting.partition("=")
-        settings[key] = value
-    for key, value in settings.items():
-        command += ["--conf", f"{key}={value}"]
-    env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "HADOOP_CONF_DIR": str(yarn.conf_dir)}
+        command += ["--conf", setting]
+    env = {**os.environ, **yarn.client_env()}
     return subprocess.run([*command, str(app)], capture_output=True, text=True, env=env, timeout=timeout, check=False)
 
 
@@ -94,10 +82,8 @@ def test_a_deploy_to_a_queue_the_resource_manager_does_not_have_fails_naming_it(
         manifest.read_text()
         + "sparkProperties:\n"
         + "  spark.yarn.queue: nightly\n"
-        + f"  spark.yarn.jars: 'local:{SPARK_HOME / 'jars'}/*'\n"
-        + f"  spark.yarn.stagingDir: '{(demo_project.root / 'staging').as_uri()}'\n"
     )
-    env = {"HADOOP_CONF_DIR": str(yarn.conf_dir), "SPARK_HOME": str(SPARK_HOME)}
+    env = yarn.client_env()
     options = ["--target", "yarn", "--resource-manager", f"http://{yarn.web_address}", "--team", "analytics"]
     result = cli(demo_project, "deploy", *options, env=env, check=False)
     assert result.returncode == 2, result.stdout + result.stderr
@@ -115,23 +101,11 @@ def test_a_query_deployed_to_yarn_runs_in_its_containers_and_stops_through_the_r
 ):
     """The runner's YARN target, for real: deploy submits in cluster mode, the driver (in the ApplicationMaster's
     container) writes the query's rows and its status, ``status`` finds the application by its tags."""
-    python = Path(sys.executable)  # the environment's own (not the interpreter it links to): it has the runner
     manifest = demo_project.root / "manifests" / "high-value.yaml"
-    manifest.write_text(
-        manifest.read_text()
-        + "trigger-interval: 1 second\n"
-        + "sparkProperties:\n"
-        + f"  spark.yarn.jars: 'local:{SPARK_HOME / 'jars'}/*'\n"
-        + f"  spark.yarn.stagingDir: '{(demo_project.root / 'staging').as_uri()}'\n"
-        + f"  spark.yarn.appMasterEnv.PYSPARK_PYTHON: '{python}'\n"
-        + f"  spark.executorEnv.PYSPARK_PYTHON: '{python}'\n"
-        + "  spark.driver.memory: 512m\n"
-        + "  spark.executor.memory: 512m\n"
-        + "  spark.executor.instances: '1'\n"
-    )
+    manifest.write_text(manifest.read_text() + "trigger-interval: 1 second\n")
     rows = transactions(20, start=START, seed=3)
     write_batch(demo_project.root / "data" / "in", "b1", rows)
-    env = {"HADOOP_CONF_DIR": str(yarn.conf_dir), "SPARK_HOME": str(SPARK_HOME)}
+    env = yarn.client_env()
     options = ["--target", "yarn", "--resource-manager", f"http://{yarn.web_address}", "--team", "analytics"]
     result = cli(demo_project, "deploy", *options, env=env)
     assert "start v1 with clean state" in result.stdout
