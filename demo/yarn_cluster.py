@@ -174,6 +174,22 @@ class YarnCluster:
             defaults.update(dict.fromkeys(platform.CLASSPATHS, classpath))
         return defaults
 
+    def kill(self, app_id: str) -> None:
+        """Kill an application through the ResourceManager, as ``yarn application -kill`` does."""
+        request = urllib.request.Request(
+            f"http://{self.web_address}/ws/v1/cluster/apps/{app_id}/state",
+            data=json.dumps({"state": "KILLED"}).encode(),
+            method="PUT",
+            headers={"Content-Type": "application/json", "Accept": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            answer.read()
+
+    def active_apps(self) -> list[dict]:
+        """The applications the ResourceManager has not finished: new, accepted or running."""
+        found = self.rest("apps?states=NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING").get("apps") or {}
+        return found.get("app") or []
+
     def start(self) -> YarnCluster:
         classes = compiled()
         self.conf_dir.mkdir(parents=True, exist_ok=True)

@@ -5,6 +5,8 @@
   as epoch seconds); the ``pg_table`` fixture (tests/conftest.py) makes one unique to a test.
 - ``Target``: a keyed sink table, a PostgreSQL table or an upsert-kafka topic, and its rows read back
   (``compacted``: a keyed topic's latest value per key).
+- ``COUNTS_DDL`` and ``COUNTS_MANIFEST``: a per-minute count of the demo's transactions, and ``events_between``
+  the events that fill and close its windows.
 - Folder tables: ``refs`` writes (or replaces) one file of a lookup folder, ``Events`` writes files of
   events into a source folder while a query runs; a file always appears whole.
 """
@@ -13,8 +15,12 @@ from __future__ import annotations
 
 import json
 import threading
+from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 
+from demo.transactions import transactions
+from tests.clihelpers import START
 from tests.conftest import METADATA_DDL
 
 PG_METADATA = """,
@@ -112,3 +118,38 @@ class Events:
     def __exit__(self, *_exc: object) -> None:
         self.stopping.set()
         self.thread.join()
+
+
+# A windowed count over the demo's card transactions (tests/conftest.py's TRANSACTIONS_DDL), into a folder table.
+COUNTS_DDL = (
+    """
+CREATE TABLE `demo`.`counts` (
+  k STRING, window_start TIMESTAMP(3), n BIGINT"""
+    + METADATA_DDL
+    + """
+) WITH ('connector' = 'filesystem', 'path' = 'data/counts', 'format' = 'json');
+"""
+)
+
+COUNTS_MANIFEST = """
+name: counts
+target-table: "`demo`.`counts`"
+trigger-interval: 1 second
+sparkProperties: {spark.sql.shuffle.partitions: "2"}  # small state for small data
+sql: |
+  SELECT account_id AS k, window.start AS window_start, COUNT(*) AS n
+  FROM `demo`.`card-transactions`
+  GROUP BY window(ts, '1 minute'), account_id
+"""
+
+
+def events_between(first_minute: int, last_minute: int, seed: int, prefix: str) -> list:
+    """Transactions inside [first_minute, last_minute), then one 'tick' 3 minutes later that closes their windows
+    (``COUNTS_MANIFEST``'s one-minute windows; its own stays open until later events close it)."""
+    rows = [
+        t
+        for t in transactions(40, start=START + timedelta(minutes=first_minute), seed=seed)
+        if t.ts < START + timedelta(minutes=last_minute)
+    ]
+    tick = replace(rows[0], ts=START + timedelta(minutes=last_minute + 3))
+    return [replace(t, transaction_id=f"{prefix}-{i:03d}") for i, t in enumerate([*rows, tick])]

@@ -7,8 +7,6 @@ import os
 import shutil
 import signal
 from collections import Counter
-from dataclasses import replace
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -19,7 +17,8 @@ from runner.core.bucket import LocalBucket
 from runner.core.reasons import codes
 from runner.state.records import read_deployed
 from tests.clihelpers import START, cli, edit, history, status, wait_for
-from tests.conftest import METADATA_DDL, TRANSACTIONS_DDL, ProjectDir
+from tests.conftest import TRANSACTIONS_DDL, ProjectDir
+from tests.tablehelpers import COUNTS_DDL, COUNTS_MANIFEST, events_between
 
 pytestmark = [pytest.mark.spark, pytest.mark.e2e]
 
@@ -192,39 +191,6 @@ def manifest_text(project: ProjectDir) -> str:
     from tests.conftest import HIGH_VALUE_MANIFEST
 
     return HIGH_VALUE_MANIFEST + "trigger-interval: 1 second\n"
-
-
-COUNTS_DDL = (
-    """
-CREATE TABLE `demo`.`counts` (
-  k STRING, window_start TIMESTAMP(3), n BIGINT"""
-    + METADATA_DDL
-    + """
-) WITH ('connector' = 'filesystem', 'path' = 'data/counts', 'format' = 'json');
-"""
-)
-
-COUNTS_MANIFEST = """
-name: counts
-target-table: "`demo`.`counts`"
-trigger-interval: 1 second
-sparkProperties: {spark.sql.shuffle.partitions: "2"}  # small state for small data
-sql: |
-  SELECT account_id AS k, window.start AS window_start, COUNT(*) AS n
-  FROM `demo`.`card-transactions`
-  GROUP BY window(ts, '1 minute'), account_id
-"""
-
-
-def events_between(first_minute: int, last_minute: int, seed: int, prefix: str) -> list:
-    """Transactions inside [first_minute, last_minute), then one 'tick' 3 minutes later that closes their windows."""
-    rows = [
-        t
-        for t in transactions(40, start=START + timedelta(minutes=first_minute), seed=seed)
-        if t.ts < START + timedelta(minutes=last_minute)
-    ]
-    tick = replace(rows[0], ts=START + timedelta(minutes=last_minute + 3))
-    return [replace(t, transaction_id=f"{prefix}-{i:03d}") for i, t in enumerate([*rows, tick])]
 
 
 def test_incompatible_change_starts_next_version_that_continues_without_duplicates_or_gaps(project: ProjectDir):

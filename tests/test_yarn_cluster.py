@@ -78,11 +78,7 @@ def test_a_deploy_to_a_queue_the_resource_manager_does_not_have_fails_naming_it(
     """The runner's YARN target against the real ResourceManager: its refusal is quoted by its exception, not by the
     tail of the stack trace and shutdown logging spark-submit prints after it; nothing runs."""
     manifest = demo_project.root / "manifests" / "high-value.yaml"
-    manifest.write_text(
-        manifest.read_text()
-        + "sparkProperties:\n"
-        + "  spark.yarn.queue: nightly\n"
-    )
+    manifest.write_text(manifest.read_text() + "sparkProperties:\n" + "  spark.yarn.queue: nightly\n")
     env = yarn.client_env()
     options = ["--target", "yarn", "--resource-manager", f"http://{yarn.web_address}", "--team", "analytics"]
     result = cli(demo_project, "deploy", *options, env=env, check=False)
