@@ -1,4 +1,7 @@
-"""The yarn target through the real CLI, against a FAKE ResourceManager and a FAKE spark-submit.
+"""The yarn target through the real CLI, against a FAKE ResourceManager and a FAKE spark-submit, for what the
+real one (tests/test_yarn_cluster.py and the other yarn tests) cannot show: a kill the ResourceManager refuses,
+a submission failing in a way the test chooses, decoy applications set up at will, and a ResourceManager that
+does not answer at all.
 
 Bad inputs tried: a spark-submit that fails, an unreachable ResourceManager, a kill the
 ResourceManager refuses; decoy applications with a neighbouring name, another team, the
@@ -76,36 +79,27 @@ def test_deploy_submits_in_cluster_mode_finds_the_app_by_exact_tags_and_kills_on
         assert status(demo_project, "high-value", *options)["state"] != "running"
 
 
-def test_a_failing_spark_submit_is_reported_and_the_next_deploy_starts_the_version_that_never_ran(
+def test_a_failing_spark_submit_is_reported_records_nothing_and_the_next_deploy_starts_the_job_anew(
     demo_project: ProjectDir, tmp_path: Path
 ):
+    """A submission that fails the way the test chooses ("queue is full"); the real ResourceManager's own refusals
+    (an unknown queue, a container larger than the node) are in tests/test_yarn_cluster.py."""
     with FakeResourceManager() as rm:
+        options = ["--target", "yarn", "--resource-manager", rm.url]
         submit = fake_spark_submit(tmp_path / "spark-submit", rm.url, fail=True)
-        result = cli(
-            demo_project,
-            "deploy",
-            "--target",
-            "yarn",
-            "--resource-manager",
-            rm.url,
-            "--spark-submit",
-            str(submit),
-            check=False,
-        )
+        result = cli(demo_project, "deploy", *options, "--spark-submit", str(submit), check=False)
         assert result.returncode == 2
         assert "SUBMIT_FAILED" in result.stderr and "queue is full" in result.stderr
         assert rm.apps == {}
-        row = status(demo_project, "high-value", "--target", "yarn", "--resource-manager", rm.url)
-        assert row["state"] != "running" and row["job"] is None
+        record, _ = read_deployed(LocalBucket(demo_project.root / ".sql-runner" / "manifests"), "high-value")
+        assert record is None, "nothing recorded as deployed"
 
-        # the next deploy sees a version that was decided but never ran, and starts it as planned
+        # the next deploy starts it as the new job it still is
         fake_spark_submit(submit, rm.url)
-        plan = json.loads(cli(demo_project, "plan", "--json", "--target", "yarn", "--resource-manager", rm.url).stdout)
-        assert plan["decision"] == "start" and plan["version"] == 1
-        assert {"code": "NEVER_STARTED", "params": {"version": 1}} in [
-            {k: r[k] for k in ("code", "params")} for r in plan["reasons"]
-        ]
-        cli(demo_project, "deploy", "--target", "yarn", "--resource-manager", rm.url, "--spark-submit", str(submit))
+        plan = json.loads(cli(demo_project, "plan", "--json", *options).stdout)
+        assert (plan["decision"], plan["version"]) == ("start", 1)
+        assert "NEW_JOB" in [reason["code"] for reason in plan["reasons"]]
+        cli(demo_project, "deploy", *options, "--spark-submit", str(submit))
         assert len(rm.apps) == 1
 
 

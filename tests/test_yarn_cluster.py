@@ -14,7 +14,7 @@ import pytest
 from demo.committed_rows import committed_json_rows
 from demo.transactions import transactions, write_batch
 from demo.yarn_cluster import YarnCluster
-from tests.clihelpers import START, cli, status, wait_for
+from tests.clihelpers import START, cli, history, status, statuses, wait_for
 from tests.conftest import ProjectDir
 
 pytestmark = [pytest.mark.spark, pytest.mark.e2e]
@@ -80,16 +80,18 @@ def test_a_deploy_to_a_queue_the_resource_manager_does_not_have_fails_naming_it(
     manifest = demo_project.root / "manifests" / "high-value.yaml"
     manifest.write_text(manifest.read_text() + "sparkProperties:\n" + "  spark.yarn.queue: nightly\n")
     env = yarn.client_env()
-    options = ["--target", "yarn", "--resource-manager", f"http://{yarn.web_address}", "--team", "analytics"]
+    # a team of its own: the cluster is shared with the other tests, which deploy the same demo query
+    options = ["--target", "yarn", "--resource-manager", f"http://{yarn.web_address}", "--team", "nightly-analysts"]
     result = cli(demo_project, "deploy", *options, env=env, check=False)
     assert result.returncode == 2, result.stdout + result.stderr
     [line] = [line for line in result.stderr.splitlines() if "SUBMIT_FAILED" in line]
     assert "unknown queue" in line and "nightly" in line, line
     assert " at org.apache" not in line and "ShutdownHookManager" not in line, line
     apps = (yarn.rest("apps?states=NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING").get("apps") or {}).get("app") or []
-    assert not [app for app in apps if "sql-runner-name:high-value" in app.get("applicationTags", "")]
-    row = status(demo_project, "high-value", *options)
-    assert row["state"] != "running" and row["job"] is None
+    assert not [app for app in apps if "sql-runner-team:nightly-analysts" in app.get("applicationTags", "")]
+    assert "high-value" not in statuses(demo_project, *options), "nothing is recorded as deployed"
+    [entry] = history(demo_project, "high-value")  # the attempt, and how it went
+    assert entry.outcome.result != "ok" and "unknown queue" in (entry.outcome.error or ""), entry.outcome
 
 
 def test_a_query_deployed_to_yarn_runs_in_its_containers_and_stops_through_the_resource_manager(

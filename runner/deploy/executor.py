@@ -245,8 +245,23 @@ class Executor:
                 this_machine=target.kind != "yarn",
             )
             launch = Launch(identity, spec, args, submit.environment(self.settings.env))
-        job = target.submit(launch)
+        try:
+            job = target.submit(launch)
+        except UserError:
+            self._unrecord(decision)
+            raise
         run.outcome.job, run.outcome.run_id, run.outcome.checkpoint = job.job_id, run.run_id, run.checkpoint_key
+
+    def _unrecord(self, decision: Decision) -> None:
+        """The target refused the job outright (YARN: an unknown queue, a container larger than any node): the
+        deployment is not recorded. A new job has no record; a job that ran has its previous record back, whose
+        state (the savepoint a stop just took among it) the next deploy restores."""
+        key = layout.deployed(decision.name)
+        if decision.record is None:
+            self.store.manifests.delete(key)
+        else:
+            self.store.manifests.write(key, decision.record.encode())
+        log.info("the target refused the job: its deployment is not recorded", extra=logs.job(decision.name))
 
     def _store_spec(self, spec: JobSpec) -> str:
         """Write the run's spec where its driver reads it; earlier runs' specs of the job go."""
