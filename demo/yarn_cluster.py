@@ -36,6 +36,7 @@ import urllib.request
 from pathlib import Path
 
 from runner.core import jars, platform
+from runner.targets.yarn import YARN_MAX_ATTEMPTS
 
 SOURCE = Path(__file__).with_name("java") / "SqlRunnerMiniYarn.java"
 MAIN_CLASS = SOURCE.stem
@@ -43,7 +44,7 @@ START_TIMEOUT = 120.0
 HEAP = "-Xmx768m"
 MEMORY_MB = 10240
 VCORES = 8
-MAX_ATTEMPTS = 4  # the ResourceManager's yarn.resourcemanager.am.max-attempts
+MAX_ATTEMPTS = YARN_MAX_ATTEMPTS  # yarn.resourcemanager.am.max-attempts, as the team's EMR cluster sets it
 LOG4J = """\
 log4j.rootLogger=WARN, out
 log4j.appender.out=org.apache.log4j.ConsoleAppender
@@ -184,6 +185,21 @@ class YarnCluster:
         )
         with urllib.request.urlopen(request, timeout=30) as answer:
             answer.read()
+
+    def driver_pid(self, app_id: str) -> int | None:
+        """The process of ``app_id``'s ApplicationMaster (in cluster mode, the Spark driver's JVM) on the node, if one
+        runs: the JVM whose command line names Spark's ApplicationMaster and a container of the application."""
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:  # it ended meanwhile
+                continue
+            master = "org.apache.spark.deploy.yarn.ApplicationMaster" in command and f"/{app_id}/" in command
+            if master and not command.startswith(("bash", "/bin/bash")):  # not the container's launch script
+                return int(entry.name)
+        return None
 
     def active_apps(self) -> list[dict]:
         """The applications the ResourceManager has not finished: new, accepted or running."""

@@ -38,7 +38,7 @@ from pyspark.sql import SparkSession  # noqa: E402
 from jobs import localfs, runtime  # noqa: E402
 from jobs.build import build_job  # noqa: E402
 from jobs.control import JobControl, failure_reason, refused_restore  # noqa: E402
-from jobs.jvm import check_spark_version  # noqa: E402
+from jobs.jvm import check_spark_version, jvm_gone  # noqa: E402
 from jobs.logs import quiet_python_logs  # noqa: E402
 from runner.core import logs  # noqa: E402
 from runner.core.bucket import read_uri  # noqa: E402
@@ -131,6 +131,11 @@ class Job:
             except Exception as failure:  # noqa: BLE001 - judged below
                 if refused_restore(failure) is not None or self.spec.once:
                     raise
+                if jvm_gone(failure):
+                    # not the query's failure: nothing to restart from here, and none counted against its strategy.
+                    # On YARN the application's next attempt starts a new driver, which resumes the checkpoint.
+                    log.error(f"the driver's JVM is gone ({failure_reason(str(failure))}): this driver ends with it")
+                    return 1
                 error = failure
             runtime.stop_all(self.queries)
             self.control.publish_progress(self.queries)  # where the failed run got to
@@ -224,6 +229,9 @@ def run(spark: SparkSession, spec: JobSpec, values: Values, control: JobControl 
     except UserError as error:
         return _user_error(control, error)
     except Exception as error:  # noqa: BLE001 - report the cause and exit 1
+        if jvm_gone(error):
+            log.error(f"the driver's JVM is gone ({failure_reason(str(error))}): this driver ends with it")
+            return 1
         refusal = refused_restore(error)
         if refusal is not None:
             log.error(f"Spark refused the restored state: {refusal}")
@@ -237,7 +245,11 @@ def run(spark: SparkSession, spec: JobSpec, values: Values, control: JobControl 
         control.finish_stop()
         control.close()
         runtime.stop_all(job.queries)
-        spark.stop()
+        try:
+            spark.stop()
+        except Exception as error:  # noqa: BLE001 - its JVM may be gone already
+            if not jvm_gone(error):
+                raise
 
 
 def _user_error(control: JobControl, error: UserError) -> int:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pyspark
+from py4j.protocol import Py4JNetworkError
 from pyspark import SparkContext
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql.streaming import StreamingQuery
@@ -99,6 +100,17 @@ def end_local_gateway() -> None:
         process.wait(timeout=30)
     SparkContext._gateway = None
     SparkContext._jvm = None
+
+
+def jvm_gone(error: BaseException) -> bool:
+    """Whether ``error`` says the driver's JVM is gone: Py4J can no longer reach it (the JVM was killed, ran out
+    of memory, or its container was lost). Nothing can be restarted from this Python process then."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, Py4JNetworkError | ConnectionRefusedError | ConnectionResetError | BrokenPipeError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def java_class(jvm: Any, name: str) -> Any:

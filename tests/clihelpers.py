@@ -30,11 +30,11 @@ KILLS = 3  # kill -9 rounds of a soak test; SQL_RUNNER_KILLS=N for a longer soak
 SQL_RUNNER = str(Path(sys.executable).parent / "sql-runner")
 
 
-def kill_rounds(what: str) -> tuple[int, int]:
+def kill_rounds(what: str, at_least: int = 1) -> tuple[int, int]:
     """A kill soak's seed and how many rounds: ``SQL_RUNNER_KILL_SEED`` (random when unset, and printed so
-    that a failure can be replayed) and ``SQL_RUNNER_KILLS`` (``KILLS`` when unset)."""
+    that a failure can be replayed) and ``SQL_RUNNER_KILLS`` (``KILLS`` when unset), but ``at_least``."""
     seed = int(os.environ.get("SQL_RUNNER_KILL_SEED", random.randrange(1 << 30)))
-    kills = int(os.environ.get("SQL_RUNNER_KILLS", KILLS))
+    kills = max(at_least, int(os.environ.get("SQL_RUNNER_KILLS", KILLS)))
     print(f"{kills} kills, {what} seeded with {seed} (SQL_RUNNER_KILLS, SQL_RUNNER_KILL_SEED)")
     return seed, kills
 

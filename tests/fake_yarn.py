@@ -1,11 +1,14 @@
 """FAKE YARN for tests: a ResourceManager REST server and a spark-submit that registers with it.
 
-No YARN runs here. ``FakeResourceManager`` answers the two REST calls the yarn target
-uses, the way Hadoop's ResourceManager does:
+No YARN runs here: the tests that use it show what a real ResourceManager (demo/yarn_cluster.py, the
+``yarn`` fixture) cannot, an answer it refuses (a kill not allowed) and a submission that fails in a way
+of the test's choosing, without a cluster. ``FakeResourceManager`` answers the REST calls the yarn
+target uses, the way Hadoop's ResourceManager does:
 
 - ``GET /ws/v1/cluster/apps?applicationTags=a,b&states=S1,S2``: applications having any
   of the tags, in any of the states, as ``{"apps": {"app": [...]}}`` (``{"apps": null}``
   when none);
+- ``GET /ws/v1/cluster/apps/<id>/appattempts``: one attempt;
 - ``PUT /ws/v1/cluster/apps/<id>/state`` with ``{"state": "KILLED"}``: 202 and the app
   becomes KILLED; 404 for an unknown application.
 
@@ -90,6 +93,13 @@ class FakeResourceManager:
 
             def do_GET(self) -> None:
                 url = urllib.parse.urlparse(self.path)
+                parts = url.path.strip("/").split("/")
+                if parts[:4] == ["ws", "v1", "cluster", "apps"] and parts[5:] == ["appattempts"]:
+                    app_id = parts[4]  # one attempt, as an application YARN has launched once
+                    attempt = {"id": 1, "appAttemptId": f"appattempt{app_id.removeprefix('application')}_000001"}
+                    found = app_id in rm.apps
+                    self._reply(200 if found else 404, {"appAttempts": {"appAttempt": [attempt]}} if found else {})
+                    return
                 if url.path != "/ws/v1/cluster/apps":
                     self._reply(404, {"RemoteException": {"message": f"no resource {url.path}"}})
                     return

@@ -169,6 +169,7 @@ NOT_CODES = (
     "MSK_",
     "SPARK_",
     "PYSPARK_",
+    "HADOOP_",
     "TIMESTAMP_",
     "SASL_",
     "EXCEPT_KEY",

@@ -157,6 +157,15 @@ def test_not_running_unchanged_restores_the_newest_of_savepoints_and_checkpoints
     assert (action.kind, action.restore_from) == ("restore", SAVEPOINT)
 
 
+def test_a_restore_after_its_application_ended_says_how_it_ended():
+    how = "application_1_0002 FAILED (FAILED) after 2 attempts: AM Container exited with exitCode: 137"
+    observed = Observed(checkpoints=(CHECKPOINT,), ever_ran=True, ended=how)
+    action = plan_one("job", desired(SAME), deployed(), observed)
+    assert (action.kind, action.restore_from) == ("restore", CHECKPOINT)
+    assert Reason.of("APPLICATION_ENDED", how=how) in action.reasons
+    assert "APPLICATION_ENDED" not in codes(plan_one("job", desired(SAME), deployed(), RUNNING).reasons)
+
+
 def test_not_running_without_any_state_after_running_is_an_error():
     action = plan_one("job", desired(SAME), deployed(), Observed(ever_ran=True))
     assert action.kind == "error"

@@ -31,6 +31,7 @@ REASONS: dict[str, str] = {
     "RUNNING_UNCHANGED": "running, unchanged",
     "NOT_RUNNING": "not running",
     "NOT_RUNNING_RESTORING": "not running; restoring",
+    "APPLICATION_ENDED": "its last application ended: {how}",
     "NEVER_STARTED": "v{version} never started: starting it as planned",
     "NO_STATE_FOUND": "no savepoint or checkpoint of v{version} found, although it ran",
     # the plan: what changed in the manifest

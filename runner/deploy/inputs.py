@@ -33,7 +33,8 @@ from runner.deploy.launches import Launched, Launcher
 from runner.deploy.plan import Action, Deployed, DesiredQuery, Observed
 from runner.state import records, savepoints
 from runner.state.store import Store
-from runner.targets.base import RunningJob, Target
+from runner.targets.base import RunningJob
+from runner.targets.modes import Targets
 
 
 @dataclass(frozen=True)
@@ -283,12 +284,12 @@ def _manifest_name(path: Path) -> str:
 
 
 def observe(
-    store: Store, target: Target, team: str, name: str, known: tuple[DeploymentRecord | None, Any] | None = None
+    store: Store, targets: Targets, team: str, name: str, known: tuple[DeploymentRecord | None, Any] | None = None
 ) -> Inputs:
     """What the plan decides on for ``name``, read from the store and the target (``known``: its deployed
     record and blob, read a moment ago for the same plan)."""
     record, blob = known if known is not None else records.read_deployed(store.manifests, name)
-    running = target.find(team, name)
+    running = targets.find(team, name)
     running_version = running.identity.version if running else None
     if record is None:
         return Inputs(None, None, running, Observed(running=running is not None, running_version=running_version))
@@ -306,5 +307,6 @@ def observe(
         checkpoints=checkpoints,
         ever_ran=ever_ran,
         refused=said.state_refused if said is not None and said.state == JobState.FAILED else None,
+        ended=gone.how if running is None and (gone := targets.ended(team, name)) and not gone.clean else None,
     )
     return Inputs(record, blob.etag if blob else None, running, observed)

@@ -80,6 +80,7 @@ class Observed:
     checkpoints: tuple[StateRef, ...] = ()  # of the deployed version, runs Spark has written to
     ever_ran: bool = False  # the deployed version reported progress at least once
     refused: str | None = None  # why Spark refused the restored state when the deployed run last started
+    ended: str | None = None  # how its last application ended, when its target says (YARN)
 
 
 @dataclass(frozen=True)
@@ -259,6 +260,8 @@ def plan_one(name: str, desired: DesiredQuery | None, deployed: Deployed | None,
     latest = _latest(observed)
     if latest is not None:
         reasons.append(Reason.of("NOT_RUNNING" if not (diff.changed or config_changed) else "NOT_RUNNING_RESTORING"))
+        if observed.ended is not None:
+            reasons.append(Reason.of("APPLICATION_ENDED", how=observed.ended))
         return Action(name, "restore", tuple(reasons), version=deployed.version, restore_from=latest)
     if not observed.ever_ran:
         # The version was decided but never got going (e.g. the runner stopped half-way):

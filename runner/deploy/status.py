@@ -73,6 +73,18 @@ class JobView:
     why: str | None
 
 
+def said_at(status: JobStatus) -> datetime:
+    """When the job last published ``status``."""
+    return datetime.fromisoformat(status.updated_at.replace("Z", "+00:00"))
+
+
+# what status says of a job whose YARN application failed all its attempts
+GAVE_UP = (
+    "YARN made every attempt the job asked for; the runner does not restart it itself: "
+    "the next deploy restores it from its latest checkpoint"
+)
+
+
 def observe_job(store: Store, targets: Targets, team: str, name: str, at: datetime) -> JobView:
     """One deployed job's state: running, degraded (a lookup table's reloads fail), stopped, failed, not
     running or removed, and why when it is not well."""
@@ -92,8 +104,18 @@ def observe_job(store: Store, targets: Targets, team: str, name: str, at: dateti
         state = mine.state + ended(mine)
     else:
         state = "not running"
+    # on YARN: how its latest application ended. One YARN gave up on (every attempt's driver died) had no driver
+    # left to say so: what the job said before it ended is superseded, unless it said itself that it failed.
+    gone = targets.ended(team, name) if job is None and not record.removed else None
     why = None
-    if mine and state.startswith("failed"):
+    said_after = mine is not None and gone is not None and gone.at is not None and said_at(mine) >= gone.at
+    if gone is not None and gone.failed and not said_after and not (mine and mine.state == JobState.FAILED):
+        state, why = "failed", f"{gone.how}; {GAVE_UP}"
+    elif gone is not None and state == "not running":
+        why = gone.how
+    elif job is not None and job.attempt is not None and state == "running":
+        why = job.attempt.explained()
+    elif mine and state.startswith("failed"):
         why = f"Spark refused the restored state: {mine.state_refused}" if mine.state_refused else mine.error
     elif mine and state == "failing":
         why = f"{mine.error} ({next_restart(mine, at)})" if mine.error else next_restart(mine, at)
@@ -133,5 +155,6 @@ def job_status(store: Store, targets: Targets, team: str, name: str) -> dict[str
         "output": target.delivery if target is not None else None,
         "job": job.job_id if job else None,
         "detail": job.detail if job else None,
+        "attempt": job.attempt.number if job and job.attempt else None,
         "why": view.why,
     }

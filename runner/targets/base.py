@@ -15,6 +15,7 @@ import subprocess
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
@@ -29,6 +30,32 @@ class RunningJob:
     target: str
     job_id: str  # a process id on a host, or a YARN application id
     detail: str = ""
+    attempt: Attempt | None = None  # on YARN: which application attempt runs, and how the one before ended
+
+
+@dataclass(frozen=True)
+class Ended:
+    """How a job's latest application ended, as its target keeps it (YARN's ResourceManager): ``failed`` when YARN
+    gave up on it (every attempt failed), not when it finished or was killed on request."""
+
+    how: str
+    failed: bool
+    clean: bool = False  # it finished by itself, successfully (a stop at a batch boundary)
+    at: datetime | None = None  # when it ended
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """A YARN application's running attempt: its number, and why the attempt before it ended (None for the first)."""
+
+    number: int
+    previous_end: str | None = None
+
+    def explained(self) -> str | None:
+        """What status says of it while the job runs; None for a first attempt."""
+        if self.previous_end is None:
+            return None
+        return f"attempt {self.number}; attempt {self.number - 1} ended: {self.previous_end}"
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from runner.core.errors import UserError
 from runner.core.manifest import Manifest
-from runner.targets.base import RunningJob, Target
+from runner.targets.base import Ended, RunningJob, Target
 
 
 class Targets:
@@ -40,3 +40,9 @@ class Targets:
             if job is not None:
                 return job
         return self.application.find(team, name)
+
+    def ended(self, team: str, name: str) -> Ended | None:
+        """How the job's last application ended, when its target can say (YARN's ResourceManager keeps finished
+        applications with their final state and diagnostics); None elsewhere."""
+        explain = getattr(self.application, "ended", None)
+        return explain(team, name) if explain is not None else None

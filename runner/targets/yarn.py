@@ -13,16 +13,18 @@ import subprocess
 import urllib.error
 import urllib.parse
 import urllib.request
+from datetime import UTC, datetime
 
 from runner.core import restarts
 from runner.core.bucket import Bucket
 from runner.core.errors import UserError
 from runner.core.identity import JobIdentity
 from runner.core.restarts import RestartStrategy
-from runner.targets.base import Launch, RunningJob
+from runner.targets.base import Attempt, Ended, Launch, RunningJob
 from runner.targets.stop_request import request_stop
 
 ACTIVE_STATES = "NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING"
+ENDED_STATES = "FINISHED,FAILED,KILLED"
 # The most application attempts a job asks YARN for; the team's EMR cluster allows this many
 # (yarn.resourcemanager.am.max-attempts, infra/stack.py), YARN's own default is 2.
 YARN_MAX_ATTEMPTS = 10
@@ -40,6 +42,22 @@ def submit_failure(output: str) -> str:
         quoted = [causes[0]] if causes[0] == causes[-1] else [causes[0], causes[-1]]
         return " | ".join(quoted)
     return " | ".join(lines[-5:]) or "no output"
+
+
+_STAMP = re.compile(r"^(Failing this attempt\.\s*Diagnostics:\s*)?(\[[^\]]*\]\s*)?")
+_NOISE = ("For more detailed output", "Then click on links", ".", "Failing the application")
+
+
+def _diagnosis(text: str) -> str:
+    """YARN's diagnostics of an attempt or application in one line: what ended it and what the NodeManager said of
+    its container ("Container killed on request. Exit code is 137"), without timestamps and links to logs."""
+    said: list[str] = []
+    for line in text.splitlines():
+        line = " ".join(_STAMP.sub("", line.strip()).split())
+        if line and not line.startswith(_NOISE) and line not in said:
+            said.append(line)
+    joined = "; ".join(said[:3])
+    return joined if len(joined) <= 400 else joined[:399] + "…"
 
 
 class YarnTarget:
@@ -121,7 +139,45 @@ class YarnTarget:
         tags = set(app.get("applicationTags", "").split(","))
         version = next((int(t.split(":", 1)[1]) for t in tags if t.startswith("sql-runner-version:")), 0)
         detail = f"{app.get('state')} in queue {app.get('queue')}; {app.get('trackingUrl', '')}".strip()
-        return RunningJob(JobIdentity(team=team, name=name, version=version), self.kind, app["id"], detail)
+        identity = JobIdentity(team=team, name=name, version=version)
+        return RunningJob(identity, self.kind, app["id"], detail, self.attempt(app["id"]))
+
+    def attempts(self, app_id: str) -> list[dict]:
+        """The application's attempts, first to latest, as the ResourceManager lists them."""
+        found = (self._get(f"/ws/v1/cluster/apps/{app_id}/appattempts").get("appAttempts") or {}).get("appAttempt")
+        return sorted(found or [], key=lambda attempt: int(attempt.get("id", 0)))
+
+    def attempt(self, app_id: str) -> Attempt | None:
+        """Which attempt of ``app_id`` runs, and why the one before it ended (a driver killed, out of memory, its
+        node lost: YARN started the next one, up to ``spark.yarn.maxAppAttempts``)."""
+        attempts = self.attempts(app_id)
+        if not attempts:
+            return None
+        if len(attempts) == 1:
+            return Attempt(1)
+        # the attempts' list carries no diagnostics; the attempt itself does
+        before = self._get(f"/ws/v1/cluster/apps/{app_id}/appattempts/{attempts[-2].get('appAttemptId')}")
+        return Attempt(len(attempts), _diagnosis(before.get("diagnosticsInfo", "")) or "YARN gave no diagnostics")
+
+    def ended(self, team: str, name: str) -> Ended | None:
+        """How the job's latest application ended, when none of its applications is active: its final state,
+        its attempts and YARN's diagnostics (the ResourceManager keeps finished applications for a while)."""
+        query = urllib.parse.urlencode({"applicationTags": f"sql-runner-name:{name}", "states": ENDED_STATES})
+        apps = (self._get(f"/ws/v1/cluster/apps?{query}").get("apps") or {}).get("app") or []
+        wanted = {"sql-runner", f"sql-runner-team:{team}", f"sql-runner-name:{name}"}
+        apps = [a for a in apps if wanted <= set(filter(None, a.get("applicationTags", "").split(",")))]
+        if not apps:
+            return None
+        app = max(apps, key=lambda a: a.get("startedTime", 0))
+        count = len(self.attempts(app["id"]))  # none: refused before any container ran (an unknown queue)
+        said = _diagnosis(app.get("diagnostics", ""))
+        ended = f"{app['id']} {app.get('state')} ({app.get('finalStatus')}) after {count} attempt{'s' * (count != 1)}"
+        return Ended(
+            f"{ended}: {said}" if said else ended,
+            failed=app.get("state") == "FAILED" and count > 0,
+            clean=(app.get("state"), app.get("finalStatus")) == ("FINISHED", "SUCCEEDED"),
+            at=datetime.fromtimestamp(app["finishedTime"] / 1000, UTC) if app.get("finishedTime") else None,
+        )
 
     def stop_gracefully(self, job: RunningJob, timeout: float) -> bool:
         return request_stop(self.records, self, job, timeout)

@@ -37,6 +37,6 @@ class JobRecord(Document):
     identity: JobIdentity
     host: str
     pid: int
-    start_ticks: int | None = None  # its start time (/proc), so that a reused pid is not taken for it; None: it had ended
+    start_ticks: int | None = None  # its start (/proc), so that a reused pid is not taken for it; None: it had ended
     log: str
     master: str
