@@ -123,5 +123,6 @@ def test_an_unreachable_resource_manager_stops_the_deploy_before_anything_change
     )
     assert result.returncode == 2
     assert "RESOURCE_MANAGER_UNREACHABLE" in result.stderr and url in result.stderr
+    assert "check --resource-manager" in result.stderr, "it names the setting"
     record, _ = read_deployed(LocalBucket(demo_project.root / ".sql-runner" / "manifests"), "high-value")
     assert record is None, "nothing deployed"

@@ -61,15 +61,21 @@ def test_an_application_submitted_in_cluster_mode_is_scheduled_by_the_resource_m
     assert "total=499500 master=yarn" in stdout.read_text()
 
 
-def test_a_container_larger_than_the_node_is_refused_by_the_resource_manager(yarn: YarnCluster, tmp_path):
-    app = tmp_path / "nothing.py"
-    app.write_text("print('never runs')\n")
-    node_mb = (
-        yarn.rest("nodes")["nodes"]["node"][0]["availMemoryMB"] + yarn.rest("nodes")["nodes"]["node"][0]["usedMemoryMB"]
-    )
-    done = submit(yarn, app, f"spark.driver.memory={node_mb + 1024}m", timeout=120)
-    assert done.returncode != 0
-    assert "is above the max threshold" in done.stderr, done.stderr[-2000:]
+def test_a_driver_larger_than_any_node_is_refused_naming_the_setting_and_nothing_is_deployed(
+    yarn: YarnCluster, demo_project: ProjectDir
+):
+    node = yarn.rest("nodes")["nodes"]["node"][0]
+    largest = node["availMemoryMB"] + node["usedMemoryMB"]
+    manifest = demo_project.root / "manifests" / "high-value.yaml"
+    manifest.write_text(manifest.read_text() + f"sparkProperties:\n  spark.driver.memory: {largest + 1024}m\n")
+    options = ["--target", "yarn", "--resource-manager", f"http://{yarn.web_address}", "--team", "big-drivers"]
+    result = cli(demo_project, "deploy", *options, env=yarn.client_env(), check=False)
+    assert result.returncode == 2, result.stdout + result.stderr
+    [line] = [line for line in result.stderr.splitlines() if "YARN_CONTAINER_TOO_LARGE" in line]
+    assert "the driver container asks for" in line and f"than the {largest} MB" in line, line
+    assert "spark.driver.memory" in line and "is above the max threshold" in line, line
+    assert "high-value" not in statuses(demo_project, *options), "nothing is recorded as deployed"
+    assert not [app for app in yarn.active_apps() if "sql-runner-team:big-drivers" in app["applicationTags"]]
 
 
 def test_a_deploy_to_a_queue_the_resource_manager_does_not_have_fails_naming_it(
@@ -84,8 +90,8 @@ def test_a_deploy_to_a_queue_the_resource_manager_does_not_have_fails_naming_it(
     options = ["--target", "yarn", "--resource-manager", f"http://{yarn.web_address}", "--team", "nightly-analysts"]
     result = cli(demo_project, "deploy", *options, env=env, check=False)
     assert result.returncode == 2, result.stdout + result.stderr
-    [line] = [line for line in result.stderr.splitlines() if "SUBMIT_FAILED" in line]
-    assert "unknown queue" in line and "nightly" in line, line
+    [line] = [line for line in result.stderr.splitlines() if "YARN_QUEUE_UNKNOWN" in line]
+    assert "YARN has no queue nightly (spark.yarn.queue)" in line and "unknown queue: nightly" in line, line
     assert " at org.apache" not in line and "ShutdownHookManager" not in line, line
     apps = (yarn.rest("apps?states=NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING").get("apps") or {}).get("app") or []
     assert not [app for app in apps if "sql-runner-team:nightly-analysts" in app.get("applicationTags", "")]

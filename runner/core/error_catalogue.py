@@ -375,6 +375,17 @@ _ENTRIES = (
         "check the spark-submit output quoted here and the ResourceManager's logs",
     ),
     ErrorCode(
+        "YARN_QUEUE_UNKNOWN",
+        "YARN has no queue {queue} (spark.yarn.queue): {output}",
+        "set spark.yarn.queue in the manifest's sparkProperties to one of the cluster's queues, or leave it out",
+    ),
+    ErrorCode(
+        "YARN_CONTAINER_TOO_LARGE",
+        "the {container} container asks for {asked} MB ({setting} plus its overhead), more than the {largest} MB "
+        "any node of the cluster offers: {output}",
+        "lower {setting} in the manifest's sparkProperties (the overhead is 10 % of it, at least 384 MB)",
+    ),
+    ErrorCode(
         "SUBMITTED_APP_NOT_FOUND",
         "spark-submit succeeded but no active application is tagged {tags}",
         "check that spark.yarn.tags reaches YARN and the application was accepted",

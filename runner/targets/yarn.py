@@ -60,6 +60,36 @@ def _diagnosis(text: str) -> str:
     return joined if len(joined) <= 400 else joined[:399] + "…"
 
 
+_UNKNOWN_QUEUE = re.compile(r"unknown queue: (\S+)")
+_TOO_LARGE = re.compile(r"Required (AM|executor) memory \((\d+)\+(\d+) MB\) is above the max threshold \((\d+) MB\)")
+
+
+def refusal(status: int, output: str) -> UserError:
+    """A failed submission as an error naming the setting at fault where YARN's refusal says which: a queue the
+    scheduler does not have, a container larger than any node (in cluster mode the ApplicationMaster's container
+    holds the driver); otherwise spark-submit's own words."""
+    quoted = submit_failure(output)
+    queue = _UNKNOWN_QUEUE.search(output)
+    if queue is not None:
+        return UserError.of("YARN_QUEUE_UNKNOWN", queue=queue.group(1).rstrip(".,"), output=quoted)
+    large = _TOO_LARGE.search(output)
+    if large is not None:
+        kind, memory, overhead, largest = large.groups()
+        container, setting = (
+            ("driver", "spark.driver.memory") if kind == "AM" else ("executor", "spark.executor.memory")
+        )
+        asked = int(memory) + int(overhead)
+        return UserError.of(
+            "YARN_CONTAINER_TOO_LARGE",
+            container=container,
+            asked=asked,
+            setting=setting,
+            largest=largest,
+            output=quoted,
+        )
+    return UserError.of("SUBMIT_FAILED", status=status, output=quoted)
+
+
 class YarnTarget:
     kind = "yarn"
     judges = False  # the driver runs in a YARN container: the runner judges on its own Spark, or the session's
@@ -100,8 +130,7 @@ class YarnTarget:
             launch.args, env=launch.env, capture_output=True, text=True, timeout=self.submit_timeout, check=False
         )
         if completed.returncode != 0:
-            output = submit_failure(completed.stderr or completed.stdout)
-            raise UserError.of("SUBMIT_FAILED", status=completed.returncode, output=output)
+            raise refusal(completed.returncode, completed.stderr or completed.stdout)
         job = self.find(identity.team, identity.name)
         if job is None or job.identity.version != identity.version:
             raise UserError.of("SUBMITTED_APP_NOT_FOUND", tags=", ".join(identity.tags))
