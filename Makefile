@@ -15,8 +15,8 @@ SOURCES := runner jobs infra demo tests bench
 venv: $(STAMP)
 
 # The JVM jar sets (runner/core/jars.py: Kafka connector, spark-avro, hadoop-aws, MSK IAM auth; Kafka's own
-# broker for tests and the demo; Hadoop's YARN cluster for the YARN target's tests), fetched once with mvn and checked against their locked SHA-256. A set
-# already in the cache costs no mvn.
+# broker for tests and the demo; Hadoop's YARN cluster for the YARN target's tests), fetched once with mvn and
+# checked against their locked SHA-256. A set already in the cache costs no mvn.
 jars: $(STAMP)
 	@$(BIN)/python -m infra.jars fetch
 
@@ -25,7 +25,7 @@ kafka: jars
 	@$(BIN)/python -m demo.kafka_broker $(if $(TOPICS),$(foreach t,$(TOPICS),--topic $(t)))
 
 # A YARN cluster on 127.0.0.1 (Hadoop's MiniYARNCluster: a ResourceManager and a NodeManager in one JVM) until
-# Ctrl-C, to try the YARN target: it prints the HADOOP_CONF_DIR to submit with.
+# Ctrl-C, to try the YARN target: it prints the HADOOP_CONF_DIR and SPARK_CONF_DIR to submit with.
 yarn: jars
 	@$(BIN)/python -m demo.yarn_cluster
 

@@ -1,7 +1,8 @@
 """Start-up: what a user waits for on every deploy, every ``run --once`` and every session start.
 
     .venv/bin/python bench/startup.py [--events 2000000] [--rounds 3] [--warm-up 1000000]
-                                      [--deploys 2,10] [--session-rounds 2] [--parts once,launch,deploy,session]
+                                      [--deploys 2,10] [--session-rounds 2] [--yarn-rounds 3]
+                                      [--parts once,launch,deploy,session,yarn]
 
 1. ``once``: the whole process of ``sql-runner run MANIFEST --once`` over ``--events`` seeded JSON card
    transactions into parquet, against the same query as a hand-written ``spark-submit`` job reading the
@@ -21,6 +22,11 @@
 4. ``session``: a fresh ``session start`` (which warms the session up before it reports itself up),
    then one manifest landing after another: the first query's time to effect (landing to its first
    completed micro-batch, from its status) against the later ones'. Target: the first under 2 s.
+5. ``yarn``: ``sql-runner deploy`` of one new manifest to its first completed micro-batch (from its status), with
+   ``--target yarn`` on a real ResourceManager and NodeManager on 127.0.0.1 (demo/yarn_cluster.py, started once)
+   against local mode, one after the other each of ``--yarn-rounds`` rounds. No target: what moving a query
+   from one machine to YARN costs in time to its first result (a container to be granted and launched, Spark
+   started in it).
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import overhead, results, session, steady  # noqa: E402
+from demo.yarn_cluster import YarnCluster  # noqa: E402
 from runner.core import classdata  # noqa: E402
 
 SQL_RUNNER = str(Path(sys.executable).parent / "sql-runner")
@@ -259,6 +266,38 @@ def bench_session(base: Path, rounds: int) -> results.Record:
     )
 
 
+def bench_yarn(base: Path, rounds: int) -> results.Record:
+    """``deploy`` of one new manifest to its first committed micro-batch, on YARN (cluster mode, the driver in the
+    ApplicationMaster's container of demo/yarn_cluster.py's real ResourceManager and NodeManager) against local
+    mode, one after the other each round, the order alternating."""
+    pairs: list[tuple[float, float]] = []
+    with YarnCluster() as cluster:
+        web = f"http://{cluster.web_address}"
+        on_yarn = {**cluster.client_env(), "SQL_RUNNER_TARGET": "yarn", "SQL_RUNNER_RESOURCE_MANAGER": web}
+        for number in range(rounds):
+            took: dict[str, float] = {}
+            for side in ("yarn", "local") if number % 2 == 0 else ("local", "yarn"):
+                project = session.Project(
+                    base / f"yarn-{number}-{side}", 1, "application", on_yarn if side == "yarn" else None
+                )
+                project.write_events()
+                (project.root / "manifests" / "q-00.yaml").write_text(project.manifest_text("q-00", 0, 1))
+                read = session.local_status(project)
+                began = time.time()
+                project.cli("deploy")
+                completed = session.wait(lambda read=read: session.first_completed(read("q-00"), None), side)
+                took[side] = float(completed) - began  # type: ignore[arg-type]
+                project.cli("stop", "q-00", "--no-savepoint", check=False)
+            print(f"round {number + 1}: first batch on YARN {took['yarn']:.1f} s, local {took['local']:.1f} s")
+            pairs.append((took["yarn"], took["local"]))
+    return results.record(
+        "deploy of one new manifest to its first committed batch: on YARN (cluster mode) vs local mode",
+        pairs,
+        "s",
+        higher_is_better=False,
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, default=2_000_000)
@@ -266,12 +305,13 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--deploys", default="2,10")
     parser.add_argument("--session-rounds", type=int, default=2)
-    parser.add_argument("--parts", default="once,launch,deploy,session")
+    parser.add_argument("--yarn-rounds", type=int, default=3)
+    parser.add_argument("--parts", default="once,launch,deploy,session,yarn")
     args = parser.parse_args()
     parts = {p.strip() for p in args.parts.split(",") if p.strip()}
-    unknown = parts - {"once", "launch", "deploy", "session"}
+    unknown = parts - {"once", "launch", "deploy", "session", "yarn"}
     if unknown:
-        parser.error(f"--parts takes once, launch, deploy and session (got {', '.join(sorted(unknown))})")
+        parser.error(f"--parts takes once, launch, deploy, session and yarn (got {', '.join(sorted(unknown))})")
     records: list[results.Record] = []
     with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
         base = Path(tmp)
@@ -283,6 +323,8 @@ def main() -> int:
             records += [bench_deploy(base, int(n)) for n in args.deploys.split(",")]
         if "session" in parts:
             records.append(bench_session(base, args.session_rounds))
+        if "yarn" in parts:
+            records.append(bench_yarn(base, args.yarn_rounds))
     print(results.table(records))
     written = results.write("startup", records)
     print(json.dumps({"written": str(written)}))

@@ -3,7 +3,9 @@
 The same stateful query as the local walk of tests/test_lifecycle.py (a count per account and minute), deployed
 with ``--target yarn`` as the EMR steps run it: ``spark-submit --master yarn --deploy-mode cluster``, the driver
 in the ApplicationMaster's container, stopped at a batch boundary through the job's stop request and killed
-through the ResourceManager. Each closed window is counted exactly once across every restart."""
+through the ResourceManager. Each closed window is counted exactly once across every restart. (The savepoint
+command and the restore of a stopped job use the same stop request and submission seen here; the local walk
+has them.)"""
 
 from __future__ import annotations
 
@@ -32,8 +34,8 @@ def test_a_stateful_query_on_yarn_goes_through_every_deploy_branch_counting_each
     manifest = project.manifest("counts", COUNTS_MANIFEST)
     web = f"http://{yarn.web_address}"
     env = {**yarn.client_env(), "SQL_RUNNER_TARGET": "yarn", "SQL_RUNNER_RESOURCE_MANAGER": web}
-    env["SQL_RUNNER_TEAM"] = "analytics"
-    options = ["--target", "yarn", "--resource-manager", web, "--team", "analytics"]
+    env["SQL_RUNNER_TEAM"] = "walkers"  # its own: the other tests share the cluster
+    options = ["--target", "yarn", "--resource-manager", web, "--team", "walkers"]
     events, out = project.root / "data" / "in", project.root / "data" / "counts"
     v1_events: list = []
 
@@ -98,28 +100,19 @@ def test_a_stateful_query_on_yarn_goes_through_every_deploy_branch_counting_each
     assert "restore v1 from checkpoint run-" in deploy().stdout
     expect_v1()
 
-    # a savepoint of the running job: stopped at a batch boundary, snapshot, running again as a new application
+    # stopped by hand at a batch boundary -> stopped, the application FINISHED; nothing runs until the next deploy
     third = job()
-    result = cli(project, "savepoint", "counts", env=env)
-    assert "savepoint savepoints/counts/1/savepoint-" in result.stdout and "(graceful)" in result.stdout
-    assert ended(third)["finalStatus"] == "SUCCEEDED"
-    fourth = wait_for(lambda: (j := job()) not in (None, third) and j, "the application after the savepoint")
-    assert status(project, "counts", *options)["latest savepoint"] in result.stdout
-
-    # stopped by hand -> stopped; deployed again unchanged -> restored from that stop's savepoint
     result = cli(project, "stop", "counts", env=env)
     assert "savepoint savepoints/counts/1/" in result.stdout
-    assert ended(fourth)["finalStatus"] == "SUCCEEDED"
+    assert ended(third)["finalStatus"] == "SUCCEEDED"
     assert status(project, "counts", *options)["state"] == "stopped"
-    add(18, 4, v1_events)
-    assert "restore v1 from savepoint savepoint-" in deploy().stdout
-    expect_v1()
 
-    # the grouping changed -> v2 with clean state, continuing after the files v1 read: each event counted once
+    # the grouping changed while it is stopped -> v2 with clean state, continuing after the files v1 read (its
+    # savepoint says where): each event counted once, by v1 or by v2
     edit(manifest, "account_id AS k", "payee AS k")
     edit(manifest, ", account_id", ", payee")
     result = deploy()
-    assert "stop with savepoint, then start v2 with clean state (query changed)" in result.stdout, result.stdout
+    assert "start v2 with clean state (query changed)" in result.stdout, result.stdout
     v2_events: list = []
     add(24, 5, v2_events)
     expected = Counter(t.payee for t in v2_events[:-1])
@@ -131,7 +124,7 @@ def test_a_stateful_query_on_yarn_goes_through_every_deploy_branch_counting_each
     manifest.unlink()
     assert "stop with savepoint, mark removed (state kept)" in deploy("--all").stdout
     assert status(project, "counts", *options)["state"] == "removed"
-    assert not [a for a in yarn.active_apps() if "sql-runner-name:counts" in a["applicationTags"]]
+    assert not [a for a in yarn.active_apps() if "sql-runner-team:walkers" in a["applicationTags"]]
 
     # its state wiped, the manifest back -> nothing to restore: an error, nothing submitted
     shutil.rmtree(project.root / ".sql-runner" / "checkpoints" / "checkpoints")
@@ -140,7 +133,7 @@ def test_a_stateful_query_on_yarn_goes_through_every_deploy_branch_counting_each
     result = deploy(check=False)
     assert result.returncode == 2 and "NO_STATE_TO_RESTORE" in result.stderr, result.stdout + result.stderr
     assert status(project, "counts", *options)["state"] == "removed"
-    assert not [a for a in yarn.active_apps() if "sql-runner-name:counts" in a["applicationTags"]]
+    assert not [a for a in yarn.active_apps() if "sql-runner-team:walkers" in a["applicationTags"]]
 
     decisions = [entry.decision for entry in history(project, "counts")]
     assert decisions == [
