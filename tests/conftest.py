@@ -56,6 +56,8 @@ def pytest_configure(config: pytest.Config) -> None:
 # remaining tests: with these first, the long tests spread over all of them from the start instead of one
 # finishing alone at the end.
 LONG_FIRST = (
+    "test_yarn_restarts",
+    "test_yarn_deploys",
     "test_changelog_kills",
     "test_lookup_e2e",
     "test_lifecycle",
