@@ -272,8 +272,7 @@ def bench_yarn(base: Path, rounds: int) -> results.Record:
     mode, one after the other each round, the order alternating."""
     pairs: list[tuple[float, float]] = []
     with YarnCluster() as cluster:
-        web = f"http://{cluster.web_address}"
-        on_yarn = {**cluster.client_env(), "SQL_RUNNER_TARGET": "yarn", "SQL_RUNNER_RESOURCE_MANAGER": web}
+        on_yarn = cluster.runner_env("bench")
         for number in range(rounds):
             took: dict[str, float] = {}
             for side in ("yarn", "local") if number % 2 == 0 else ("local", "yarn"):

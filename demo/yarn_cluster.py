@@ -154,6 +154,17 @@ class YarnCluster:
         ResourceManager is) and Spark's defaults for it (:meth:`spark_defaults`)."""
         return {"HADOOP_CONF_DIR": str(self.conf_dir), "SPARK_CONF_DIR": str(self.conf_dir)}
 
+    def runner_options(self, team: str) -> list[str]:
+        """``sql-runner``'s options for ``team``'s jobs on this cluster."""
+        return ["--target", "yarn", "--resource-manager", f"http://{self.web_address}", "--team", team]
+
+    def runner_env(self, team: str) -> dict[str, str]:
+        """The environment ``sql-runner`` needs for ``team``'s jobs on this cluster: its client configuration, and
+        the options of :meth:`runner_options` as their ``SQL_RUNNER_*`` variables."""
+        web = f"http://{self.web_address}"
+        yarn = {"SQL_RUNNER_TARGET": "yarn", "SQL_RUNNER_RESOURCE_MANAGER": web, "SQL_RUNNER_TEAM": team}
+        return {**self.client_env(), **yarn}
+
     def spark_defaults(self) -> dict[str, str]:
         """Spark's defaults for applications on this cluster, the counterpart of the ``spark-defaults`` the team's
         EMR cluster is created with (infra/stack.py): everything a container needs is installed on the node,

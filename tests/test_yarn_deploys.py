@@ -32,10 +32,8 @@ def test_a_stateful_query_on_yarn_goes_through_every_deploy_branch_counting_each
 ):
     project.ddl("tables", TRANSACTIONS_DDL + COUNTS_DDL)
     manifest = project.manifest("counts", COUNTS_MANIFEST)
-    web = f"http://{yarn.web_address}"
-    env = {**yarn.client_env(), "SQL_RUNNER_TARGET": "yarn", "SQL_RUNNER_RESOURCE_MANAGER": web}
-    env["SQL_RUNNER_TEAM"] = "walkers"  # its own: the other tests share the cluster
-    options = ["--target", "yarn", "--resource-manager", web, "--team", "walkers"]
+    # a team of its own: the other tests share the cluster
+    env, options = yarn.runner_env("walkers"), yarn.runner_options("walkers")
     events, out = project.root / "data" / "in", project.root / "data" / "counts"
     v1_events: list = []
 

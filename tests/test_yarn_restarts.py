@@ -39,10 +39,8 @@ def test_a_killed_application_master_comes_back_as_new_attempts_and_every_event_
     project.ddl("tables", TRANSACTIONS_DDL + COUNTS_DDL)
     # one attempt more than the kills: the last kill leaves YARN no attempt to make
     project.manifest("counts", COUNTS_MANIFEST + f"restart-strategy: {{attempts: {kills}}}\n")
-    web = f"http://{yarn.web_address}"
-    env = {**yarn.client_env(), "SQL_RUNNER_TARGET": "yarn", "SQL_RUNNER_RESOURCE_MANAGER": web}
-    env["SQL_RUNNER_TEAM"] = "restarters"  # its own: the other tests share the cluster
-    options = ["--target", "yarn", "--resource-manager", web, "--team", "restarters"]
+    # a team of its own: the other tests share the cluster
+    env, options = yarn.runner_env("restarters"), yarn.runner_options("restarters")
     events, out = project.root / "data" / "in", project.root / "data" / "counts"
     written: list = []
     app_id = ""
