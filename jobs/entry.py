@@ -131,11 +131,8 @@ class Job:
             except Exception as failure:  # noqa: BLE001 - judged below
                 if refused_restore(failure) is not None or self.spec.once:
                     raise
-                if jvm_gone(failure):
-                    # not the query's failure: nothing to restart from here, and none counted against its strategy.
-                    # On YARN the application's next attempt starts a new driver, which resumes the checkpoint.
-                    log.error(f"the driver's JVM is gone ({failure_reason(str(failure))}): this driver ends with it")
-                    return 1
+                if jvm_gone(failure):  # not the query's failure: none counted against its strategy
+                    return ended_with_jvm(failure)
                 error = failure
             runtime.stop_all(self.queries)
             self.control.publish_progress(self.queries)  # where the failed run got to
@@ -230,8 +227,7 @@ def run(spark: SparkSession, spec: JobSpec, values: Values, control: JobControl 
         return _user_error(control, error)
     except Exception as error:  # noqa: BLE001 - report the cause and exit 1
         if jvm_gone(error):
-            log.error(f"the driver's JVM is gone ({failure_reason(str(error))}): this driver ends with it")
-            return 1
+            return ended_with_jvm(error)
         refusal = refused_restore(error)
         if refusal is not None:
             log.error(f"Spark refused the restored state: {refusal}")
@@ -250,6 +246,13 @@ def run(spark: SparkSession, spec: JobSpec, values: Values, control: JobControl 
         except Exception as error:  # noqa: BLE001 - its JVM may be gone already
             if not jvm_gone(error):
                 raise
+
+
+def ended_with_jvm(error: BaseException) -> int:
+    """The driver's JVM is gone (killed, out of memory, its container lost): nothing can restart from this process,
+    which ends with it. On YARN the application's next attempt starts a new driver, which resumes the checkpoint."""
+    log.error(f"the driver's JVM is gone ({failure_reason(str(error))}): this driver ends with it")
+    return 1
 
 
 def _user_error(control: JobControl, error: UserError) -> int:

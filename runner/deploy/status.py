@@ -12,7 +12,7 @@ from runner.core.protocol.deployed import DeploymentRecord
 from runner.core.protocol.status import BatchProgress, JobState, JobStatus, LookupStatus, read_status
 from runner.state import records, savepoints
 from runner.state.store import Store
-from runner.targets.base import RunningJob
+from runner.targets.base import Ended, RunningJob
 from runner.targets.modes import Targets
 
 
@@ -73,16 +73,21 @@ class JobView:
     why: str | None
 
 
-def said_at(status: JobStatus) -> datetime:
-    """When the job last published ``status``."""
-    return datetime.fromisoformat(status.updated_at.replace("Z", "+00:00"))
-
-
 # what status says of a job whose YARN application failed all its attempts
 GAVE_UP = (
     "YARN made every attempt the job asked for; the runner does not restart it itself: "
     "the next deploy restores it from its latest checkpoint"
 )
+
+
+def gave_up_on(gone: Ended, mine: JobStatus | None) -> bool:
+    """Whether YARN gave up on the job's latest application (every attempt's driver died) after the job last said
+    anything: no driver was left to say so. A job that said itself that it failed keeps its own words."""
+    if not gone.failed:
+        return False
+    if mine is None:
+        return True
+    return mine.state != JobState.FAILED and (gone.at is None or datetime.fromisoformat(mine.updated_at) < gone.at)
 
 
 def observe_job(store: Store, targets: Targets, team: str, name: str, at: datetime) -> JobView:
@@ -108,8 +113,7 @@ def observe_job(store: Store, targets: Targets, team: str, name: str, at: dateti
     # left to say so: what the job said before it ended is superseded, unless it said itself that it failed.
     gone = targets.ended(team, name) if job is None and not record.removed else None
     why = None
-    said_after = mine is not None and gone is not None and gone.at is not None and said_at(mine) >= gone.at
-    if gone is not None and gone.failed and not said_after and not (mine and mine.state == JobState.FAILED):
+    if gone is not None and gave_up_on(gone, mine):
         state, why = "failed", f"{gone.how}; {GAVE_UP}"
     elif gone is not None and state == "not running":
         why = gone.how

@@ -153,9 +153,9 @@ class YarnTarget:
                 "RESOURCE_MANAGER_UNREACHABLE", url=self.resource_manager, purpose="", reason=reason
             ) from None
 
-    def applications(self, team: str, name: str) -> list[dict]:
-        """Active applications whose tags are exactly this team's and this name's."""
-        query = urllib.parse.urlencode({"applicationTags": f"sql-runner-name:{name}", "states": ACTIVE_STATES})
+    def applications(self, team: str, name: str, states: str = ACTIVE_STATES) -> list[dict]:
+        """Applications in ``states`` (by default the active ones) whose tags are exactly this team's and name's."""
+        query = urllib.parse.urlencode({"applicationTags": f"sql-runner-name:{name}", "states": states})
         apps = (self._get(f"/ws/v1/cluster/apps?{query}").get("apps") or {}).get("app") or []
         wanted = {"sql-runner", f"sql-runner-team:{team}", f"sql-runner-name:{name}"}
         return [a for a in apps if wanted <= set(filter(None, a.get("applicationTags", "").split(",")))]
@@ -191,10 +191,7 @@ class YarnTarget:
     def ended(self, team: str, name: str) -> Ended | None:
         """How the job's latest application ended, when none of its applications is active: its final state,
         its attempts and YARN's diagnostics (the ResourceManager keeps finished applications for a while)."""
-        query = urllib.parse.urlencode({"applicationTags": f"sql-runner-name:{name}", "states": ENDED_STATES})
-        apps = (self._get(f"/ws/v1/cluster/apps?{query}").get("apps") or {}).get("app") or []
-        wanted = {"sql-runner", f"sql-runner-team:{team}", f"sql-runner-name:{name}"}
-        apps = [a for a in apps if wanted <= set(filter(None, a.get("applicationTags", "").split(",")))]
+        apps = self.applications(team, name, ENDED_STATES)
         if not apps:
             return None
         app = max(apps, key=lambda a: a.get("startedTime", 0))
