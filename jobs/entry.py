@@ -132,7 +132,7 @@ class Job:
                 if refused_restore(failure) is not None or self.spec.once:
                     raise
                 if jvm_gone(failure):  # not the query's failure: none counted against its strategy
-                    return ended_with_jvm(failure)
+                    return self._stopped() if self._asked_to_stop() else ended_with_jvm(failure)
                 error = failure
             runtime.stop_all(self.queries)
             self.control.publish_progress(self.queries)  # where the failed run got to
@@ -171,8 +171,12 @@ class Job:
         return self._stopped()
 
     def _stopped(self) -> int:
-        reason = "stop requested" if self.control.stop_requested.is_set() or self.ending.is_set() else "finished"
-        self.control.publish_progress(self.queries)  # its last micro-batches, before it says it stopped
+        reason = "stop requested" if self._asked_to_stop() else "finished"
+        try:
+            self.control.publish_progress(self.queries)  # its last micro-batches, before it says it stopped
+        except Exception as error:  # noqa: BLE001 - stopped all the same when the JVM ended first (a signal)
+            if not jvm_gone(error):
+                raise
         self.machine.stopped(reason)
         return 0
 
@@ -226,8 +230,8 @@ def run(spark: SparkSession, spec: JobSpec, values: Values, control: JobControl 
     except UserError as error:
         return _user_error(control, error)
     except Exception as error:  # noqa: BLE001 - report the cause and exit 1
-        if jvm_gone(error):
-            return ended_with_jvm(error)
+        if jvm_gone(error):  # a SIGTERM reaches spark-submit's JVM too, which may end before this process
+            return job._stopped() if job._asked_to_stop() else ended_with_jvm(error)
         refusal = refused_restore(error)
         if refusal is not None:
             log.error(f"Spark refused the restored state: {refusal}")

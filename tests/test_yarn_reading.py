@@ -7,16 +7,23 @@ not about the JVM, and one whose cause is."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
 from py4j.protocol import Py4JNetworkError
 
+from jobs import entry
+from jobs.control import JobControl
 from jobs.jvm import jvm_gone
+from runner.core.bucket import LocalBucket
 from runner.core.errors import UserError
+from runner.core.placeholders import Values
 from runner.core.protocol.status import JobState, JobStatus
 from runner.deploy.status import gave_up_on
 from runner.targets.base import Ended
 from runner.targets.yarn import _diagnosis, refusal
+from tests.conftest import HIGH_VALUE_MANIFEST, TRANSACTIONS_DDL
+from tests.jobhelpers import prepare
 
 KILLED_ATTEMPT = (
     "AM Container for appattempt_1795771085516_0001_000001 exited with  exitCode: 137\n"
@@ -92,3 +99,51 @@ def test_an_application_yarn_gave_up_on_outweighs_what_the_job_said_before_it_on
     assert not gave_up_on(failed, status(JobState.RUNNING, end + timedelta(seconds=1)))  # a later run spoke
     assert not gave_up_on(failed, status(JobState.FAILED, end - timedelta(minutes=5)))  # its own words win
     assert not gave_up_on(Ended("application_1_0003 KILLED (KILLED) after 1 attempt", failed=False, at=end), None)
+
+
+class _GoneSpark:
+    """A driver's SparkSession whose JVM has ended: every call to it fails as Py4J does then."""
+
+    def stop(self) -> None:
+        raise Py4JNetworkError("Error while sending or receiving")
+
+
+def _driver_whose_jvm_ends(project, tmp_path, monkeypatch, *, signalled: bool) -> tuple[int, dict]:
+    """Run a job's driver (jobs/entry.py) whose queries start and whose JVM then ends under them, after a SIGTERM
+    reached this process too (``signalled``) or not: its exit code and the status it published."""
+    project.ddl("tables", TRANSACTIONS_DDL)
+    project.manifest("high-value", HIGH_VALUE_MANIFEST)
+    store = LocalBucket(tmp_path / "state" / "manifests")
+    _, spec = prepare(project, "high-value", tmp_path / "state", store={"manifests": store.describe()})
+    control = JobControl(spec)
+    job: list[entry.Job] = []
+
+    def start(self, first: bool) -> None:
+        job.append(self)
+        self.machine.started()
+
+    def wait(*_args, **_kwargs) -> None:
+        if signalled:
+            job[0].ending.set()  # what the SIGTERM handler does
+        raise Py4JNetworkError("Answer from Java side is empty")
+
+    monkeypatch.setattr(entry.Job, "start", start)
+    monkeypatch.setattr(entry.runtime, "wait", wait)
+    monkeypatch.setattr(entry.signal, "signal", lambda *_: None)  # the test process keeps its own handlers
+    code = entry.run(_GoneSpark(), spec, Values({}), control)
+    return code, json.loads((tmp_path / "state" / "manifests" / "status" / "high-value.json").read_text())
+
+
+def test_a_driver_told_to_stop_whose_jvm_ends_first_says_it_stopped(project, tmp_path, monkeypatch):
+    # a SIGTERM to the job's process group reaches spark-submit's JVM too, which may end before the driver
+    # has stopped its queries: the job was stopped as asked, not lost
+    code, published = _driver_whose_jvm_ends(project, tmp_path, monkeypatch, signalled=True)
+    assert code == 0
+    assert published["state"] == "stopped" and published["reason"] == "stop requested", published
+
+
+def test_a_driver_whose_jvm_ends_unasked_ends_with_it_and_says_nothing_of_a_stop(project, tmp_path, monkeypatch):
+    # killed, out of memory or its container lost: not a stop; on YARN the next attempt resumes the checkpoint
+    code, published = _driver_whose_jvm_ends(project, tmp_path, monkeypatch, signalled=False)
+    assert code == 1
+    assert published["state"] == "running", published
