@@ -58,6 +58,7 @@ def pytest_configure(config: pytest.Config) -> None:
 LONG_FIRST = (
     "test_yarn_restarts",
     "test_yarn_deploys",
+    "test_yarn_session",
     "test_changelog_kills",
     "test_lookup_e2e",
     "test_lifecycle",

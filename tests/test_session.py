@@ -21,52 +21,19 @@ import json
 import os
 import signal
 import statistics
-import threading
 import time
 import urllib.error
 import urllib.request
-from collections import Counter
 from datetime import datetime
 from pathlib import Path
 
 import pytest
-import yaml
 
-from demo.committed_rows import committed_json_rows
 from jobs.control import RECENT_BATCHES
 from runner.core.reasons import Reason
 from tests.clihelpers import batch, cli, history, invoke, status_file, statuses, wait_for
-from tests.conftest import METADATA_DDL, ProjectDir
-
-OUT = ["out-a", "out-b", "out-c", "out-d", "out-e", "out-f", "out-bad"]
-DDL = """
-CREATE TABLE `demo`.`events` (id STRING, account STRING, amount DOUBLE, ts TIMESTAMP(3))
-WITH ('connector' = 'filesystem', 'path' = 'data/events', 'format' = 'json');
-""" + "".join(
-    f"""
-CREATE TABLE `demo`.`{name}` (id STRING, amount DOUBLE{METADATA_DDL})
-WITH ('connector' = 'filesystem', 'path' = 'data/{name}', 'format' = 'json');
-"""
-    for name in OUT
-)
-TEMPLATE = """
-mode: session
-trigger-interval: 2 seconds
-sparkProperties: {spark.sql.shuffle.partitions: "2"}
-"""
-
-
-def query(name: str, target: str, sql: str) -> str:
-    return f'name: {name}\ntarget-table: "`demo`.`{target}`"\nsql: "{sql}"\n'
-
-
-def dedup(name: str, target: str, keys: str) -> str:
-    """A stateful query: rows deduplicated on ``keys`` (kept in state, no watermark needed)."""
-    return (
-        f'name: {name}\ntarget-table: "`demo`.`{target}`"\ncode: |\n'
-        f'  execution_output = table("`demo`.`events`").dropDuplicates([{keys}]).select("id", "amount")\n'
-    )
-
+from tests.conftest import ProjectDir
+from tests.sessionhelpers import DDL, TEMPLATE, Feeder, dedup, query, record_status, rows
 
 BAD_CODE = """
 name: q-bad
@@ -83,54 +50,6 @@ target-table: "`demo`.`out-bad`"
 code: |
   execution_output = table("`demo`.`events`").select("id", "amount")
 """
-
-
-class Feeder:
-    """Writes one small JSON-lines file of events every ``every`` seconds (ids unique across files)."""
-
-    def __init__(self, folder: Path, every: float = 1.5):
-        self.folder = folder
-        self.every = every
-        self.files = 0
-        self.amounts: dict[str, float] = {}
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def write(self) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        lines = []
-        for row in range(4):
-            number = self.files * 4 + row
-            key, amount = f"e{number:05d}", float(number % 40)
-            self.amounts[key] = amount
-            lines.append(json.dumps({"id": key, "account": f"a{number % 3}", "amount": amount, "ts": "2026-01-01"}))
-        tmp = self.folder / f".f{self.files:05d}.tmp"
-        tmp.write_text("\n".join(lines) + "\n")
-        tmp.rename(self.folder / f"f{self.files:05d}.json")  # files appear whole
-        self.files += 1
-
-    def start(self) -> None:
-        def run() -> None:
-            while not self._stop.wait(self.every):
-                self.write()
-
-        self._thread = threading.Thread(target=run, daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-
-
-def rows(project: ProjectDir, table: str) -> Counter:
-    return Counter(r["id"] for r in committed_json_rows(project.root / "data" / table))
-
-
-def record_status(project: ProjectDir, name: str) -> str | None:
-    """The deployed record's status: active or removed (read from the store, no CLI)."""
-    path = project.root / ".sql-runner" / "manifests" / "deployed" / f"{name}.yaml"
-    return yaml.safe_load(path.read_text())["deployment"]["status"] if path.exists() else None
 
 
 def in_this_session(project: ProjectDir, name: str) -> bool:

@@ -45,12 +45,14 @@ def test_deploy_submits_in_cluster_mode_finds_the_app_by_exact_tags_and_kills_on
         result = cli(demo_project, "deploy", *options, "--spark-submit", str(submit))
         assert "start v1 with clean state" in result.stdout
         [ours] = set(rm.apps) - decoys - {finished}
-        assert rm.apps[ours]["applicationTags"] == ",".join(tags("analytics", "high-value"))
-        assert rm.apps[ours]["name"] == "sql-runner:analytics:high-value:v1"
         [args] = rm.submissions
+        spec = json.loads(Path(args[args.index("--spec-uri") + 1]).read_text())  # the spec is in the store
+        # its run too, lowercased as YARN keeps tags
+        run_tag = f"sql-runner-run:{spec['run-id'].lower()}"
+        assert rm.apps[ours]["applicationTags"] == ",".join([*tags("analytics", "high-value"), run_tag])
+        assert rm.apps[ours]["name"] == "sql-runner:analytics:high-value:v1"
         assert args[0] == str(submit), "an argument list, not a shell string"
         assert args[args.index("--master") + 1] == "yarn" and args[args.index("--deploy-mode") + 1] == "cluster"
-        spec = json.loads(Path(args[args.index("--spec-uri") + 1]).read_text())  # the spec is in the store
         assert spec["manifest"]["name"] == "high-value" and spec["checkpoint"].endswith(
             f"/checkpoints/high-value/1/{spec['run-id']}"
         )

@@ -37,7 +37,7 @@ def status(ctx: Context, output: str | None) -> None:
         return
     health = ctx.sessions.health()
     if health is not None or any(row["target"] == "session" for row in rows):
-        line(render.session_health(health))
+        line(render.session_health(health, ctx.sessions.attempt()))
     if not rows:
         err.print("no jobs deployed")
         return

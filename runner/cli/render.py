@@ -13,6 +13,7 @@ from runner.core.protocol.history import HistoryEntry, Outcome
 from runner.core.protocol.session import SessionHealth
 from runner.core.reasons import rendered
 from runner.deploy.deployer import Decision
+from runner.targets.base import Attempt
 
 
 def plan_table(decisions: list[Decision]) -> Table:
@@ -65,8 +66,9 @@ def history_table(name: str, entries: list[HistoryEntry]) -> Table:
     return table
 
 
-def session_health(health: SessionHealth | None) -> str:
-    """One line about the team's session: up for how long, and its queries by state."""
+def session_health(health: SessionHealth | None, attempt: Attempt | None = None) -> str:
+    """One line about the team's session: up for how long, its queries by state, and on YARN which attempt of its
+    application runs when it is not the first (its driver died and YARN started it again)."""
     if health is None:
         return "session: not running"
     queries = health.queries
@@ -78,4 +80,6 @@ def session_health(health: SessionHealth | None) -> str:
         line += f"; not deployed (invalid): {', '.join(sorted(health.invalid))}"
     if health.control_url:
         line += f"; previews at {health.control_url} (token in the state store)"
+    if attempt is not None and attempt.explained():
+        line += f"; {attempt.explained()}"
     return line

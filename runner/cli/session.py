@@ -151,7 +151,7 @@ def status(ctx: Context, as_json: bool) -> None:
     if as_json:
         line(health.encode().decode() if health is not None else json.dumps({"state": "not running"}))
         return
-    line(render.session_health(health))
+    line(render.session_health(health, ctx.sessions.attempt()))
     rows = [job_status(ctx.store, ctx.targets, ctx.team, name) for name in deployed_names(ctx.store.manifests)]
     rows = [row for row in rows if row["target"] == "session"]
     if rows:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from runner.core.part import Part
 
 
@@ -24,10 +26,23 @@ class JobIdentity(Part):
 
     @property
     def tags(self) -> list[str]:
-        """YARN application tags (YARN lowercases tags; names are lowercase already)."""
+        """YARN application tags (YARN lowercases tags; names are lowercase already, a run id is read back by
+        :func:`run_from_tag`)."""
         return [
             "sql-runner",
             f"sql-runner-team:{self.team}",
             f"sql-runner-name:{self.name}",
             f"sql-runner-version:{self.version}",
+            *([f"{RUN_TAG}{self.run_id.lower()}"] if self.run_id else []),
         ]
+
+
+RUN_TAG = "sql-runner-run:"
+_LOWERED_RUN = re.compile(r"^run-(\d{8})t(\d{6})z-([0-9a-f]+)$")
+
+
+def run_from_tag(tags: set[str]) -> str:
+    """The run id an application's tags carry, as it was before YARN lowercased it ("run-20261127T122644Z-ed43cd");
+    empty when they carry none."""
+    value = next((tag[len(RUN_TAG) :] for tag in tags if tag.startswith(RUN_TAG)), "")
+    return _LOWERED_RUN.sub(r"run-\1T\2Z-\3", value)

@@ -49,7 +49,13 @@ SESSION_STOP = "session/stop.json"
 SESSION_STOPPED = "session/stopped.json"
 SESSION_HELD = "session/held.json"
 SESSION_CONTROL = "session/control.json"
+SESSION_RUNS_PREFIX = "session/runs/"
 CONSOLE_ACCESS = "console/access.json"
+
+
+def session_config(run_id: str) -> str:
+    """Where a session run's configuration is, which its application (and YARN's later attempts of it) reads."""
+    return f"{SESSION_RUNS_PREFIX}{run_id}.json"
 
 
 def deployed(name: str) -> str:

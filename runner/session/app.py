@@ -1,6 +1,6 @@
 """``spark-submit`` entry point of a team's session application.
 
-    spark-submit ... runner/session/app.py --config-json '{"team": ..., "run-id": ..., ...}'
+    spark-submit ... runner/session/app.py --config-uri <manifests>/session/runs/<run-id>.json
 
 The configuration says where state lives, where the desired manifests are (a project
 folder, or the manifests bucket), where application-mode jobs run (so a query can move
@@ -37,7 +37,7 @@ from runner.console import previews  # noqa: E402
 from runner.console.app import Console, session_log  # noqa: E402
 from runner.console.previews import PreviewRun  # noqa: E402
 from runner.core import logs  # noqa: E402
-from runner.core.bucket import bucket_from  # noqa: E402
+from runner.core.bucket import bucket_from, read_uri  # noqa: E402
 from runner.core.errors import UserError  # noqa: E402
 from runner.core.protocol.console import scrub  # noqa: E402
 from runner.core.protocol.preview import PreviewRequest  # noqa: E402
@@ -58,8 +58,8 @@ log = logging.getLogger("runner.session.app")  # also when spark-submit runs thi
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="runner/session/app.py", description=__doc__)
-    parser.add_argument("--config-json", required=True)
-    config = SessionConfig.decode(parser.parse_args(argv).config_json)
+    parser.add_argument("--config-uri", required=True, help="where the run's configuration is (a local path or s3://)")
+    config = SessionConfig.decode(read_uri(parser.parse_args(argv).config_uri))
     logs.configure("session")  # a line about one query says which (name and version) instead
     try:
         check_spark_version()

@@ -90,6 +90,9 @@ def start(
         placeholders=placeholders or Sources(),
     )
     store.manifests.delete(layout.SESSION_STOP)
+    # read from the store, not the command line: YARN's launch script takes "}}" for the end of a variable
+    config_key = layout.session_config(run_id)
+    store.manifests.write(config_key, config.encode())
     identity = JobIdentity(team=team, name=layout.SESSION_JOB, version=1, run_id=run_id)
     options = application.submit_options(identity)
     merged = {
@@ -101,7 +104,7 @@ def start(
     }
     args = submit.application_command(
         APP,
-        ["--config-json", config.encode(line=True).decode()],
+        ["--config-uri", store.manifests.uri(config_key)],
         master=application.master(),
         env=env,
         app_name=f"sql-runner:{team}:session",
@@ -143,4 +146,5 @@ def stop(store: Store, application: Target, *, team: str, timeout: float) -> flo
         if answer is None or answer.id != request.id:
             log.info("the session ended without answering: its queries restore from their latest checkpoints")
     store.manifests.delete(layout.SESSION_STOP)
+    store.manifests.delete(layout.session_config(job.identity.run_id))
     return time.monotonic() - began

@@ -40,7 +40,7 @@ from runner.core.protocol.preview import PreviewAnswer, PreviewChunk, PreviewRef
 from runner.core.protocol.session import SessionHealth, SessionState, read_control, read_health
 from runner.core.protocol.status import JobState, read_status
 from runner.core.restarts import RestartStrategy
-from runner.targets.base import Launch, RunningJob, Target
+from runner.targets.base import Attempt, Launch, RunningJob, Target
 from runner.targets.stop_request import request_stop
 
 ANSWER_TIMEOUT = 120.0
@@ -71,6 +71,11 @@ class SessionTarget:
         if self._alive is None or now - self._alive[0] > HEALTH_SECONDS:
             self._alive = (now, self.application.find(self.team, layout.SESSION_JOB))
         return self._alive[1]
+
+    def attempt(self) -> Attempt | None:
+        """Which attempt of the session's application runs (on YARN), and why the one before it ended."""
+        job = self.application_job()
+        return job.attempt if job is not None else None
 
     def recent_health(self) -> SessionHealth | None:
         """``health()``, read at most once a second: finding many jobs (a plan of hundreds of manifests) asks

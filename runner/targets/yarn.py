@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from runner.core import restarts
 from runner.core.bucket import Bucket
 from runner.core.errors import UserError
-from runner.core.identity import JobIdentity
+from runner.core.identity import JobIdentity, run_from_tag
 from runner.core.restarts import RestartStrategy
 from runner.targets.base import Attempt, Ended, Launch, RunningJob
 from runner.targets.stop_request import request_stop
@@ -168,7 +168,7 @@ class YarnTarget:
         tags = set(app.get("applicationTags", "").split(","))
         version = next((int(t.split(":", 1)[1]) for t in tags if t.startswith("sql-runner-version:")), 0)
         detail = f"{app.get('state')} in queue {app.get('queue')}; {app.get('trackingUrl', '')}".strip()
-        identity = JobIdentity(team=team, name=name, version=version)
+        identity = JobIdentity(team=team, name=name, version=version, run_id=run_from_tag(tags))
         return RunningJob(identity, self.kind, app["id"], detail, self.attempt(app["id"]))
 
     def attempts(self, app_id: str) -> list[dict]:

@@ -1,8 +1,9 @@
 """What a session application is started with (no secrets: placeholders resolve in the session).
 
-``sql-runner session start`` writes it onto the session's command line (``--config-json``); the session
-application reads it (``SessionConfig.encode`` / ``decode``, its one writer and reader). YARN starts a
-failed session again with the same command line, on whatever runner its node has by then: a configuration
+``sql-runner session start`` writes it in the state store (``session/runs/<run-id>.json``) and names
+it on the session's command line (``--config-uri``); the session application reads it
+(``SessionConfig.encode`` / ``decode``, its one writer and reader). YARN starts a failed session again with
+the same command line, on whatever runner its node has by then: a configuration
 of the release before it was a document (no ``schema``; keys spelt as fields, ``run_id``,
 ``stop_timeout``, ...) still reads.
 """

@@ -1,0 +1,153 @@
+"""The team's session on the run's real YARN cluster (demo/yarn_cluster.py), as the EMR first step starts it.
+
+``sql-runner session start --target yarn`` submits the session as a YARN application in cluster mode with several
+attempts (``spark.yarn.maxAppAttempts``); its driver, and so its control endpoint, runs in the ApplicationMaster's
+container on a NodeManager. Queries are added, changed and removed live; the driver is killed with SIGKILL, YARN
+starts the application's next attempt, which resumes every hosted query from its state; ``session status`` says
+which attempt runs and why the one before it ended; outputs exact. The seconds each change took to take effect
+are printed (``-s``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+import urllib.parse
+from datetime import datetime
+
+import pytest
+
+from demo.yarn_cluster import YarnCluster
+from tests.clihelpers import batch, cli, history, status_file, wait_for
+from tests.conftest import ProjectDir
+from tests.sessionhelpers import DDL, TEMPLATE, Feeder, dedup, query, record_status, rows
+
+pytestmark = [pytest.mark.spark, pytest.mark.e2e]
+
+
+def parsed(stamp: str) -> datetime:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+
+TEAM = "sessioners"  # a team of its own: the other tests share the cluster
+ATTEMPT = 240  # seconds: YARN noticing the lost container, a new one launched and the session's queries resumed
+
+
+def test_a_session_on_yarn_applies_changes_live_and_its_next_attempt_resumes_every_query(
+    yarn: YarnCluster, project: ProjectDir
+):
+    env = yarn.runner_env(TEAM)
+    project.ddl("tables", DDL)
+    project.template(TEMPLATE)
+    feeder = Feeder(project.root / "data" / "events")
+    feeder.write()
+    project.manifest("q-a", query("q-a", "out-a", "SELECT id, amount FROM `demo`.`events` WHERE amount > 10"))
+    project.manifest("q-b", dedup("q-b", "out-b", '"id"'))
+    health_file = project.root / ".sql-runner" / "manifests" / "session" / "health.json"
+    took: dict[str, float] = {}
+
+    def health() -> dict:
+        return json.loads(health_file.read_text()) if health_file.exists() else {}
+
+    def session_line() -> str:
+        return cli(project, "session", "status", env=env).stdout.splitlines()[0]
+
+    # on EMR's private network the endpoint listens on every interface and publishes the node it runs on
+    started = cli(project, "session", "start", "--control-address", "0.0.0.0", env=env)
+    assert "up in" in started.stdout, started.stdout
+    tags = urllib.parse.urlencode({"applicationTags": "sql-runner-name:_session"})
+    apps = [a for a in yarn.rest(f"apps?{tags}")["apps"]["app"] if f"sql-runner-team:{TEAM}" in a["applicationTags"]]
+    assert len(apps) == 1 and apps[0]["state"] == "RUNNING", apps
+    app_id = apps[0]["id"]
+    assert app_id in started.stdout
+    assert len(yarn.rest(f"apps/{app_id}/appattempts")["appAttempts"]["appAttempt"]) == 1
+    run_id = health()["run-id"]
+    config = project.root / ".sql-runner" / "manifests" / "session" / "runs" / f"{run_id}.json"
+    assert json.loads(config.read_text())["run-id"] == run_id  # what the session's attempts start from
+    assert f"sql-runner-run:{run_id.lower()}" in apps[0]["applicationTags"].split(",")
+
+    def in_this_attempt(name: str, since: float) -> bool:
+        """The query's latest micro-batch completed after ``since`` (epoch seconds), in this session run."""
+        status = status_file(project, name)
+        stamp = (status.get("progress") or {}).get("timestamp")
+        return status.get("session-run") == run_id and stamp is not None and parsed(stamp).timestamp() >= since
+
+    wait_for(lambda: all(batch(project, n) >= 0 for n in ("q-a", "q-b")), "both queries running", ATTEMPT)
+    assert status_file(project, "q-a")["session-run"] == run_id
+
+    # previews and the console reach the endpoint where the driver runs: the node's address, not this host's loopback
+    control = json.loads((project.root / ".sql-runner" / "manifests" / "session" / "control.json").read_text())
+    assert not control["url"].startswith("http://127.0.0.1:"), control["url"]
+    preview = cli(project, "preview", "--sql", "SELECT id, amount FROM `demo`.`events` WHERE amount >= 2", env=env)
+    assert f"answered by session {run_id}" in preview.stderr and "starting local Spark" not in preview.stderr
+    assert "2 row(s)" in preview.stdout and "e00002" in preview.stdout
+
+    feeder.start()
+    try:
+        # added: its first micro-batch
+        began = time.monotonic()
+        project.manifest("q-c", query("q-c", "out-c", "SELECT id, amount FROM `demo`.`events`"))
+        wait_for(lambda: batch(project, "q-c") >= 0, "the added query's first batch", ATTEMPT)
+        took["add"] = time.monotonic() - began
+
+        # changed compatibly: stopped with a savepoint and restored from it, same version
+        run_before = status_file(project, "q-a")["run-id"]
+        began = time.monotonic()
+        project.manifest("q-a", query("q-a", "out-a", "SELECT id, amount FROM `demo`.`events` WHERE amount > 10.0"))
+        wait_for(
+            lambda: status_file(project, "q-a").get("run-id") not in (None, run_before) and batch(project, "q-a") >= 0,
+            "q-a restored",
+            ATTEMPT,
+        )
+        took["change"] = time.monotonic() - began
+        assert history(project, "q-a")[-1].summary.startswith("stop with savepoint, then restore v1 from")
+
+        # removed: stopped with a savepoint, its record removed
+        began = time.monotonic()
+        (project.root / "manifests" / "q-c.yaml").unlink()
+        wait_for(lambda: record_status(project, "q-c") == "removed", "q-c removed", ATTEMPT)
+        took["remove"] = time.monotonic() - began
+        removed_at = rows(project, "out-c")
+
+        # the driver killed: YARN starts the application's next attempt, which resumes every hosted query
+        marks = {name: batch(project, name) for name in ("q-a", "q-b")}
+        driver = yarn.driver_pid(app_id)
+        assert driver is not None, "the session's driver runs in the ApplicationMaster's container"
+        killed = time.time()
+        began = time.monotonic()
+        os.kill(driver, signal.SIGKILL)
+        wait_for(
+            lambda: all(in_this_attempt(n, killed) and batch(project, n) > marks[n] for n in marks),
+            "every hosted query resumed by the next attempt",
+            ATTEMPT,
+            explain=lambda: f"{health()}; {yarn.rest(f'apps/{app_id}')['app'].get('state')}",
+        )
+        took["resume after the driver's kill"] = time.monotonic() - began
+        attempts = yarn.rest(f"apps/{app_id}/appattempts")["appAttempts"]["appAttempt"]
+        assert len(attempts) == 2, attempts
+        line = session_line()
+        assert f"session {run_id}: running" in line and "attempt 2; attempt 1 ended: " in line, line
+        assert "137" in line, line
+        for name in marks:
+            entry = history(project, name)[-1]
+            assert entry.decision == "restore" and entry.outcome.resumed_checkpoint, (name, entry)
+        preview = cli(project, "preview", "--sql", "SELECT id FROM `demo`.`events` WHERE id = 'e00003'", env=env)
+        assert f"answered by session {run_id}" in preview.stderr and "1 row(s)" in preview.stdout
+    finally:
+        feeder.stop()
+
+    wanted = {"out-a": {k for k, v in feeder.amounts.items() if v > 10}, "out-b": set(feeder.amounts)}
+    wait_for(lambda: all(set(rows(project, t)) == ids for t, ids in wanted.items()), "every event written", ATTEMPT)
+    assert "session stopped" in cli(project, "session", "stop", env=env).stdout
+    wait_for(lambda: yarn.rest(f"apps/{app_id}")["app"]["state"] == "FINISHED", "the application to finish", 60)
+    assert yarn.rest(f"apps/{app_id}")["app"]["finalStatus"] == "SUCCEEDED"
+    for table, ids in wanted.items():
+        counted = rows(project, table)
+        assert set(counted) == ids and max(counted.values()) == 1, table
+    assert rows(project, "out-c") == removed_at  # nothing written after the removal
+    for name in ("q-a", "q-b"):
+        assert status_file(project, name)["state"] == "stopped"
+        assert history(project, name)[-1].summary == "session stopped: stop with savepoint"
+    assert not config.exists()
+    print("session on YARN, seconds to take effect: " + ", ".join(f"{k} {v:.1f}" for k, v in took.items()))
