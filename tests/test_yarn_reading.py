@@ -17,6 +17,7 @@ from jobs.control import JobControl
 from jobs.jvm import jvm_gone
 from runner.core.bucket import LocalBucket
 from runner.core.errors import UserError
+from runner.core.identity import JobIdentity, run_from_tag
 from runner.core.placeholders import Values
 from runner.core.protocol.status import JobState, JobStatus
 from runner.deploy.status import gave_up_on
@@ -147,3 +148,12 @@ def test_a_driver_whose_jvm_ends_unasked_ends_with_it_and_says_nothing_of_a_stop
     code, published = _driver_whose_jvm_ends(project, tmp_path, monkeypatch, signalled=False)
     assert code == 1
     assert published["state"] == "running", published
+
+
+def test_a_run_id_survives_yarn_lowercasing_its_tag():
+    identity = JobIdentity(team="t", name="_session", version=1, run_id="run-20261127T122644Z-ed43cd")
+    kept = {tag.lower() for tag in identity.tags}  # as the ResourceManager lists them
+    assert "sql-runner-run:run-20261127t122644z-ed43cd" in kept
+    assert run_from_tag(kept) == "run-20261127T122644Z-ed43cd"
+    assert run_from_tag({"sql-runner", "sql-runner-name:q"}) == ""  # started by a release that tagged no run
+    assert "sql-runner-run:" not in ",".join(JobIdentity(team="t", name="q", version=2).tags)
