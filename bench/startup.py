@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/startup.py [--events 2000000] [--rounds 3] [--warm-up 1000000]
                                       [--deploys 2,10] [--session-rounds 2] [--yarn-rounds 3]
-                                      [--parts once,launch,deploy,session,yarn]
+                                      [--parts once,launch,deploy,session,yarn,judging]
 
 1. ``once``: the whole process of ``sql-runner run MANIFEST --once`` over ``--events`` seeded JSON card
    transactions into parquet, against the same query as a hand-written ``spark-submit`` job reading the
@@ -27,6 +27,13 @@
    against local mode, one after the other each of ``--yarn-rounds`` rounds. No target: what moving a query
    from one machine to YARN costs in time to its first result (a container to be granted and launched, Spark
    started in it).
+6. ``judging``: where ``deploy`` to YARN has a new manifest judged (Spark's checks and the comparison with the
+   deployed query): on the team's session, running on the same YARN, against a Spark started by the deploy on
+   the machine it runs on (EMR's primary node; what happens when no session runs). Two teams on the cluster, one
+   with its session started; each round a new application-mode manifest for each, the order alternating: the
+   ``deploy`` command's wall time (judged, decided, submitted and accepted by YARN), and its time to the job's
+   first committed batch. Judging inside the job's own driver, as local mode does, would wait for its YARN
+   container before judging: the ``yarn`` part's figures against these show what that adds.
 """
 
 from __future__ import annotations
@@ -266,29 +273,83 @@ def bench_session(base: Path, rounds: int) -> results.Record:
     )
 
 
-def bench_yarn(base: Path, rounds: int) -> results.Record:
+def bench_judging(base: Path, rounds: int, cluster: YarnCluster) -> list[results.Record]:
+    """``deploy`` to YARN of a new manifest judged by the team's session against judged on a Spark the deploy starts:
+    the command's wall time and the time to the job's first committed batch, per round, the order alternating."""
+    projects = {
+        side: session.Project(base / f"judging-{side}", rounds, "application", cluster.runner_env(f"bench-{side}"))
+        for side in ("session", "primary")
+    }
+    for project in projects.values():
+        project.write_events()
+    projects["session"].cli("session", "start")
+    commands: list[tuple[float, float]] = []
+    batches: list[tuple[float, float]] = []
+    try:
+        for number in range(rounds):
+            took: dict[str, tuple[float, float]] = {}
+            for side in ("session", "primary") if number % 2 == 0 else ("primary", "session"):
+                project, name = projects[side], f"q-{number:02d}"
+                (project.root / "manifests" / f"{name}.yaml").write_text(project.manifest_text(name, number, 1))
+                read = session.local_status(project)
+                began = time.time()
+                deployed = project.cli("deploy", f"manifests/{name}.yaml")
+                command = time.time() - began
+                judged_here = "judged by the team's session" not in deployed.stderr
+                if judged_here != (side == "primary"):
+                    raise steady.BenchError(f"{side}: not judged where expected:\n{deployed.stderr}")
+                completed = session.wait(lambda read=read, name=name: session.first_completed(read(name), None), side)
+                took[side] = (command, float(completed) - began)  # type: ignore[arg-type]
+                project.cli("stop", name, "--no-savepoint", check=False)
+            print(
+                f"round {number + 1}: deploy judged by the session {took['session'][0]:.1f} s (first batch "
+                f"{took['session'][1]:.1f} s), on a Spark of its own {took['primary'][0]:.1f} s "
+                f"({took['primary'][1]:.1f} s)",
+                flush=True,
+            )
+            commands.append((took["session"][0], took["primary"][0]))
+            batches.append((took["session"][1], took["primary"][1]))
+    finally:
+        projects["session"].cli("session", "stop", check=False)
+    return [
+        results.record(
+            "deploy to YARN, the command (judged, decided, submitted): judged by the team's session vs on a Spark "
+            "the deploy starts",
+            commands,
+            "s",
+            higher_is_better=False,
+        ),
+        results.record(
+            "deploy to YARN to the first committed batch: judged by the team's session vs on a Spark the deploy starts",
+            batches,
+            "s",
+            higher_is_better=False,
+        ),
+    ]
+
+
+def bench_yarn(base: Path, rounds: int, cluster: YarnCluster) -> results.Record:
     """``deploy`` of one new manifest to its first committed micro-batch, on YARN (cluster mode, the driver in the
     ApplicationMaster's container of demo/yarn_cluster.py's real ResourceManager and NodeManager) against local
     mode, one after the other each round, the order alternating."""
     pairs: list[tuple[float, float]] = []
-    with YarnCluster() as cluster:
-        on_yarn = cluster.runner_env("bench")
-        for number in range(rounds):
-            took: dict[str, float] = {}
-            for side in ("yarn", "local") if number % 2 == 0 else ("local", "yarn"):
-                project = session.Project(
-                    base / f"yarn-{number}-{side}", 1, "application", on_yarn if side == "yarn" else None
-                )
-                project.write_events()
-                (project.root / "manifests" / "q-00.yaml").write_text(project.manifest_text("q-00", 0, 1))
-                read = session.local_status(project)
-                began = time.time()
-                project.cli("deploy")
-                completed = session.wait(lambda read=read: session.first_completed(read("q-00"), None), side)
-                took[side] = float(completed) - began  # type: ignore[arg-type]
-                project.cli("stop", "q-00", "--no-savepoint", check=False)
-            print(f"round {number + 1}: first batch on YARN {took['yarn']:.1f} s, local {took['local']:.1f} s")
-            pairs.append((took["yarn"], took["local"]))
+    on_yarn = cluster.runner_env("bench")
+    for number in range(rounds):
+        took: dict[str, float] = {}
+        for side in ("yarn", "local") if number % 2 == 0 else ("local", "yarn"):
+            project = session.Project(
+                base / f"yarn-{number}-{side}", 1, "application", on_yarn if side == "yarn" else None
+            )
+            project.write_events()
+            (project.root / "manifests" / "q-00.yaml").write_text(project.manifest_text("q-00", 0, 1))
+            read = session.local_status(project)
+            began = time.time()
+            project.cli("deploy")
+            completed = session.wait(lambda read=read: session.first_completed(read("q-00"), None), side)
+            took[side] = float(completed) - began  # type: ignore[arg-type]
+            project.cli("stop", "q-00", "--no-savepoint", check=False)
+        print(f"round {number + 1}: first batch on YARN {took['yarn']:.1f} s, local {took['local']:.1f} s")
+        pairs.append((took["yarn"], took["local"]))
     return results.record(
         "deploy of one new manifest to its first committed batch: on YARN (cluster mode) vs local mode",
         pairs,
@@ -305,12 +366,14 @@ def main() -> int:
     parser.add_argument("--deploys", default="2,10")
     parser.add_argument("--session-rounds", type=int, default=2)
     parser.add_argument("--yarn-rounds", type=int, default=3)
-    parser.add_argument("--parts", default="once,launch,deploy,session,yarn")
+    parser.add_argument("--parts", default="once,launch,deploy,session,yarn,judging")
     args = parser.parse_args()
     parts = {p.strip() for p in args.parts.split(",") if p.strip()}
-    unknown = parts - {"once", "launch", "deploy", "session", "yarn"}
+    unknown = parts - {"once", "launch", "deploy", "session", "yarn", "judging"}
     if unknown:
-        parser.error(f"--parts takes once, launch, deploy, session and yarn (got {', '.join(sorted(unknown))})")
+        parser.error(
+            f"--parts takes once, launch, deploy, session, yarn and judging (got {', '.join(sorted(unknown))})"
+        )
     records: list[results.Record] = []
     with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
         base = Path(tmp)
@@ -322,8 +385,12 @@ def main() -> int:
             records += [bench_deploy(base, int(n)) for n in args.deploys.split(",")]
         if "session" in parts:
             records.append(bench_session(base, args.session_rounds))
-        if "yarn" in parts:
-            records.append(bench_yarn(base, args.yarn_rounds))
+        if parts & {"yarn", "judging"}:
+            with YarnCluster() as cluster:  # started once for both
+                if "yarn" in parts:
+                    records.append(bench_yarn(base, args.yarn_rounds, cluster))
+                if "judging" in parts:
+                    records += bench_judging(base, args.yarn_rounds, cluster)
     print(results.table(records))
     written = results.write("startup", records)
     print(json.dumps({"written": str(written)}))

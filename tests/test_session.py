@@ -210,6 +210,14 @@ def previews_answered_by_the_session_write_nothing(project: ProjectDir) -> None:
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(request, timeout=30)
         assert refused.value.code == code, (headers, path)
+    # a judge request that is not one: refused, naming what is missing
+    bearer = {"Authorization": f"Bearer {control['token']}", "Content-Type": "application/json"}
+    request = urllib.request.Request(control["url"] + "/judge", data=b"{}", headers=bearer, method="POST")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=30)
+    assert (
+        refused.value.code == 400 and "not a judge request: manifest: Field required" in refused.value.read().decode()
+    )
     published = [state / "manifests" / "session" / "health.json", *(state / "logs").glob("*")]
     assert not any(control["token"] in p.read_text(errors="replace") for p in published if p.is_file())
     assert control["token"] not in cli(project, "session", "status").stdout

@@ -83,6 +83,22 @@ def test_a_session_on_yarn_applies_changes_live_and_its_next_attempt_resumes_eve
     assert f"answered by session {run_id}" in preview.stderr and "starting local Spark" not in preview.stderr
     assert "2 row(s)" in preview.stdout and "e00002" in preview.stdout
 
+    # an application-mode job deployed to YARN meanwhile is judged on the session's warm Spark, not a Spark started
+    # by the deploy: a query naming a column the table lacks is refused, nothing deployed; a good one starts
+    app_mode = "mode: application\n"
+    project.manifest("q-app", app_mode + query("q-app", "out-d", "SELECT id, amount, nope FROM `demo`.`events`"))
+    refused = cli(project, "deploy", "manifests/q-app.yaml", env=env, check=False)
+    assert refused.returncode == 2 and "nope" in refused.stderr, refused.stderr
+    assert record_status(project, "q-app") is None and status_file(project, "q-app") == {}
+    session_logs = yarn.node_logs / app_id
+    assert "judged q-app for a deploy" in "".join(p.read_text() for p in session_logs.glob("*/std*"))
+    project.manifest("q-app", app_mode + query("q-app", "out-d", "SELECT id, amount FROM `demo`.`events`"))
+    deployed = cli(project, "deploy", "manifests/q-app.yaml", env=env)
+    assert "start v1 with clean state" in deployed.stdout and "judged by the team's session" in deployed.stderr
+    assert history(project, "q-app")[-1].inputs["judged-by"].startswith(f"the team's session (session-{run_id}, ")
+    wait_for(lambda: batch(project, "q-app") >= 0, "the application-mode job's first batch", ATTEMPT)
+    cli(project, "stop", "q-app", "--no-savepoint", env=env)
+
     feeder.start()
     try:
         # added: its first micro-batch

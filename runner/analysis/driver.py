@@ -30,7 +30,7 @@ if __package__ in (None, ""):
 
 from jobs import entry  # noqa: E402
 from jobs.logs import quiet_python_logs  # noqa: E402
-from runner.analysis.judge import judge  # noqa: E402
+from runner.analysis.judge import verdict  # noqa: E402
 from runner.core import logs  # noqa: E402
 from runner.core.bucket import Bucket, bucket_from, read_uri  # noqa: E402
 from runner.core.errors import UserError  # noqa: E402
@@ -91,35 +91,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _judge(spark, spec: JobSpec, values: Values) -> Verdict:
     """The verdict on the spec's manifest, judged on ``spark``."""
-    judging = spec.judging
-    assert judging is not None
-    began = time.monotonic()
+    assert spec.judging is not None
     log.info(f"judging the manifest over {len(spec.catalog.tables)} declared tables")
-    try:
-        judged = judge(
-            spark,
-            spec.manifest,
-            spec.catalog,
-            values,
-            file=judging.file,
-            deployed=judging.deployed,
-            deployed_tables=judging.deployed_tables,
-        )
-    except UserError as error:
-        return Verdict(launch_id=spec.launch_id, at=now(), seconds=_since(began), problems=tuple(error.problems))
-    except Exception as error:  # noqa: BLE001 - the analysis itself failed: the runner reports it
-        log.error(f"judging failed: {type(error).__name__}: {error}")
-        return Verdict(
-            launch_id=spec.launch_id, at=now(), seconds=_since(began), failure=f"{type(error).__name__}: {error}"
-        )
-    return Verdict(
-        launch_id=spec.launch_id,
-        at=now(),
-        seconds=_since(began),
-        tables=judged.tables,
-        sources=judged.sources,
-        diff=judged.diff,
-    )
+    return verdict(spark, spec.manifest, spec.catalog, values, spec.judging, spec.launch_id)
 
 
 def _say(bucket: Bucket, spec: JobSpec, verdict: Verdict) -> None:
@@ -141,10 +115,6 @@ def _wait(bucket: Bucket, spec: JobSpec) -> Release | None:
         alive=lambda: True,
     )
     return found if isinstance(found, Release) else None
-
-
-def _since(began: float) -> float:
-    return round(time.monotonic() - began, 3)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,8 @@ so the decision does not depend on where it was made.
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -17,10 +19,16 @@ from jobs.build import BuiltJob
 from runner.analysis.query_diff import compare, deployed_build, diff_queries
 from runner.analysis.validate import analyse
 from runner.core.catalog import Catalog
+from runner.core.errors import UserError
 from runner.core.manifest import Manifest
+from runner.core.protocol.document import now
+from runner.core.protocol.jobspec import Judging
+from runner.core.protocol.launch import Verdict
 from runner.core.querydiff import QueryDiff, same_query, same_text
 from runner.core.starts import SourceTable
 from runner.core.tables import TableDef
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -80,3 +88,31 @@ def _deployed_build(
         return deployed_build(spark, deployed, list(tables), env)
     except Exception:  # noqa: BLE001 - reported by the comparison, after the desired query's own checks
         return None
+
+
+def verdict(
+    spark: SparkSession, manifest: Manifest, catalog: Catalog, env: Mapping[str, str], judging: Judging, launch_id: str
+) -> Verdict:
+    """:func:`judge` as a :class:`Verdict` (a judging driver's, or the team's session's answer): the problems that make
+    the manifest undeployable, the analysis's own failure (not the manifest's fault), or what Spark found."""
+    began = time.monotonic()
+
+    def said(**found) -> Verdict:
+        return Verdict(launch_id=launch_id, at=now(), seconds=round(time.monotonic() - began, 3), **found)
+
+    try:
+        judged = judge(
+            spark,
+            manifest,
+            catalog,
+            env,
+            file=judging.file,
+            deployed=judging.deployed,
+            deployed_tables=judging.deployed_tables,
+        )
+    except UserError as error:
+        return said(problems=tuple(error.problems))
+    except Exception as error:  # noqa: BLE001 - the analysis itself failed: the runner reports it
+        log.error(f"judging failed: {type(error).__name__}: {error}")
+        return said(failure=f"{type(error).__name__}: {error}")
+    return said(tables=judged.tables, sources=judged.sources, diff=judged.diff)

@@ -41,6 +41,7 @@ from runner.deploy.steps import steps
 from runner.state import records
 from runner.state.lease import lease
 from runner.targets.base import RunningJob
+from runner.targets.session import SessionTarget
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +133,18 @@ class Deployer:
         """Prepares manifests of ``project`` (default: the deployer's own)."""
         project = project or self.project
         assert project is not None, "preparing manifests needs the project"
-        return Preparer(project, self.store, self.settings.values, self.spark, self.clock, self.launcher)
+        return Preparer(
+            project, self.store, self.settings.values, self.spark, self.clock, self.launcher, self._judging_session()
+        )
+
+    def _judging_session(self) -> SessionTarget | None:
+        """The team's session, asked to judge new and changed manifests on its warm Spark rather than a Spark
+        started here, when the jobs run on YARN (their drivers, like the session's, resolve placeholders on the
+        cluster) and this deployer was given no Spark of its own (the session's own deployer is)."""
+        session = self.settings.targets.session
+        if self._spark_factory is not None or self.settings.targets.application.kind != "yarn":
+            return None
+        return session if isinstance(session, SessionTarget) else None
 
     def prepare(self, path: Path, project: Project | None = None) -> Prepared:
         """Load and analyse one desired manifest of ``project`` (default: the deployer's own); UserError if it
@@ -263,6 +275,8 @@ class Deployer:
         }
         if decision.prepared is not None and decision.prepared.launched is not None:
             inputs["judged-by"] = decision.prepared.launched.describe()
+        elif decision.prepared is not None and decision.prepared.judged_by is not None:
+            inputs["judged-by"] = decision.prepared.judged_by
         return self._write(
             decision.action.planned(),
             inputs=inputs,

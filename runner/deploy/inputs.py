@@ -9,6 +9,8 @@ what the store and the target say about the deployed job.
 
 from __future__ import annotations
 
+import logging
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -18,13 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from runner.authoring.project import Project
-from runner.core import layout, placeholders
+from runner.core import layout, logs, placeholders
 from runner.core.catalog import Catalog
 from runner.core.errors import Problem, ProblemCollector, UserError
 from runner.core.manifest import Manifest
 from runner.core.placeholders import Sources
 from runner.core.protocol.deployed import DeploymentRecord
-from runner.core.protocol.jobspec import JobSpec
+from runner.core.protocol.jobspec import JobSpec, Judging
+from runner.core.protocol.launch import JudgeRequest
 from runner.core.protocol.status import JobState, read_status
 from runner.core.querydiff import QueryDiff, same_query
 from runner.core.starts import SourceTable, Starts
@@ -35,6 +38,9 @@ from runner.state import records, savepoints
 from runner.state.store import Store
 from runner.targets.base import RunningJob
 from runner.targets.modes import Targets
+from runner.targets.session import SessionTarget, SessionUnavailable
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -47,6 +53,7 @@ class Prepared:
     sources: tuple[SourceTable, ...]
     diff: QueryDiff | None
     launched: Launched | None = field(default=None, compare=False)  # its job, which judged it, waiting
+    judged_by: str | None = field(default=None, compare=False)  # elsewhere than here or its job: who, for history
 
     @property
     def desired(self) -> DesiredQuery:
@@ -122,6 +129,7 @@ class Preparer:
         spark: Callable[[], Any],
         clock: Callable[[], datetime],
         launcher: Launcher | None = None,
+        session: SessionTarget | None = None,
     ):
         self.project = project
         self.store = store
@@ -129,6 +137,7 @@ class Preparer:
         self.spark = spark
         self.clock = clock
         self.launcher = launcher  # where jobs judging their own manifests are launched (else Spark here judges)
+        self.session = session  # the team's session, asked to judge first when it runs (else Spark here judges)
         # deployed records read ahead for prepare_all (read again under the lease before anything is done)
         self.deployed: dict[str, tuple[DeploymentRecord | None, Any]] = {}
 
@@ -156,7 +165,12 @@ class Preparer:
         return Prepared(manifest, file, unchanged, record.sources, QueryDiff(changed=False, state_compatible=True))
 
     def _judge_here(self, item: ToJudge) -> Prepared:
-        """Judged on this process's Spark (the analysis modules import PySpark: only now)."""
+        """Judged by the team's session when one runs and it was asked to, else on this process's Spark (the
+        analysis modules import PySpark: only now)."""
+        if self.session is not None:
+            judged = self._judged_by_session(item, self.session)
+            if judged is not None:
+                return judged
         from runner.analysis.judge import judge
 
         record = item.record
@@ -185,6 +199,34 @@ class Preparer:
         if verdict.problems:
             raise UserError(verdict.problems)
         return Prepared(item.manifest, item.file, verdict.tables, verdict.sources, verdict.diff, launched)
+
+    def _judged_by_session(self, item: ToJudge, session: SessionTarget) -> Prepared | None:
+        """Judged on the team's running session's warm Spark; None when it cannot be asked (no session runs, its
+        endpoint is not reached, it does not judge); UserError with the problems it found."""
+        record = item.record
+        judging = Judging(
+            file=item.file,
+            deployed=record.manifest if record is not None else None,
+            deployed_tables=record.tables if record is not None else (),
+        )
+        request = JudgeRequest(manifest=item.manifest, tables=self.project.catalog.tables, judging=judging)
+        began = time.monotonic()
+        try:
+            verdict = session.judge(request)
+        except SessionUnavailable as why:
+            log.info(f"judging on a Spark of its own: {why}", extra=logs.job(item.manifest.name))
+            return None
+        if verdict.failure is not None:
+            raise UserError.of("SESSION_JUDGING_FAILED", name=item.manifest.name, why=verdict.failure)
+        if verdict.problems:
+            raise UserError(verdict.problems)
+        took = time.monotonic() - began
+        log.info(
+            f"judged by the team's session in {took:.1f} s ({verdict.seconds:.1f} s of analysis)",
+            extra=logs.job(item.manifest.name),
+        )
+        by = f"the team's session ({verdict.launch_id}, {verdict.seconds:.1f} s of analysis)"
+        return Prepared(item.manifest, item.file, verdict.tables, verdict.sources, verdict.diff, judged_by=by)
 
     def _unchanged_tables(self, record: DeploymentRecord | None, manifest: Manifest) -> tuple[TableDef, ...] | None:
         """The current definitions of the deployed query's tables when the desired SQL query is the deployed one

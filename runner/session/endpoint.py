@@ -16,6 +16,10 @@ definitions the caller sees: placeholders unresolved, resolved here from the ses
 touches no deployed state. Rows and seconds are capped, at most two previews run at once (429
 otherwise), building a query (a code snippet) has the session's build timeout. With ``"stream": true``
 the answer is one ``PreviewChunk`` JSON line per piece, as rows arrive.
+
+``POST /judge`` with a ``JudgeRequest``: a manifest judged on the session's warm Spark, as a judging driver
+would, for ``sql-runner deploy`` to a target whose jobs cannot judge their own (YARN); the answer is a
+``Verdict``. It shares the previews' slots, writes nothing and touches no deployed state.
 """
 
 from __future__ import annotations
@@ -29,18 +33,22 @@ import time
 from collections.abc import Iterator, Mapping
 from http import HTTPStatus
 
+from pydantic import ValidationError
 from pyspark.sql import SparkSession
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from runner.analysis.judge import verdict
 from runner.console import previews
 from runner.console.app import Console, console_routes, not_found_page
 from runner.console.http import Access, Refused, Server, application, json_body
 from runner.console.previews import PreviewRun
 from runner.core import layout
 from runner.core.bucket import Bucket
+from runner.core.catalog import Catalog
+from runner.core.protocol.launch import JudgeRequest, Verdict
 from runner.core.protocol.preview import PreviewAnswer, PreviewChunk, PreviewRequest
 from runner.core.protocol.session import SessionControl, read_control, write_control
 
@@ -74,7 +82,7 @@ class ControlEndpoint:
         def own(given: str) -> str | None:
             return SESSION_TOKEN_NAME if hmac.compare_digest(given.encode(), self.token.encode()) else None
 
-        routes = [Route("/preview", self.answer, methods=["POST"])]
+        routes = [Route("/preview", self.answer, methods=["POST"]), Route("/judge", self.judge, methods=["POST"])]
         if console is not None:
             routes += console_routes(console)
         if console is not None:
@@ -127,6 +135,30 @@ class ControlEndpoint:
         )
         log.info(f"preview answered: {len(answer.rows)} row(s) in {answer.seconds:.2f}s")
         return answer
+
+    async def judge(self, request: Request) -> Response:
+        """A manifest judged on the session's warm Spark for a deploy whose target's jobs cannot judge their own
+        (``JudgeRequest``; answered with a ``Verdict``: what Spark found, or the problems)."""
+        try:
+            body = JudgeRequest.decode(await json_body(request) or b"{}")
+        except ValidationError as error:
+            reasons = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'request'}: {e['msg']}" for e in error.errors())
+            raise Refused(HTTPStatus.BAD_REQUEST, f"not a judge request: {reasons}") from None
+        if not self.slots.acquire(blocking=False):
+            raise Refused(HTTPStatus.TOO_MANY_REQUESTS, f"{previews.CONCURRENT} previews or judgements are running")
+        try:
+            answer = await run_in_threadpool(self.verdict, body)
+        finally:
+            self.slots.release()
+        return Response(answer.encode(), media_type="application/json")
+
+    def verdict(self, body: JudgeRequest) -> Verdict:
+        name = body.manifest.name
+        spark, catalog = self.spark.newSession(), Catalog(body.tables)
+        found = verdict(spark, body.manifest, catalog, self.env, body.judging, f"session-{self.run_id}")
+        said = "deployable" if found.ok else f"{len(found.problems)} problem(s)" if found.problems else "failed"
+        log.info(f"judged {name} for a deploy in {found.seconds:.2f}s: {said}")
+        return found
 
     def run(self, body: PreviewRequest, emit) -> None:
         previews.answer(self.spark, body, env=self.env, build_timeout=self.build_timeout, emit=emit, run_id=self.run_id)

@@ -36,6 +36,8 @@ from runner.core.protocol.control import (
     write_start_request,
     write_stop_request,
 )
+from runner.core.protocol.document import Document
+from runner.core.protocol.launch import JudgeRequest, Verdict
 from runner.core.protocol.preview import PreviewAnswer, PreviewChunk, PreviewRefusal, PreviewRequest
 from runner.core.protocol.session import SessionHealth, SessionState, read_control, read_health
 from runner.core.protocol.status import JobState, read_status
@@ -46,6 +48,7 @@ from runner.targets.stop_request import request_stop
 ANSWER_TIMEOUT = 120.0
 POLL_SECONDS = 0.2
 HEALTH_SECONDS = 1.0
+JUDGE_SECONDS = 120.0  # a judgement on the session's Spark: an analysis of a query and the deployed one
 
 
 class SessionUnavailable(Exception):
@@ -100,19 +103,29 @@ class SessionTarget:
 
         SessionUnavailable when no session runs or its endpoint cannot be reached; UserError when
         the session refuses the query (the problems it found)."""
-        with self._ask(request.model_copy(update={"stream": False})) as response:
+        with self._ask("/preview", request.model_copy(update={"stream": False}), request.timeout) as response:
             return PreviewAnswer.decode(response.read())
 
     def preview_stream(self, request: PreviewRequest) -> Iterator[PreviewChunk]:
         """The same, as the session sends it: the columns, then rows as each micro-batch brings them, then
         the end (the console shows rows as they arrive)."""
-        with self._ask(request.model_copy(update={"stream": True})) as response:
+        with self._ask("/preview", request.model_copy(update={"stream": True}), request.timeout) as response:
             for line in response:
                 if line.strip():
                     yield PreviewChunk.decode(line)
 
+    def judge(self, request: JudgeRequest) -> Verdict:
+        """A manifest judged by the running session on its warm Spark (``POST /judge``): its verdict.
+        SessionUnavailable when no session runs, its endpoint cannot be reached or does not judge (a session
+        of an earlier release): the caller judges elsewhere."""
+        try:
+            with self._ask("/judge", request, JUDGE_SECONDS) as response:
+                return Verdict.decode(response.read())
+        except UserError as refused:
+            raise SessionUnavailable(f"the session did not judge: {refused.problems[0].render()}") from None
+
     @contextlib.contextmanager
-    def _ask(self, request: PreviewRequest) -> Iterator[Any]:
+    def _ask(self, path: str, request: Document, timeout: float) -> Iterator[Any]:
         health = self.health()
         if health is None or health.state != SessionState.RUNNING:
             raise SessionUnavailable(f"no session of team {self.team} is running")
@@ -120,13 +133,13 @@ class SessionTarget:
         if control is None or control.run_id != health.run_id:
             raise SessionUnavailable(f"session {health.run_id} has published no control endpoint")
         sent = urllib.request.Request(
-            f"{control.url}/preview",
+            f"{control.url}{path}",
             data=request.encode(),
             headers={"Authorization": f"Bearer {control.token}", "Content-Type": "application/json"},
             method="POST",
         )
         try:
-            response = urllib.request.urlopen(sent, timeout=request.timeout + 90.0)  # noqa: S310 - its URL
+            response = urllib.request.urlopen(sent, timeout=timeout + 90.0)  # noqa: S310 - its URL
         except urllib.error.HTTPError as error:
             body = error.read()
             try:

@@ -22,7 +22,9 @@ from collections.abc import Callable
 from runner.core import layout
 from runner.core.bucket import Bucket
 from runner.core.errors import Problem
+from runner.core.manifest import Manifest
 from runner.core.protocol.document import Document, read
+from runner.core.protocol.jobspec import Judging
 from runner.core.querydiff import QueryDiff
 from runner.core.starts import SourceTable
 from runner.core.tables import TableDef
@@ -44,6 +46,17 @@ class Verdict(Document):
     @property
     def ok(self) -> bool:
         return not self.problems and self.failure is None
+
+
+class JudgeRequest(Document):
+    """A manifest the team's session is asked to judge on its warm Spark (``POST /judge`` on its control endpoint),
+    for a target whose jobs cannot judge their own (YARN): answered with a :class:`Verdict`, as a judging
+    driver's. ``sql-runner deploy`` asks (``runner/targets/session.py``), the session answers
+    (``runner/session/endpoint.py``)."""
+
+    manifest: Manifest  # merged, without meta, placeholders unresolved (the session resolves them)
+    tables: tuple[TableDef, ...]  # the project's tables, as the caller sees them
+    judging: Judging  # the manifest's file, and the deployed query it is compared with
 
 
 class Release(Document):
