@@ -42,6 +42,7 @@ SOURCE = Path(__file__).with_name("java") / "SqlRunnerMiniYarn.java"
 MAIN_CLASS = SOURCE.stem
 START_TIMEOUT = 120.0
 HEAP = "-Xmx768m"
+SMALL_MACHINE_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"  # the containers' JVMs (spark_defaults)
 MEMORY_MB = 10240
 VCORES = 8
 MAX_ATTEMPTS = YARN_MAX_ATTEMPTS  # yarn.resourcemanager.am.max-attempts, as the team's EMR cluster sets it
@@ -167,11 +168,12 @@ class YarnCluster:
 
     def spark_defaults(self) -> dict[str, str]:
         """Spark's defaults for applications on this cluster, the counterpart of the ``spark-defaults`` the team's
-        EMR cluster is created with (infra/stack.py): everything a container needs is installed on the node,
-        nothing is shipped with each application. Spark's jars are pyspark's (``local:``, as EMR's are under
-        /usr/lib/spark), the jar set is on the classpath from the jar cache (EMR: /usr/lib/sql-runner/jars), and
-        drivers and executors run this environment's Python, which has the runner installed (EMR: the
-        bootstrap's python3.11). Containers are sized for a session and two jobs on this small machine."""
+            EMR cluster is created with (infra/stack.py): everything a container needs is installed on the node,
+            nothing is shipped with each application. Spark's jars are pyspark's (``local:``, as EMR's are under
+            /usr/lib/spark), the jar set is on the classpath from the jar cache (EMR: /usr/lib/sql-runner/jars), and
+            drivers and executors run this environment's Python, which has the runner installed (EMR: the
+            bootstrap's python3.11). Containers are sized for a session and two jobs on this small machine, and their
+        JVMs compile and collect as suits its two cores."""
         spark_jars = platform.spark_submit_path().parent.parent / "jars"
         defaults = {
             "spark.yarn.jars": f"local:{spark_jars}/*",
@@ -180,6 +182,10 @@ class YarnCluster:
             "spark.driver.memory": "512m",
             "spark.executor.memory": "512m",
             "spark.executor.instances": "1",
+            # what the suite's own JVMs start with (tests/jvmcds.py): C1 only and one GC thread start a container's
+            # JVM in a fraction of the CPU on this small machine; a job's own options come after these
+            "spark.driver.defaultJavaOptions": SMALL_MACHINE_JVM,
+            "spark.executor.defaultJavaOptions": SMALL_MACHINE_JVM,
         }
         classpath = jars.classpath(jars.SPARK)
         if classpath:

@@ -3,9 +3,8 @@
 The same stateful query as the local walk of tests/test_lifecycle.py (a count per account and minute), deployed
 with ``--target yarn`` as the EMR steps run it: ``spark-submit --master yarn --deploy-mode cluster``, the driver
 in the ApplicationMaster's container, stopped at a batch boundary through the job's stop request and killed
-through the ResourceManager. Each closed window is counted exactly once across every restart. (The savepoint
-command and the restore of a stopped job use the same stop request and submission seen here; the local walk
-has them.)"""
+through the ResourceManager, and given a savepoint by ``sql-runner savepoint``. Each closed window is counted
+exactly once across every restart."""
 
 from __future__ import annotations
 
@@ -98,6 +97,16 @@ def test_a_stateful_query_on_yarn_goes_through_every_deploy_branch_counting_each
     assert "restore v1 from checkpoint run-" in deploy().stdout
     expect_v1()
 
+    # a savepoint of the running job: stopped at a batch boundary, snapshot, restarted from it in a new application
+    before = job()
+    result = cli(project, "savepoint", "counts", env=env)
+    assert "savepoint savepoints/counts/1/savepoint-" in result.stdout and "(graceful)" in result.stdout, result.stdout
+    assert (ended(before)["state"], app(before)["finalStatus"]) == ("FINISHED", "SUCCEEDED")
+    wait_for(lambda: job() not in (None, before), "the application restarted from the savepoint", YARN_STEP)
+    assert status(project, "counts", *options)["latest savepoint"] in result.stdout
+    add(18, 4, v1_events)
+    expect_v1()
+
     # stopped by hand at a batch boundary -> stopped, the application FINISHED; nothing runs until the next deploy
     third = job()
     result = cli(project, "stop", "counts", env=env)
@@ -134,4 +143,4 @@ def test_a_stateful_query_on_yarn_goes_through_every_deploy_branch_counting_each
     assert not [a for a in yarn.active_apps() if "sql-runner-team:walkers" in a["applicationTags"]]
 
     decisions = [entry.decision for entry in history(project, "counts")]
-    assert decisions == ["start", "nothing", "restore", "restore", "stop", "start", "remove", "error"]
+    assert decisions == ["start", "nothing", "restore", "restore", "restore", "stop", "start", "remove", "error"]
