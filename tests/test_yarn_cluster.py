@@ -1,5 +1,6 @@
 """The run's YARN cluster is a real one: Spark applications submitted to it in cluster mode are scheduled by its
-ResourceManager and run in containers its NodeManager launches (demo/yarn_cluster.py)."""
+ResourceManager and run in containers its NodeManager launches (demo/yarn_cluster.py); what it refuses, the runner
+says naming the setting. A query deployed, run, stopped and restarted there: tests/test_yarn_deploys.py."""
 
 from __future__ import annotations
 
@@ -11,10 +12,8 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from demo.committed_rows import committed_json_rows
-from demo.transactions import transactions, write_batch
 from demo.yarn_cluster import YarnCluster
-from tests.clihelpers import START, cli, history, status, statuses, wait_for
+from tests.clihelpers import cli, history, statuses
 from tests.conftest import ProjectDir
 
 pytestmark = [pytest.mark.spark, pytest.mark.e2e]
@@ -98,40 +97,3 @@ def test_a_deploy_to_a_queue_the_resource_manager_does_not_have_fails_naming_it(
     assert "high-value" not in statuses(demo_project, *options), "nothing is recorded as deployed"
     [entry] = history(demo_project, "high-value")  # the attempt, and how it went
     assert entry.outcome.result != "ok" and "unknown queue" in (entry.outcome.error or ""), entry.outcome
-
-
-def test_a_query_deployed_to_yarn_runs_in_its_containers_and_stops_through_the_resource_manager(
-    yarn: YarnCluster, demo_project: ProjectDir
-):
-    """The runner's YARN target, for real: deploy submits in cluster mode, the driver (in the ApplicationMaster's
-    container) writes the query's rows and its status, ``status`` finds the application by its tags."""
-    manifest = demo_project.root / "manifests" / "high-value.yaml"
-    manifest.write_text(manifest.read_text() + "trigger-interval: 1 second\n")
-    rows = transactions(20, start=START, seed=3)
-    write_batch(demo_project.root / "data" / "in", "b1", rows)
-    env = yarn.client_env()
-    options = ["--target", "yarn", "--resource-manager", f"http://{yarn.web_address}", "--team", "analytics"]
-    result = cli(demo_project, "deploy", *options, env=env)
-    assert "start v1 with clean state" in result.stdout
-    app_id = result.stdout.split("job ")[-1].split()[0]
-    assert app_id.startswith("application_"), result.stdout
-    expected = sorted(t.transaction_id for t in rows if t.amount > 500)
-    out = demo_project.root / "data" / "out"
-    wait_for(
-        lambda: sorted(r["transaction_id"] for r in committed_json_rows(out)) == expected,
-        f"{len(expected)} rows from the query on YARN",
-        180,
-    )
-    row = status(demo_project, "high-value", *options)
-    assert (row["state"], row["target"], row["job"]) == ("running", "yarn", app_id)
-    assert yarn.rest(f"apps/{app_id}")["app"]["state"] == "RUNNING"
-    driver = yarn.rest(f"apps/{app_id}/appattempts")["appAttempts"]["appAttempt"][0]["containerId"]
-    log = yarn.node_logs / app_id / driver / "stdout"  # the driver's log, in its container's on the node
-    wait_for(lambda: "batch 0:" in log.read_text(), "the driver's log of its first batch", 60)
-
-    stopped = cli(demo_project, "stop", "high-value", *options, env=env)
-    assert "savepoint savepoints/high-value/1/" in stopped.stdout, stopped.stdout + stopped.stderr
-    # stopped at a batch boundary by its driver (a stop request in the store), not killed: the application ends
-    app = wait_for(lambda: (a := yarn.rest(f"apps/{app_id}")["app"])["state"] != "RUNNING" and a, "its end", 60)
-    assert (app["state"], app["finalStatus"]) == ("FINISHED", "SUCCEEDED"), app
-    assert status(demo_project, "high-value", *options)["state"] == "stopped"

@@ -72,6 +72,10 @@ def test_a_stateful_query_on_yarn_goes_through_every_deploy_branch_counting_each
     first = job()
     assert first is not None and first.startswith("application_")
     assert app(first)["state"] == "RUNNING" and "sql-runner-name:counts" in app(first)["applicationTags"]
+    assert status(project, "counts", *options)["target"] == "yarn"
+    driver = yarn.rest(f"apps/{first}/appattempts")["appAttempts"]["appAttempt"][0]["containerId"]
+    log = yarn.node_logs / first / driver / "stdout"  # the driver's log, in its container on the node
+    wait_for(lambda: "batch 0:" in log.read_text(), "the driver's log of its first batch", 60)
 
     # whitespace and a comment only -> nothing: the same application runs on
     edit(manifest, "COUNT(*) AS n", "count(*)   AS n  -- per window")

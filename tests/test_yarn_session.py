@@ -14,6 +14,7 @@ import os
 import signal
 import time
 import urllib.parse
+import urllib.request
 from datetime import datetime
 
 import pytest
@@ -82,6 +83,10 @@ def test_a_session_on_yarn_applies_changes_live_and_its_next_attempt_resumes_eve
     preview = cli(project, "preview", "--sql", "SELECT id, amount FROM `demo`.`events` WHERE amount >= 2", env=env)
     assert f"answered by session {run_id}" in preview.stderr and "starting local Spark" not in preview.stderr
     assert "2 row(s)" in preview.stdout and "e00002" in preview.stdout
+    bearer = {"Authorization": f"Bearer {control['token']}"}
+    with urllib.request.urlopen(urllib.request.Request(f"{control['url']}/api/overview", headers=bearer)) as answer:
+        overview = json.loads(answer.read())  # the console the session serves there
+    assert {row["name"] for row in overview["rows"]} == {"q-a", "q-b"} and overview["team"] == TEAM, overview
 
     # an application-mode job deployed to YARN meanwhile is judged on the session's warm Spark, not a Spark started
     # by the deploy: a query naming a column the table lacks is refused, nothing deployed; a good one starts
