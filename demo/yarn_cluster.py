@@ -168,11 +168,11 @@ class YarnCluster:
 
     def spark_defaults(self) -> dict[str, str]:
         """Spark's defaults for applications on this cluster, the counterpart of the ``spark-defaults`` the team's
-            EMR cluster is created with (infra/stack.py): everything a container needs is installed on the node,
-            nothing is shipped with each application. Spark's jars are pyspark's (``local:``, as EMR's are under
-            /usr/lib/spark), the jar set is on the classpath from the jar cache (EMR: /usr/lib/sql-runner/jars), and
-            drivers and executors run this environment's Python, which has the runner installed (EMR: the
-            bootstrap's python3.11). Containers are sized for a session and two jobs on this small machine, and their
+        EMR cluster is created with (infra/stack.py): everything a container needs is installed on the node,
+        nothing is shipped with each application. Spark's jars are pyspark's (``local:``, as EMR's are under
+        /usr/lib/spark), the jar set is on the classpath from the jar cache (EMR: /usr/lib/sql-runner/jars), and
+        drivers and executors run this environment's Python, which has the runner installed (EMR: the
+        bootstrap's python3.11). Containers are sized for a session and two jobs on this small machine, and their
         JVMs compile and collect as suits its two cores."""
         spark_jars = platform.spark_submit_path().parent.parent / "jars"
         defaults = {

@@ -30,10 +30,11 @@ import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 from urllib.parse import parse_qs
 
 import uvicorn
+from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -42,6 +43,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from runner.console.signin import Refusal, SignIn, SignIns, cookie_name, same_key
 from runner.core.protocol.console import digest
+from runner.core.protocol.document import Document
 
 log = logging.getLogger(__name__)
 
@@ -302,6 +304,18 @@ async def form_of(request: Request) -> dict[str, str]:
     """An URL-encoded form's fields (first value of each)."""
     fields = parse_qs((await request.body()).decode("utf-8", "replace"), keep_blank_values=True)
     return {key: values[0] for key, values in fields.items()}
+
+
+D = TypeVar("D", bound=Document)
+
+
+def decoded(kind: type[D], body: bytes, what: str) -> D:
+    """A request's JSON body as the document ``kind``; 400 naming every field at fault ("not a ``what``: ...")."""
+    try:
+        return kind.decode(body or b"{}")
+    except ValidationError as error:
+        reasons = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'request'}: {e['msg']}" for e in error.errors())
+        raise Refused(HTTPStatus.BAD_REQUEST, f"not a {what}: {reasons}") from None
 
 
 async def json_body(request: Request) -> bytes:

@@ -16,12 +16,11 @@ from collections.abc import Callable, Mapping
 from http import HTTPStatus
 from typing import Any
 
-from pydantic import ValidationError
 from pyspark.sql import SparkSession
 
 from jobs.build import BuiltQuery, build_query, sql_preview_query
 from runner.analysis.preview import preview
-from runner.console.http import Refused
+from runner.console.http import Refused, decoded
 from runner.core.bounded import TimedOut, within
 from runner.core.catalog import Catalog
 from runner.core.errors import UserError
@@ -40,11 +39,7 @@ def plain(value: Any) -> Any:
 
 
 def decode_request(body: bytes) -> PreviewRequest:
-    try:
-        return PreviewRequest.decode(body or b"{}")
-    except ValidationError as error:
-        reasons = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'request'}: {e['msg']}" for e in error.errors())
-        raise Refused(HTTPStatus.BAD_REQUEST, f"not a preview request: {reasons}") from None
+    return decoded(PreviewRequest, body, "preview request")
 
 
 def bounded(request: PreviewRequest) -> PreviewRequest:

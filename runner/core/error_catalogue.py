@@ -370,11 +370,6 @@ _ENTRIES = (
         "its log says why: {log}",
     ),
     ErrorCode(
-        "SESSION_JUDGING_FAILED",
-        "{name}: the team's session could not judge the manifest ({why}); nothing was deployed",
-        "the session's log says why (sql-runner session status names the session run)",
-    ),
-    ErrorCode(
         "SUBMIT_FAILED",
         "spark-submit to YARN failed (exit {status}): {output}",
         "check the spark-submit output quoted here and the ResourceManager's logs",

@@ -24,7 +24,7 @@ from runner.core import layout, logs, placeholders
 from runner.core.catalog import Catalog
 from runner.core.errors import Problem, ProblemCollector, UserError
 from runner.core.manifest import Manifest
-from runner.core.placeholders import Sources
+from runner.core.placeholders import Sources, Values
 from runner.core.protocol.deployed import DeploymentRecord
 from runner.core.protocol.jobspec import JobSpec, Judging
 from runner.core.protocol.launch import JudgeRequest
@@ -202,29 +202,34 @@ class Preparer:
 
     def _judged_by_session(self, item: ToJudge, session: SessionTarget) -> Prepared | None:
         """Judged on the team's running session's warm Spark; None when it cannot be asked (no session runs, its
-        endpoint is not reached, it does not judge); UserError with the problems it found."""
+        endpoint is not reached, it does not judge: not asked again by this deploy) or its analysis failed (not
+        the manifest's fault); UserError with the problems it found."""
         record = item.record
         judging = Judging(
             file=item.file,
             deployed=record.manifest if record is not None else None,
             deployed_tables=record.tables if record is not None else (),
         )
-        request = JudgeRequest(manifest=item.manifest, tables=self.project.catalog.tables, judging=judging)
+        sources = self.env.sources if isinstance(self.env, Values) else Sources()
+        request = JudgeRequest(
+            manifest=item.manifest, tables=self.project.catalog.tables, judging=judging, placeholders=sources
+        )
         began = time.monotonic()
+        label = logs.job(item.manifest.name)
         try:
             verdict = session.judge(request)
         except SessionUnavailable as why:
-            log.info(f"judging on a Spark of its own: {why}", extra=logs.job(item.manifest.name))
+            log.info(f"judging on a Spark of its own: {why}", extra=label)
+            self.session = None
             return None
         if verdict.failure is not None:
-            raise UserError.of("SESSION_JUDGING_FAILED", name=item.manifest.name, why=verdict.failure)
+            said = f"the team's session could not judge it ({verdict.failure})"
+            log.info(f"{said}: judging on a Spark of its own", extra=label)
+            return None
         if verdict.problems:
             raise UserError(verdict.problems)
         took = time.monotonic() - began
-        log.info(
-            f"judged by the team's session in {took:.1f} s ({verdict.seconds:.1f} s of analysis)",
-            extra=logs.job(item.manifest.name),
-        )
+        log.info(f"judged by the team's session in {took:.1f} s ({verdict.seconds:.1f} s of analysis)", extra=label)
         by = f"the team's session ({verdict.launch_id}, {verdict.seconds:.1f} s of analysis)"
         return Prepared(item.manifest, item.file, verdict.tables, verdict.sources, verdict.diff, judged_by=by)
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import os
 import queue
 import secrets
 import threading
@@ -33,7 +34,6 @@ import time
 from collections.abc import Iterator, Mapping
 from http import HTTPStatus
 
-from pydantic import ValidationError
 from pyspark.sql import SparkSession
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -43,11 +43,15 @@ from starlette.routing import Route
 from runner.analysis.judge import verdict
 from runner.console import previews
 from runner.console.app import Console, console_routes, not_found_page
-from runner.console.http import Access, Refused, Server, application, json_body
+from runner.console.http import Access, Refused, Server, application, decoded, json_body
 from runner.console.previews import PreviewRun
 from runner.core import layout
+from runner.core.bounded import TimedOut, within
 from runner.core.bucket import Bucket
 from runner.core.catalog import Catalog
+from runner.core.errors import Problem
+from runner.core.placeholders import Values
+from runner.core.protocol.document import now
 from runner.core.protocol.launch import JudgeRequest, Verdict
 from runner.core.protocol.preview import PreviewAnswer, PreviewChunk, PreviewRequest
 from runner.core.protocol.session import SessionControl, read_control, write_control
@@ -139,11 +143,7 @@ class ControlEndpoint:
     async def judge(self, request: Request) -> Response:
         """A manifest judged on the session's warm Spark for a deploy whose target's jobs cannot judge their own
         (``JudgeRequest``; answered with a ``Verdict``: what Spark found, or the problems)."""
-        try:
-            body = JudgeRequest.decode(await json_body(request) or b"{}")
-        except ValidationError as error:
-            reasons = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'request'}: {e['msg']}" for e in error.errors())
-            raise Refused(HTTPStatus.BAD_REQUEST, f"not a judge request: {reasons}") from None
+        body = decoded(JudgeRequest, await json_body(request), "judge request")
         if not self.slots.acquire(blocking=False):
             raise Refused(HTTPStatus.TOO_MANY_REQUESTS, f"{previews.CONCURRENT} previews or judgements are running")
         try:
@@ -153,9 +153,22 @@ class ControlEndpoint:
         return Response(answer.encode(), media_type="application/json")
 
     def verdict(self, body: JudgeRequest) -> Verdict:
-        name = body.manifest.name
+        """Judged within the build timeout (a code snippet that never returns is the manifest's problem, as in the
+        session's own judging), its placeholders resolved from this environment and the deploy's sources, as the
+        job's driver on the cluster resolves them."""
+        name, judge_id = body.manifest.name, f"session-{self.run_id}"
         spark, catalog = self.spark.newSession(), Catalog(body.tables)
-        found = verdict(spark, body.manifest, catalog, self.env, body.judging, f"session-{self.run_id}")
+        values = Values(os.environ, body.placeholders)
+        began = time.monotonic()
+        try:
+            found = within(
+                self.build_timeout,
+                lambda: verdict(spark, body.manifest, catalog, values, body.judging, judge_id),
+                f"sql-runner-judge-{name}",
+            )
+        except TimedOut:
+            timed_out = Problem.of("SESSION_QUERY_BUILD_TIMEOUT", name=name, seconds=f"{self.build_timeout:.0f}")
+            found = Verdict(launch_id=judge_id, at=now(), seconds=time.monotonic() - began, problems=(timed_out,))
         said = "deployable" if found.ok else f"{len(found.problems)} problem(s)" if found.problems else "failed"
         log.info(f"judged {name} for a deploy in {found.seconds:.2f}s: {said}")
         return found

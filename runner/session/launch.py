@@ -114,16 +114,22 @@ def start(
         this_machine=application.kind != "yarn",
     )
     log.info(f"starting the session of team {team} on {application.kind} ({application.master()})")
-    job = application.submit(Launch(identity, None, args, submit.environment(env)))
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        health = read_health(store.manifests)
-        if health is not None and health.run_id == run_id and health.state == SessionState.RUNNING:
-            return Started(job, time.monotonic() - began)
-        if application.find(team, layout.SESSION_JOB) is None:
-            raise UserError.of("SESSION_DID_NOT_START", detail=job.detail)
-        time.sleep(0.2)
-    raise UserError.of("SESSION_DID_NOT_START", detail=f"no health within {timeout:.0f}s; {job.detail}")
+    job = None
+    try:
+        job = application.submit(Launch(identity, None, args, submit.environment(env)))
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            health = read_health(store.manifests)
+            if health is not None and health.run_id == run_id and health.state == SessionState.RUNNING:
+                return Started(job, time.monotonic() - began)
+            if application.find(team, layout.SESSION_JOB) is None:
+                raise UserError.of("SESSION_DID_NOT_START", detail=job.detail)
+            time.sleep(0.2)
+        raise UserError.of("SESSION_DID_NOT_START", detail=f"no health within {timeout:.0f}s; {job.detail}")
+    except UserError:
+        if job is None or application.find(team, layout.SESSION_JOB) is None:  # no attempt of it will read it
+            store.manifests.delete(config_key)
+        raise
 
 
 def stop(store: Store, application: Target, *, team: str, timeout: float) -> float | None:
@@ -146,5 +152,6 @@ def stop(store: Store, application: Target, *, team: str, timeout: float) -> flo
         if answer is None or answer.id != request.id:
             log.info("the session ended without answering: its queries restore from their latest checkpoints")
     store.manifests.delete(layout.SESSION_STOP)
-    store.manifests.delete(layout.session_config(job.identity.run_id))
+    if job.identity.run_id:  # none when found by the tags of a release that wrote no such file
+        store.manifests.delete(layout.session_config(job.identity.run_id))
     return time.monotonic() - began

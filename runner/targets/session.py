@@ -19,10 +19,13 @@ the token the session published in the state store.
 from __future__ import annotations
 
 import contextlib
+import socket
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from http import HTTPStatus
 from typing import Any
 
 from runner.core import layout
@@ -48,7 +51,23 @@ from runner.targets.stop_request import request_stop
 ANSWER_TIMEOUT = 120.0
 POLL_SECONDS = 0.2
 HEALTH_SECONDS = 1.0
+JUDGE_TRIES = 3  # a busy session is asked this many times, a second more apart each time
+CONNECT_SECONDS = 5.0  # to reach the session's control endpoint at all
 JUDGE_SECONDS = 120.0  # a judgement on the session's Spark: an analysis of a query and the deployed one
+
+
+class _Busy(Exception):
+    """The session's preview and judging slots are all taken (429)."""
+
+
+def _preview_refused(_status: int, reason: str, run: str) -> Exception:
+    return UserError.of("SESSION_PREVIEW_FAILED", run=run, reason=reason)
+
+
+def _judge_refused(status: int, reason: str, run: str) -> Exception:
+    if status == HTTPStatus.TOO_MANY_REQUESTS:
+        return _Busy(reason)
+    return SessionUnavailable(f"session {run} did not judge (HTTP {status}): {reason}")
 
 
 class SessionUnavailable(Exception):
@@ -103,35 +122,56 @@ class SessionTarget:
 
         SessionUnavailable when no session runs or its endpoint cannot be reached; UserError when
         the session refuses the query (the problems it found)."""
-        with self._ask("/preview", request.model_copy(update={"stream": False}), request.timeout) as response:
+        with self._ask(
+            "/preview", request.model_copy(update={"stream": False}), request.timeout, refused=_preview_refused
+        ) as response:
             return PreviewAnswer.decode(response.read())
 
     def preview_stream(self, request: PreviewRequest) -> Iterator[PreviewChunk]:
         """The same, as the session sends it: the columns, then rows as each micro-batch brings them, then
         the end (the console shows rows as they arrive)."""
-        with self._ask("/preview", request.model_copy(update={"stream": True}), request.timeout) as response:
+        with self._ask(
+            "/preview", request.model_copy(update={"stream": True}), request.timeout, refused=_preview_refused
+        ) as response:
             for line in response:
                 if line.strip():
                     yield PreviewChunk.decode(line)
 
     def judge(self, request: JudgeRequest) -> Verdict:
-        """A manifest judged by the running session on its warm Spark (``POST /judge``): its verdict.
-        SessionUnavailable when no session runs, its endpoint cannot be reached or does not judge (a session
-        of an earlier release): the caller judges elsewhere."""
-        try:
-            with self._ask("/judge", request, JUDGE_SECONDS) as response:
-                return Verdict.decode(response.read())
-        except UserError as refused:
-            raise SessionUnavailable(f"the session did not judge: {refused.problems[0].render()}") from None
+        """A manifest judged by the running session on its warm Spark (``POST /judge``): its verdict. Asked again
+        after a second while the session is busy (its preview and judging slots taken). SessionUnavailable when
+        no session runs, its endpoint cannot be reached, refuses (a session of an earlier release has no
+        ``/judge``) or answers with something else than a verdict: the caller judges elsewhere."""
+        for attempt in range(1, JUDGE_TRIES + 1):
+            try:
+                with self._ask("/judge", request, JUDGE_SECONDS, refused=_judge_refused) as response:
+                    return Verdict.decode(response.read())
+            except _Busy:
+                if attempt == JUDGE_TRIES:
+                    raise SessionUnavailable(f"the session stayed busy for {JUDGE_TRIES} tries") from None
+                time.sleep(attempt)
+            except (ValueError, OSError) as error:  # not a verdict (a proxy's page), or the answer cut short
+                raise SessionUnavailable(f"the session's answer was not a verdict: {error}") from None
+        raise AssertionError("unreachable")
 
     @contextlib.contextmanager
-    def _ask(self, path: str, request: Document, timeout: float) -> Iterator[Any]:
+    def _ask(
+        self, path: str, request: Document, timeout: float, *, refused: Callable[[int, str, str], Exception]
+    ) -> Iterator[Any]:
+        """POST ``request`` to the running session's control endpoint; ``refused(status, reason, run)`` is what an
+        error answer raises."""
         health = self.health()
         if health is None or health.state != SessionState.RUNNING:
             raise SessionUnavailable(f"no session of team {self.team} is running")
         control = read_control(self.records)
         if control is None or control.run_id != health.run_id:
             raise SessionUnavailable(f"session {health.run_id} has published no control endpoint")
+        address = urllib.parse.urlsplit(control.url)
+        unreachable = f"the session's control endpoint {control.url} cannot be reached"
+        try:  # a node that is gone (an attempt's, before the next one publishes) is not waited on for minutes
+            socket.create_connection((address.hostname, address.port or 80), CONNECT_SECONDS).close()
+        except OSError as error:
+            raise SessionUnavailable(f"{unreachable}: {error}") from None
         sent = urllib.request.Request(
             f"{control.url}{path}",
             data=request.encode(),
@@ -147,10 +187,9 @@ class SessionTarget:
                 reason = "\n".join(refusal.problems or [refusal.error])
             except ValueError:  # not the endpoint's answer (a proxy's page, say)
                 reason = f"HTTP {error.code}"
-            raise UserError.of("SESSION_PREVIEW_FAILED", run=control.run_id, reason=reason) from None
+            raise refused(error.code, reason, control.run_id) from None
         except (urllib.error.URLError, OSError) as error:
-            reason = f"the session's control endpoint {control.url} cannot be reached: {error}"
-            raise SessionUnavailable(reason) from None
+            raise SessionUnavailable(f"{unreachable}: {error}") from None
         with response:
             yield response
 

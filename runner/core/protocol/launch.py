@@ -23,6 +23,7 @@ from runner.core import layout
 from runner.core.bucket import Bucket
 from runner.core.errors import Problem
 from runner.core.manifest import Manifest
+from runner.core.placeholders import Sources
 from runner.core.protocol.document import Document, read
 from runner.core.protocol.jobspec import Judging
 from runner.core.querydiff import QueryDiff
@@ -57,6 +58,7 @@ class JudgeRequest(Document):
     manifest: Manifest  # merged, without meta, placeholders unresolved (the session resolves them)
     tables: tuple[TableDef, ...]  # the project's tables, as the caller sees them
     judging: Judging  # the manifest's file, and the deployed query it is compared with
+    placeholders: Sources = Sources()  # where the deploy's jobs look placeholders up beyond their environment
 
 
 class Release(Document):
