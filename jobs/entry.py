@@ -172,11 +172,8 @@ class Job:
 
     def _stopped(self) -> int:
         reason = "stop requested" if self._asked_to_stop() else "finished"
-        try:
-            self.control.publish_progress(self.queries)  # its last micro-batches, before it says it stopped
-        except Exception as error:  # noqa: BLE001 - stopped all the same when the JVM ended first (a signal)
-            if not jvm_gone(error):
-                raise
+        # its last micro-batches, before it says it stopped (a JVM gone first leaves none to read: nothing is said)
+        self.control.publish_progress(self.queries)
         self.machine.stopped(reason)
         return 0
 
