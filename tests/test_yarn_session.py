@@ -151,8 +151,11 @@ def test_a_session_on_yarn_applies_changes_live_and_its_next_attempt_resumes_eve
         assert f"session {run_id}: running" in line and "attempt 2; attempt 1 ended: " in line, line
         assert "137" in line, line
         for name in marks:
+            # restored by the next attempt from its latest state: the checkpoint, or the savepoint a run killed
+            # before its first commit had started from
             entry = history(project, name)[-1]
-            assert entry.decision == "restore" and entry.outcome.resumed_checkpoint, (name, entry)
+            assert entry.decision == "restore" and parsed(entry.at).timestamp() >= killed, (name, entry)
+            assert entry.outcome.resumed_checkpoint or entry.outcome.restored_from, (name, entry)
         preview = cli(project, "preview", "--sql", "SELECT id FROM `demo`.`events` WHERE id = 'e00003'", env=env)
         assert f"answered by session {run_id}" in preview.stderr and "1 row(s)" in preview.stdout
     finally:
