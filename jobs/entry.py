@@ -72,6 +72,10 @@ class Job:
         self.queries: list = []
         self.counts = runtime.Counts()
         self.ending = threading.Event()  # SIGTERM or a stop request: no more restarts
+        # spark-submit's JVM (on YARN the ApplicationMaster's) runs this driver as its child: while it lives, it is
+        # this process's parent
+        self.parent = os.getppid()
+        self.signalled_with_jvm = False  # a SIGTERM came while the JVM still ran (a stop, not a clean-up)
         self.earlier = previous_attempt(control)
 
     def start(self, first: bool) -> None:
@@ -132,7 +136,7 @@ class Job:
                 if refused_restore(failure) is not None or self.spec.once:
                     raise
                 if jvm_gone(failure):  # not the query's failure: none counted against its strategy
-                    return self._stopped() if self._asked_to_stop() else ended_with_jvm(failure)
+                    return self._stopped() if self._stop_took_the_jvm() else ended_with_jvm(failure)
                 error = failure
             runtime.stop_all(self.queries)
             self.control.publish_progress(self.queries)  # where the failed run got to
@@ -153,6 +157,12 @@ class Job:
 
     def _asked_to_stop(self) -> bool:
         return self.ending.is_set() or self.control.stop_requested.is_set()
+
+    def _stop_took_the_jvm(self) -> bool:
+        """Whether the JVM, found gone, ended because this job was asked to stop: a stop request, or a SIGTERM that
+        reached the JVM and this driver together (the local target's stop, a kill through YARN). Not the SIGTERM
+        a NodeManager sends to what is left of a container whose JVM was killed: the job was lost, not stopped."""
+        return self.control.stop_requested.is_set() or (self.ending.is_set() and self.signalled_with_jvm)
 
     def _pause(self, seconds: float) -> bool:
         """Wait ``seconds`` before a (re)start; True if a stop (signal or request) came meanwhile."""
@@ -215,6 +225,7 @@ def run(spark: SparkSession, spec: JobSpec, values: Values, control: JobControl 
 
     def on_signal(signum: int, _frame: object) -> None:
         log.info(f"received signal {signum}: stopping the query")
+        job.signalled_with_jvm = os.getppid() == job.parent  # not reparented: the JVM had not ended before it
         job.ending.set()
         # Not from the handler: it runs on the main thread, which may be inside a Py4J call (waiting on
         # the queries), and a call from it would re-enter that call's connection.
@@ -228,7 +239,7 @@ def run(spark: SparkSession, spec: JobSpec, values: Values, control: JobControl 
         return _user_error(control, error)
     except Exception as error:  # noqa: BLE001 - report the cause and exit 1
         if jvm_gone(error):  # a SIGTERM reaches spark-submit's JVM too, which may end before this process
-            return job._stopped() if job._asked_to_stop() else ended_with_jvm(error)
+            return job._stopped() if job._stop_took_the_jvm() else ended_with_jvm(error)
         refusal = refused_restore(error)
         if refusal is not None:
             log.error(f"Spark refused the restored state: {refusal}")

@@ -109,28 +109,33 @@ class _GoneSpark:
         raise Py4JNetworkError("Error while sending or receiving")
 
 
-def _driver_whose_jvm_ends(project, tmp_path, monkeypatch, *, signalled: bool) -> tuple[int, dict]:
-    """Run a job's driver (jobs/entry.py) whose queries start and whose JVM then ends under them, after a SIGTERM
-    reached this process too (``signalled``) or not: its exit code and the status it published."""
+def _driver_whose_jvm_ends(project, tmp_path, monkeypatch, *, signal: str) -> tuple[int, dict]:
+    """Run a job's driver (jobs/entry.py) whose queries start and whose JVM then ends under them, a SIGTERM reaching
+    this process too while the JVM ran (``signal="with the JVM"``: the local target's stop), after it had ended
+    (``"after the JVM"``: a NodeManager cleaning up the container of a killed ApplicationMaster) or never
+    (``"none"``): its exit code and the status it published."""
     project.ddl("tables", TRANSACTIONS_DDL)
     project.manifest("high-value", HIGH_VALUE_MANIFEST)
     store = LocalBucket(tmp_path / "state" / "manifests")
     _, spec = prepare(project, "high-value", tmp_path / "state", store={"manifests": store.describe()})
     control = JobControl(spec)
     job: list[entry.Job] = []
+    handlers: list = []
 
     def start(self, first: bool) -> None:
         job.append(self)
         self.machine.started()
 
     def wait(*_args, **_kwargs) -> None:
-        if signalled:
-            job[0].ending.set()  # what the SIGTERM handler does
+        if signal == "after the JVM":
+            job[0].parent = -1  # this process was reparented: its JVM had ended
+        if signal != "none":
+            handlers[0](15, None)  # the driver's own SIGTERM handler
         raise Py4JNetworkError("Answer from Java side is empty")
 
     monkeypatch.setattr(entry.Job, "start", start)
     monkeypatch.setattr(entry.runtime, "wait", wait)
-    monkeypatch.setattr(entry.signal, "signal", lambda *_: None)  # the test process keeps its own handlers
+    monkeypatch.setattr(entry.signal, "signal", lambda _number, handler: handlers.append(handler))
     code = entry.run(_GoneSpark(), spec, Values({}), control)
     return code, json.loads((tmp_path / "state" / "manifests" / "status" / "high-value.json").read_text())
 
@@ -138,16 +143,17 @@ def _driver_whose_jvm_ends(project, tmp_path, monkeypatch, *, signalled: bool) -
 def test_a_driver_told_to_stop_whose_jvm_ends_first_says_it_stopped(project, tmp_path, monkeypatch):
     # a SIGTERM to the job's process group reaches spark-submit's JVM too, which may end before the driver
     # has stopped its queries: the job was stopped as asked, not lost
-    code, published = _driver_whose_jvm_ends(project, tmp_path, monkeypatch, signalled=True)
+    code, published = _driver_whose_jvm_ends(project, tmp_path, monkeypatch, signal="with the JVM")
     assert code == 0
     assert published["state"] == "stopped" and published["reason"] == "stop requested", published
 
 
 def test_a_driver_whose_jvm_ends_unasked_ends_with_it_and_says_nothing_of_a_stop(project, tmp_path, monkeypatch):
     # killed, out of memory or its container lost: not a stop; on YARN the next attempt resumes the checkpoint
-    code, published = _driver_whose_jvm_ends(project, tmp_path, monkeypatch, signalled=False)
-    assert code == 1
-    assert published["state"] == "running", published
+    for signal in ("none", "after the JVM"):
+        code, published = _driver_whose_jvm_ends(project, tmp_path / signal, monkeypatch, signal=signal)
+        assert code == 1, signal
+        assert published["state"] == "running", (signal, published)
 
 
 def test_a_run_id_survives_yarn_lowercasing_its_tag():
