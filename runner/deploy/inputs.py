@@ -173,15 +173,15 @@ class Preparer:
                 return judged
         from runner.analysis.judge import judge
 
-        record = item.record
+        judging = Judging.against(item.file, item.record)
         judged = judge(
             self.spark(),
             item.manifest,
             self.project.catalog,
             self.env,
-            file=item.file,
-            deployed=record.manifest if record is not None else None,
-            deployed_tables=record.tables if record is not None else (),
+            file=judging.file,
+            deployed=judging.deployed,
+            deployed_tables=judging.deployed_tables,
         )
         return Prepared(item.manifest, item.file, judged.tables, judged.sources, judged.diff)
 
@@ -204,12 +204,7 @@ class Preparer:
         """Judged on the team's running session's warm Spark; None when it cannot be asked (no session runs, its
         endpoint is not reached, it does not judge: not asked again by this deploy) or its analysis failed (not
         the manifest's fault); UserError with the problems it found."""
-        record = item.record
-        judging = Judging(
-            file=item.file,
-            deployed=record.manifest if record is not None else None,
-            deployed_tables=record.tables if record is not None else (),
-        )
+        judging = Judging.against(item.file, item.record)
         sources = self.env.sources if isinstance(self.env, Values) else Sources()
         request = JudgeRequest(
             manifest=item.manifest, tables=self.project.catalog.tables, judging=judging, placeholders=sources

@@ -96,12 +96,7 @@ class Launcher:
         target = settings.targets.pick(manifest)
         assert getattr(target, "judges", False), f"{target.kind} jobs do not judge their manifests"
         launch_id = uuid.uuid4().hex[:12]
-        judging = Judging(
-            file=file,
-            deployed=record.manifest if record is not None else None,
-            deployed_tables=record.tables if record is not None else (),
-            wait=settings.stop_timeout * among + RELEASE_WAIT,
-        )
+        judging = Judging.against(file, record, wait=settings.stop_timeout * among + RELEASE_WAIT)
         spec = JobSpec(
             manifest=manifest,
             catalog=catalog,

@@ -23,6 +23,7 @@ from runner.core.catalog import Catalog
 from runner.core.manifest import Manifest
 from runner.core.part import Part
 from runner.core.placeholders import Sources
+from runner.core.protocol.deployed import DeploymentRecord
 from runner.core.protocol.document import Document
 from runner.core.starts import Starts
 from runner.core.tables import TableDef
@@ -45,6 +46,13 @@ class Judging(Part):
     deployed: Manifest | None = None  # the deployed manifest (with meta) the query is compared with
     deployed_tables: tuple[TableDef, ...] = ()  # the tables it was deployed over
     wait: float = 600.0  # seconds the driver waits for the runner's release before exiting, having done nothing
+
+    @classmethod
+    def against(cls, file: str, record: DeploymentRecord | None, **more: Any) -> Judging:
+        """Judging the manifest of ``file`` against the deployed ``record`` (none: nothing deployed yet)."""
+        if record is None:
+            return cls(file=file, **more)
+        return cls(file=file, deployed=record.manifest, deployed_tables=record.tables, **more)
 
 
 class JobSpec(Document):
