@@ -351,10 +351,10 @@ class TeamStack(TerraformStack):
             "msk-sg",
             name=f"{self.name}-msk",
             vpc_id=vpc,
-            description=f"Kafka over TLS with IAM auth for {self.name}'s EMR nodes",
+            description=f"Kafka over TLS with IAM auth for the EMR nodes of {self.name}",
             ingress=[
                 SecurityGroupIngress(
-                    description="Kafka IAM/TLS from the team's EMR nodes",
+                    description="Kafka IAM/TLS from the EMR nodes of the team",
                     from_port=9098,
                     to_port=9098,
                     protocol="tcp",

@@ -193,6 +193,25 @@ def test_msk_is_private_encrypted_and_iam_authenticated(stacks, team):
     assert msk["broker_node_group_info"]["client_subnets"] == spec.network.subnet_ids
 
 
+# What EC2 accepts in a security group's description and in a rule's (CreateSecurityGroup,
+# AuthorizeSecurityGroupIngress): `terraform validate` checks neither, an apply is refused.
+GROUP_DESCRIPTION = re.compile(r"^[0-9A-Za-z_ .:/()#,@\[\]+=&;{}!$*-]{1,255}$")
+
+
+@pytest.mark.parametrize("team", TEAMS)
+def test_every_security_group_description_is_one_ec2_accepts(stacks, team):
+    """An apostrophe ("the team's nodes") passed `terraform validate` and stopped the first apply."""
+    groups = resources(stacks[f"team-{team}"], "aws_security_group")
+    assert groups
+    said = []
+    for name, group in groups.items():
+        said.append((name, group["description"]))
+        for direction in ("ingress", "egress"):
+            said += [(f"{name} {direction}", rule["description"]) for rule in group.get(direction, [])]
+    refused = [(where, text) for where, text in said if not GROUP_DESCRIPTION.match(text)]
+    assert not refused, refused
+
+
 @pytest.mark.parametrize("team", TEAMS)
 def test_topics_stack_creates_the_teams_topics_on_its_cluster(stacks, team):
     stack, spec = stacks[f"team-{team}-topics"], CONFIG.team(team)
