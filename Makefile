@@ -10,7 +10,7 @@ CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 SOURCES := runner jobs infra demo tests bench
 
-.PHONY: run test test-fast bench lint venv jars kafka yarn postgres chromium clean synth deploy-infra destroy-infra package package-lambda push-artifacts
+.PHONY: run test test-fast bench lint venv jars kafka yarn postgres chromium clean synth local-aws deploy-infra destroy-infra package package-lambda push-artifacts
 
 venv: $(STAMP)
 
@@ -92,6 +92,11 @@ TEAM ?=
 
 synth: $(STAMP)
 	@$(BIN)/python -m infra.main
+
+# AWS on this machine for the commands below (infra/localaws.py): moto over TLS, the prerequisites of teams.yaml;
+# it prints the environment that points deploy-infra, the AWS CLI and sql-runner at it.
+local-aws: $(STAMP)
+	@$(BIN)/python -m infra.localaws
 
 deploy-infra: $(STAMP)
 	@test -n "$(TEAM)" || { echo "usage: make deploy-infra TEAM=<name from infra/teams.yaml>"; exit 2; }

@@ -264,7 +264,7 @@ class TeamStack(TerraformStack):
                 )
             ],
         )
-        S3BucketPolicy(
+        policy = S3BucketPolicy(
             self,
             f"{role}-tls-only",
             bucket=bucket.id,
@@ -277,22 +277,28 @@ class TeamStack(TerraformStack):
                     "Resource": [bucket.arn, f"{bucket.arn}/*"],
                     "Condition": {"Bool": {"aws:SecureTransport": "false"}},
                 },
+                # S3's log delivery, for each of the team's buckets into its own prefix, from that bucket only
                 *(
-                    [
-                        {
-                            "Sid": "AccessLogDelivery",
-                            "Effect": "Allow",
-                            "Principal": {"Service": "logging.s3.amazonaws.com"},
-                            "Action": "s3:PutObject",
-                            "Resource": f"{bucket.arn}/s3-access/*",
-                            "Condition": {"StringEquals": {"aws:SourceAccount": self.account}},
-                        }
-                    ]
-                    if role == "logs"
-                    else []
+                    {
+                        "Sid": f"AccessLogDelivery{source.capitalize()}",
+                        "Effect": "Allow",
+                        "Principal": {"Service": "logging.s3.amazonaws.com"},
+                        "Action": "s3:PutObject",
+                        "Resource": f"{bucket.arn}/s3-access/{source}/*",
+                        "Condition": {
+                            "StringEquals": {"aws:SourceAccount": self.account},
+                            "ArnLike": {
+                                "aws:SourceArn": f"arn:aws:s3:::{self.team.bucket(source, self.platform.environment)}"
+                            },
+                        },
+                    }
+                    for source in (BUCKET_ROLES if role == "logs" else ())
+                    if source != "logs"
                 ),
             ),
         )
+        if role == "logs":
+            self.log_delivery = policy
         rules = [
             S3BucketLifecycleConfigurationRule(
                 id="expire-noncurrent-versions",
@@ -328,6 +334,7 @@ class TeamStack(TerraformStack):
                 bucket=bucket.id,
                 target_bucket=self.buckets["logs"].id,
                 target_prefix=f"s3-access/{role}/",
+                depends_on=[self.log_delivery],  # S3 accepts logging into a bucket that lets it deliver
             )
         return bucket
 

@@ -14,6 +14,8 @@ way. Terraform runs as argument lists, never through a shell.
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import shutil
 import subprocess
 import sys
@@ -54,15 +56,41 @@ def check_credentials(region: str) -> str:
     return identity["Arn"]
 
 
+def local_endpoint() -> str | None:
+    """An AWS endpoint other than AWS's own (``AWS_ENDPOINT_URL``: ``make local-aws``, infra/localaws.py)."""
+    return os.environ.get("AWS_ENDPOINT_URL") or None
+
+
+def point_at(stack_dir: Path, endpoint: str | None) -> list[str]:
+    """What makes a stack's Terraform talk to ``endpoint`` instead of AWS, the stack itself unchanged: S3 by
+    path (``https://<endpoint>/<bucket>``, as a bucket name is no host name there) for the provider, through
+    an override file beside the stack, and for the state backend; the ``init`` arguments it needs. The
+    provider and the backend read the endpoint itself from ``AWS_ENDPOINT_URL`` (``_env``)."""
+    override = stack_dir / "local_endpoint_override.tf.json"
+    if endpoint is None:
+        override.unlink(missing_ok=True)
+        return []
+    override.write_text(json.dumps({"provider": {"aws": [{"s3_use_path_style": True}]}}, indent=2) + "\n")
+    return ["-backend-config=use_path_style=true"]
+
+
+def _env() -> dict[str, str]:
+    endpoint = local_endpoint()
+    if endpoint is None:
+        return dict(os.environ)
+    # the state backend reads S3's own variable only
+    return {**os.environ, "AWS_ENDPOINT_URL_S3": os.environ.get("AWS_ENDPOINT_URL_S3", endpoint)}
+
+
 def terraform(stack_dir: Path, *args: str) -> None:
     command = ["terraform", f"-chdir={stack_dir}", *args]
     print("+ " + " ".join(command), flush=True)
-    completed = subprocess.run(command, check=False)
+    completed = subprocess.run(command, check=False, env=_env())
     if completed.returncode != 0:
         raise Stop(f"terraform {args[0]} failed in {stack_dir} (exit {completed.returncode})")
 
 
-def run(action: str, team_name: str, *, auto_approve: bool, out: Path) -> None:
+def run(action: str, team_name: str, *, auto_approve: bool, out: Path, only: str | None = None) -> None:
     if shutil.which("terraform") is None:
         raise Stop("terraform is not on PATH (Terraform 1.11 or later). Nothing was changed.")
     config = load_teams(TEAMS_FILE)
@@ -74,11 +102,13 @@ def run(action: str, team_name: str, *, auto_approve: bool, out: Path) -> None:
         if missing:
             raise Stop(f"{', '.join(missing)} missing: run `make package` first. Nothing was changed.")
     stacks = synth(TEAMS_FILE, out, team.name)
+    if only is not None:  # one of the team's two stacks: `team` (team-<x>) or `topics` (team-<x>-topics)
+        stacks = [s for s in stacks if s.endswith("-topics") == (only == "topics")]
     order = stacks if action == "deploy" else list(reversed(stacks))
     approve = ["-auto-approve"] if auto_approve else []
     for stack in order:
         stack_dir = out / "stacks" / stack
-        terraform(stack_dir, "init", "-input=false")
+        terraform(stack_dir, "init", "-input=false", *point_at(stack_dir, local_endpoint()))
         if action == "deploy" and stack == f"team-{team.name}":
             # The EMR bootstrap action and the Lambda's code are read from the artifacts bucket,
             # so that bucket comes first, then the artifacts, then everything else.
@@ -94,10 +124,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("action", choices=["deploy", "destroy"])
     parser.add_argument("--team", required=True)
     parser.add_argument("--auto-approve", action="store_true")
+    parser.add_argument(
+        "--only", choices=["team", "topics"], help="only the team's stack (team-<x>) or its topics (team-<x>-topics)"
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "cdktf.out")
     args = parser.parse_args(argv)
     try:
-        run(args.action, args.team, auto_approve=args.auto_approve, out=args.out)
+        run(args.action, args.team, auto_approve=args.auto_approve, out=args.out, only=args.only)
     except (Stop, TeamsError) as error:
         print(f"{args.action}-infra: {error}", file=sys.stderr)
         return 2

@@ -60,6 +60,7 @@ LONG_FIRST = (
     "test_yarn_deploys",
     "test_yarn_session",
     "test_changelog_kills",
+    "test_local_aws",
     "test_lookup_e2e",
     "test_lifecycle",
     "test_s3_state",

@@ -169,6 +169,8 @@ NOT_CODES = (
     "MSK_",
     "SPARK_",
     "PYSPARK_",
+    "TF_",  # Terraform's environment
+    "SSL_CERT_FILE",  # where Go (Terraform) reads its trusted certificates
     "HADOOP_",
     "TIMESTAMP_",
     "SASL_",

@@ -37,10 +37,11 @@ NEEDS = {
     "e2e": "several real processes end to end: the CLI deploying detached jobs or a session",
     "infra": "the infrastructure's tools: CDK for Terraform's synth, terraform, checkov, make's packaging",
     "yarn": "the run's YARN cluster (a real ResourceManager and NodeManager, demo/yarn_cluster.py)",
+    "platform": "the platform applied on this machine: Terraform against the local AWS endpoint (infra/localaws.py)",
 }
 # What keeps a test out of ``--fast``: a JVM or a server. moto runs in the test process, as fast as the code it
 # stands in front of.
-SLOW = ("spark", "kafka", "postgres", "browser", "e2e", "infra", "yarn")
+SLOW = ("spark", "kafka", "postgres", "browser", "e2e", "infra", "yarn", "platform")
 
 
 def fast(item: pytest.Item) -> bool:
