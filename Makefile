@@ -104,7 +104,7 @@ deploy-infra: $(STAMP)
 
 destroy-infra: $(STAMP)
 	@test -n "$(TEAM)" || { echo "usage: make destroy-infra TEAM=<name from infra/teams.yaml>"; exit 2; }
-	@$(BIN)/python -m infra.terraform destroy --team "$(TEAM)"
+	@$(BIN)/python -m infra.terraform destroy --team "$(TEAM)" $(if $(filter yes,$(DELETE_DATA)),--delete-data)
 
 package: jars
 	@$(BIN)/python -m infra.package all

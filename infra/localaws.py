@@ -146,11 +146,13 @@ def _correct_moto() -> None:
 
 
 def _msk_as_provisioned(kafka_bootstrap: Callable[[], str | None]) -> None:
-    """moto 5.2.5's MSK keeps every cluster ``CREATING`` (the provider waits for ``ACTIVE`` for ever) and has
-    no ``GetBootstrapBrokers``. Here a cluster is ``ACTIVE`` from its first description on (provisioned at
+    """moto 5.2.5's MSK keeps every cluster ``CREATING`` (the provider waits for ``ACTIVE`` for ever), fails
+    on a deleted one instead of saying it is not found (the provider waits for that for ever), and has no
+    ``GetBootstrapBrokers``. Here a cluster is ``ACTIVE`` from its first description on (provisioned at
     once), and its SASL/IAM bootstrap address is ``kafka_bootstrap``, the broker standing for MSK on this
     machine, or else MSK's own form of name for each broker (``b-<n>.<cluster>...:9098``), which resolves
     nowhere: the stacks store it as the team's parameter, as they store MSK's."""
+    from moto.kafka.exceptions import NotFoundException
     from moto.kafka.models import KafkaBackend
     from moto.kafka.responses import KafkaResponse
 
@@ -168,7 +170,9 @@ def _msk_as_provisioned(kafka_bootstrap: Callable[[], str | None]) -> None:
     def provisioned(describe):
         def described(self, cluster_arn: str):
             cluster = self.clusters.get(cluster_arn)
-            if cluster is not None and cluster.state == "CREATING":
+            if cluster is None:  # moto fails (HTTP 500) on a deleted cluster; AWS answers it is not found
+                raise NotFoundException(f"Cluster {cluster_arn} not found")
+            if cluster.state == "CREATING":
                 cluster.state = "ACTIVE"
             return without_configuration(describe(self, cluster_arn))
 

@@ -90,7 +90,15 @@ def terraform(stack_dir: Path, *args: str) -> None:
         raise Stop(f"terraform {args[0]} failed in {stack_dir} (exit {completed.returncode})")
 
 
-def run(action: str, team_name: str, *, auto_approve: bool, out: Path, only: str | None = None) -> None:
+def run(
+    action: str,
+    team_name: str,
+    *,
+    auto_approve: bool,
+    out: Path,
+    only: str | None = None,
+    delete_data: bool = False,
+) -> None:
     if shutil.which("terraform") is None:
         raise Stop("terraform is not on PATH (Terraform 1.11 or later). Nothing was changed.")
     config = load_teams(TEAMS_FILE)
@@ -115,8 +123,112 @@ def run(action: str, team_name: str, *, auto_approve: bool, out: Path, only: str
             targets = [f"-target={kind}.artifacts-{what}" for kind, what in ARTIFACTS_BUCKET_PARTS]
             terraform(stack_dir, "apply", *approve, *targets)
             package.push(team.name)
+        if action == "destroy" and stack == f"team-{team.name}":
+            _destroy_team_stack(stack_dir, config, team, auto_approve=auto_approve, delete_data=delete_data)
+            continue
         # without --auto-approve Terraform shows the plan and asks before changing anything
         terraform(stack_dir, "apply" if action == "deploy" else "destroy", *approve)
+
+
+# Buckets whose objects can be made again (`make package` and `make push-artifacts`): emptied by a destroy.
+REBUILT = ("artifacts",)
+
+
+def _destroy_team_stack(stack_dir: Path, config, team, *, auto_approve: bool, delete_data: bool) -> None:
+    """A team stack holds what Terraform alone cannot delete: EMR's termination protection (on, so that no
+    plan ends the team's jobs by mistake) and buckets that hold objects (the team's manifests, state and
+    logs). The destroy checks the buckets first and, unless ``delete_data``, stops naming those that hold
+    data, before anything changed; once approved it lifts the protection, empties the buckets it may and
+    lets Terraform destroy the rest."""
+    import boto3
+
+    from infra.stack import BUCKET_ROLES  # synth has loaded it already
+
+    outputs = _outputs(stack_dir)
+    s3 = boto3.client("s3", region_name=team.region)
+    holding = {}
+    for role in BUCKET_ROLES:
+        name = outputs.get(f"{role}_bucket") or team.bucket(role, config.platform.environment)
+        count = _object_count(s3, name)
+        if count:
+            holding[name] = (role, count)
+    kept = {name: count for name, (role, count) in holding.items() if role not in REBUILT}
+    if kept and not delete_data:
+        listed = ", ".join(f"s3://{name} ({count} objects)" for name, count in sorted(kept.items()))
+        raise Stop(
+            f"the team's buckets hold data: {listed}. Copy what must be kept, then destroy with "
+            "--delete-data (make destroy-infra TEAM=<name> DELETE_DATA=yes) to delete it with the "
+            "environment. Nothing was changed."
+        )
+    if not auto_approve:
+        terraform(stack_dir, "plan", "-destroy", "-input=false")
+        emptied = ", ".join(f"s3://{name}" for name in sorted(holding)) or "none"
+        answer = input(f"Destroy team-{team.name}, emptying the buckets {emptied}? Only 'yes' is accepted: ")
+        if answer.strip() != "yes":
+            raise Stop("not confirmed. Nothing was changed.")
+    cluster = outputs.get("emr_cluster_id")
+    if cluster:
+        emr = boto3.client("emr", region_name=team.region)
+        state = emr.describe_cluster(ClusterId=cluster)["Cluster"]["Status"]["State"]
+        if state not in ("TERMINATED", "TERMINATED_WITH_ERRORS"):
+            print(f"lifting the termination protection of {cluster}", flush=True)
+            emr.set_termination_protection(JobFlowIds=[cluster], TerminationProtected=False)
+    logs = outputs.get("logs_bucket") or team.bucket("logs", config.platform.environment)
+    # S3 delivers the access logs of the other buckets into the logs bucket, the destroy's own requests
+    # included: stopped first, so that the logs bucket stays empty once emptied
+    for role in BUCKET_ROLES:
+        name = outputs.get(f"{role}_bucket") or team.bucket(role, config.platform.environment)
+        if name != logs and _exists(s3, name):
+            s3.put_bucket_logging(Bucket=name, BucketLoggingStatus={})
+    for name in sorted(holding, key=lambda bucket: bucket == logs):  # the logs bucket last
+        print(f"emptying s3://{name} ({holding[name][1]} objects and versions)", flush=True)
+        _empty(s3, name)
+    terraform(stack_dir, "destroy", "-auto-approve", "-input=false")
+
+
+def _outputs(stack_dir: Path) -> dict[str, str]:
+    """The applied stack's outputs (none when nothing was applied)."""
+    completed = subprocess.run(
+        ["terraform", f"-chdir={stack_dir}", "output", "-json"], capture_output=True, text=True, env=_env(), check=False
+    )
+    if completed.returncode != 0 or not completed.stdout.strip():
+        return {}
+    return {name: str(value.get("value")) for name, value in json.loads(completed.stdout).items()}
+
+
+def _object_count(s3, bucket: str) -> int:
+    """How many object versions and delete markers ``bucket`` holds; 0 when it does not exist."""
+    from botocore.exceptions import ClientError
+
+    count = 0
+    try:
+        for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket):
+            count += len(page.get("Versions", [])) + len(page.get("DeleteMarkers", []))
+    except ClientError as error:
+        if error.response["Error"]["Code"] in ("NoSuchBucket", "404"):
+            return 0
+        raise
+    return count
+
+
+def _exists(s3, bucket: str) -> bool:
+    from botocore.exceptions import ClientError
+
+    try:
+        s3.head_bucket(Bucket=bucket)
+    except ClientError:
+        return False
+    return True
+
+
+def _empty(s3, bucket: str) -> None:
+    for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket):
+        doomed = [
+            {"Key": item["Key"], "VersionId": item["VersionId"]}
+            for item in page.get("Versions", []) + page.get("DeleteMarkers", [])
+        ]
+        for start in range(0, len(doomed), 1000):
+            s3.delete_objects(Bucket=bucket, Delete={"Objects": doomed[start : start + 1000], "Quiet": True})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -125,12 +237,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--team", required=True)
     parser.add_argument("--auto-approve", action="store_true")
     parser.add_argument(
+        "--delete-data",
+        action="store_true",
+        help="destroy: also delete what the team's buckets hold (manifests, checkpoints, savepoints, logs)",
+    )
+    parser.add_argument(
         "--only", choices=["team", "topics"], help="only the team's stack (team-<x>) or its topics (team-<x>-topics)"
     )
     parser.add_argument("--out", type=Path, default=ROOT / "cdktf.out")
     args = parser.parse_args(argv)
     try:
-        run(args.action, args.team, auto_approve=args.auto_approve, out=args.out, only=args.only)
+        run(
+            args.action,
+            args.team,
+            auto_approve=args.auto_approve,
+            out=args.out,
+            only=args.only,
+            delete_data=args.delete_data,
+        )
     except (Stop, TeamsError) as error:
         print(f"{args.action}-infra: {error}", file=sys.stderr)
         return 2

@@ -56,11 +56,11 @@ def pytest_configure(config: pytest.Config) -> None:
 # remaining tests: with these first, the long tests spread over all of them from the start instead of one
 # finishing alone at the end.
 LONG_FIRST = (
+    "test_local_aws",  # Terraform applying and destroying two teams: five minutes, mostly waiting on the provider
     "test_yarn_restarts",
     "test_yarn_deploys",
     "test_yarn_session",
     "test_changelog_kills",
-    "test_local_aws",
     "test_lookup_e2e",
     "test_lifecycle",
     "test_s3_state",

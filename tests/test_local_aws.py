@@ -123,6 +123,9 @@ def test_msk_budgets_emr_and_lambda_keep_and_serve_what_the_provider_reads_back(
     assert described["State"] == "ACTIVE"
     assert "ConfigurationArn" not in described["CurrentBrokerSoftwareInfo"], "no configuration was given"
     assert kafka.get_bootstrap_brokers(ClusterArn=arn)["BootstrapBrokerStringSaslIam"] == "127.0.0.1:19092"
+    kafka.delete_cluster(ClusterArn=arn)
+    with pytest.raises(ClientError, match="NotFoundException"):
+        kafka.describe_cluster_v2(ClusterArn=arn)
 
     budgets = client(aws, "budgets", "us-east-1")
     notification = {"NotificationType": "ACTUAL", "ComparisonOperator": "GREATER_THAN", "Threshold": 100.0}
@@ -191,14 +194,54 @@ def test_msk_budgets_emr_and_lambda_keep_and_serve_what_the_provider_reads_back(
     assert config["LoggingConfig"]["LogFormat"] == "JSON"
 
 
+def infra_terraform(env: dict[str, str], *args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "infra.terraform", *args, "--only", "team"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def finished(process: subprocess.Popen, timeout: int = 900) -> tuple[int, str, str]:
+    out, err = process.communicate(timeout=timeout)
+    return process.returncode, out, err
+
+
+def team_resources(aws: LocalAws, team) -> dict[str, list[str]]:
+    """What of ``team`` the endpoint holds, by the names the stacks give (``sql-runner-<env>-<team>``)."""
+    prefix = f"sql-runner-{CONFIG.platform.environment}-{team.name}"
+    s3, emr, kafka = client(aws, "s3", team.region), client(aws, "emr", team.region), client(aws, "kafka", team.region)
+    lam, iam, ec2 = client(aws, "lambda", team.region), client(aws, "iam", team.region), client(aws, "ec2", team.region)
+    alive = ("STARTING", "BOOTSTRAPPING", "RUNNING", "WAITING", "TERMINATING")
+    return {
+        "buckets": [b["Name"] for b in s3.list_buckets()["Buckets"] if b["Name"].startswith(prefix)],
+        "emr": [c["Id"] for c in emr.list_clusters(ClusterStates=list(alive))["Clusters"] if c["Name"] == prefix],
+        "msk": [c["ClusterName"] for c in kafka.list_clusters_v2()["ClusterInfoList"] if c["ClusterName"] == prefix],
+        "lambda": [
+            f["FunctionName"] for f in lam.list_functions()["Functions"] if f["FunctionName"].startswith(prefix)
+        ],
+        "roles": [r["RoleName"] for r in iam.list_roles()["Roles"] if r["RoleName"].startswith(prefix)],
+        "security groups": [
+            g["GroupName"]
+            for g in ec2.describe_security_groups()["SecurityGroups"]
+            if g["GroupName"].startswith(prefix)
+        ],
+    }
+
+
 @pytest.mark.infra
 @pytest.mark.platform
-def test_a_teams_stack_applies_against_the_local_endpoint_and_plans_no_change_after(aws, tmp_path):
-    """The real ``python -m infra.terraform deploy`` of the team stack (artifacts bucket, artifacts, the rest),
-    then ``terraform plan``: no change, so the stacks converge on what they applied."""
+@pytest.mark.timeout(1200)
+def test_every_teams_stack_applies_on_the_local_endpoint_converges_and_is_destroyed_only_with_its_data(aws, tmp_path):
+    """The real ``python -m infra.terraform deploy`` of each team's stack at once (artifacts bucket, artifacts,
+    the rest); a second ``terraform plan`` finds nothing to change (no perpetual diff); ``destroy`` refuses,
+    changing nothing, while the team's buckets hold data, and with ``--delete-data`` leaves nothing of the
+    team (EMR's termination protection lifted, the buckets emptied) and the other team untouched."""
     if shutil.which("terraform") is None or not (PLUGINS / "registry.terraform.io" / "hashicorp" / "aws").is_dir():
         pytest.skip(f"terraform or the AWS provider mirror at {PLUGINS} is missing on this machine")
-    team = CONFIG.teams[0]
     provide_prerequisites(aws, CONFIG)
     rc = tmp_path / "terraform.rc"
     hashicorp = '["registry.terraform.io/hashicorp/*"]'
@@ -208,60 +251,54 @@ def test_a_teams_stack_applies_against_the_local_endpoint_and_plans_no_change_af
     )
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("AWS_")},
-        **aws.env(team.region),
+        **aws.env(CONFIG.platform.state_region),
         "TF_CLI_CONFIG_FILE": str(rc),
         "TF_IN_AUTOMATION": "1",
     }
-    package = subprocess.run(
-        [sys.executable, "-m", "infra.package", "all"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
+    built = subprocess.run(
+        [sys.executable, "-m", "infra.package", "all"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
     )
-    assert package.returncode == 0, package.stdout + package.stderr
-    out = tmp_path / "cdktf.out"
-    deploy = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "infra.terraform",
-            "deploy",
-            "--team",
-            team.name,
-            "--auto-approve",
-            "--out",
-            str(out),
-            "--only",
-            "team",
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
+    assert built.returncode == 0, built.stdout + built.stderr
+    outs = {team.name: tmp_path / f"out-{team.name}" for team in CONFIG.teams}
+    deploys = {
+        team.name: infra_terraform(env, "deploy", "--team", team.name, "--auto-approve", "--out", str(outs[team.name]))
+        for team in CONFIG.teams
+    }
+    for name, process in deploys.items():
+        code, out, err = finished(process)
+        assert code == 0, f"{name}: {out[-4000:]}{err[-3000:]}"
+        assert "Apply complete! Resources: 61 added" in out, out[-3000:]
+    for team in CONFIG.teams:
+        stack = outs[team.name] / "stacks" / f"team-{team.name}"
+        plan = subprocess.run(
+            ["terraform", f"-chdir={stack}", "plan", "-detailed-exitcode", "-no-color", "-input=false"],
+            env={**env, "AWS_ENDPOINT_URL_S3": aws.endpoint},
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert plan.returncode == 0 and "No changes." in plan.stdout, plan.stdout[-4000:] + plan.stderr[-2000:]
+        held = team_resources(aws, team)
+        assert len(held["buckets"]) == 5 and len(held["emr"]) == 1 and held["msk"] and held["lambda"], held
+
+    team, other = CONFIG.teams[0], CONFIG.teams[1]
+    manifests = team.bucket("manifests", CONFIG.platform.environment)
+    client(aws, "s3", team.region).put_object(Bucket=manifests, Key="manifests/q.yaml", Body=b"name: q\n")
+    before = team_resources(aws, team)
+    code, out, err = finished(
+        infra_terraform(env, "destroy", "--team", team.name, "--auto-approve", "--out", str(outs[team.name]))
     )
-    assert deploy.returncode == 0, deploy.stdout[-4000:] + deploy.stderr[-4000:]
-    assert "Apply complete! Resources: 61 added" in deploy.stdout, deploy.stdout[-3000:]
-    stack = out / "stacks" / f"team-{team.name}"
-    plan = subprocess.run(
-        ["terraform", f"-chdir={stack}", "plan", "-detailed-exitcode", "-no-color", "-input=false"],
-        env={**env, "AWS_ENDPOINT_URL_S3": aws.endpoint},
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert plan.returncode == 0 and "No changes." in plan.stdout, plan.stdout[-4000:] + plan.stderr[-2000:]
-    s3 = client(aws, "s3", team.region)
-    buckets = {b["Name"] for b in s3.list_buckets()["Buckets"]}
-    assert {
-        team.bucket(role, CONFIG.platform.environment) for role in ("manifests", "checkpoints", "savepoints")
-    } <= buckets
+    assert code == 2 and f"s3://{manifests} (1 objects)" in err and "Nothing was changed." in err, out + err
+    assert team_resources(aws, team) == before
     emr = client(aws, "emr", team.region)
-    assert [c["Name"] for c in emr.list_clusters()["Clusters"]] == [
-        f"sql-runner-{CONFIG.platform.environment}-{team.name}"
-    ]
+    assert emr.describe_cluster(ClusterId=before["emr"][0])["Cluster"]["TerminationProtected"] is True
+
+    code, out, err = finished(
+        infra_terraform(
+            env, "destroy", "--team", team.name, "--auto-approve", "--delete-data", "--out", str(outs[team.name])
+        )
+    )
+    assert code == 0, out[-4000:] + err[-3000:]
+    assert "Destroy complete!" in out and "emptying s3://" in out and "lifting the termination protection" in out, out
+    assert team_resources(aws, team) == {kind: [] for kind in before}
+    assert all(team_resources(aws, other).values()), "the other team's environment is untouched"
