@@ -56,6 +56,34 @@ def check_credentials(region: str) -> str:
     return identity["Arn"]
 
 
+def check_network(team) -> None:
+    """The team's VPC and subnets (``teams.yaml``'s ``network``) exist in its region and the subnets are in
+    that VPC: otherwise the apply would stop half way, at the first resource placed in them."""
+    import boto3
+    from botocore.exceptions import ClientError
+
+    ec2 = boto3.client("ec2", region_name=team.region)
+    network = team.network
+    try:
+        vpcs = ec2.describe_vpcs(Filters=[{"Name": "vpc-id", "Values": [network.vpc_id]}])["Vpcs"]
+        subnets = ec2.describe_subnets(Filters=[{"Name": "subnet-id", "Values": network.subnet_ids}])["Subnets"]
+    except ClientError as error:
+        raise Stop(f"could not read the team's network in {team.region} ({error}). Nothing was changed.") from None
+    problems = []
+    if not vpcs:
+        problems.append(f"VPC {network.vpc_id} does not exist")
+    found = {subnet["SubnetId"]: subnet["VpcId"] for subnet in subnets}
+    problems += [f"subnet {s} does not exist" for s in network.subnet_ids if s not in found]
+    problems += [
+        f"subnet {s} is in {vpc}, not in {network.vpc_id}" for s, vpc in sorted(found.items()) if vpc != network.vpc_id
+    ]
+    if problems:
+        raise Stop(
+            f"team {team.name}: the network the teams file names is not there in {team.region}: {'; '.join(problems)}. "
+            "Nothing was changed."
+        )
+
+
 def local_endpoint() -> str | None:
     """An AWS endpoint other than AWS's own (``AWS_ENDPOINT_URL``: ``make local-aws``, infra/localaws.py)."""
     return os.environ.get("AWS_ENDPOINT_URL") or None
@@ -98,18 +126,20 @@ def run(
     out: Path,
     only: str | None = None,
     delete_data: bool = False,
+    teams_file: Path = TEAMS_FILE,
 ) -> None:
     if shutil.which("terraform") is None:
         raise Stop("terraform is not on PATH (Terraform 1.11 or later). Nothing was changed.")
-    config = load_teams(TEAMS_FILE)
+    config = load_teams(teams_file)
     team = config.team(team_name)
     who = check_credentials(team.region)
     print(f"{action} for team {team.name} in {team.region} as {who}")
     if action == "deploy":
+        check_network(team)
         missing = package.missing()
         if missing:
             raise Stop(f"{', '.join(missing)} missing: run `make package` first. Nothing was changed.")
-    stacks = synth(TEAMS_FILE, out, team.name)
+    stacks = synth(teams_file, out, team.name)
     if only is not None:  # one of the team's two stacks: `team` (team-<x>) or `topics` (team-<x>-topics)
         stacks = [s for s in stacks if s.endswith("-topics") == (only == "topics")]
     order = stacks if action == "deploy" else list(reversed(stacks))
@@ -236,6 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("action", choices=["deploy", "destroy"])
     parser.add_argument("--team", required=True)
     parser.add_argument("--auto-approve", action="store_true")
+    parser.add_argument("--teams", type=Path, default=TEAMS_FILE, help="the teams file (infra/teams.yaml)")
     parser.add_argument(
         "--delete-data",
         action="store_true",
@@ -254,6 +285,7 @@ def main(argv: list[str] | None = None) -> int:
             out=args.out,
             only=args.only,
             delete_data=args.delete_data,
+            teams_file=args.teams,
         )
     except (Stop, TeamsError) as error:
         print(f"{args.action}-infra: {error}", file=sys.stderr)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import boto3
 import pytest
+import yaml
 from botocore.exceptions import ClientError
 
 from infra.localaws import LocalAws, provide_prerequisites
@@ -192,6 +193,30 @@ def test_msk_budgets_emr_and_lambda_keep_and_serve_what_the_provider_reads_back(
     config = lam.get_function_configuration(FunctionName="f")
     assert config["DeadLetterConfig"] == {"TargetArn": dlq}
     assert config["LoggingConfig"]["LogFormat"] == "JSON"
+
+
+def test_a_teams_file_naming_a_subnet_that_does_not_exist_stops_the_deploy_before_anything_changes(aws, tmp_path):
+    provide_prerequisites(aws, CONFIG)
+    team = CONFIG.teams[0]
+    missing, elsewhere = "subnet-0a1b2c3d4e5f69999", CONFIG.teams[1].network.subnet_ids[0]
+    text = yaml.safe_load((ROOT / "infra" / "teams.yaml").read_text())
+    text["teams"][0]["network"]["subnet-ids"] = [team.network.subnet_ids[0], missing, elsewhere]
+    bad = tmp_path / "teams.yaml"
+    bad.write_text(yaml.safe_dump(text))
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("AWS_")}, **aws.env(team.region)}
+    result = subprocess.run(
+        [sys.executable, "-m", "infra.terraform", "deploy", "--team", team.name, "--teams", str(bad)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"subnet {missing} does not exist" in result.stderr, result.stderr
+    assert f"subnet {elsewhere} is in {CONFIG.teams[1].network.vpc_id}, not in {team.network.vpc_id}" in result.stderr
+    assert "Nothing was changed." in result.stderr and "terraform" not in result.stdout
+    assert not team_resources(aws, team)["buckets"], "nothing applied"
 
 
 def infra_terraform(env: dict[str, str], *args: str) -> subprocess.Popen:
