@@ -265,8 +265,10 @@ def test_every_teams_stack_applies_on_the_local_endpoint_converges_and_is_destro
     the rest); a second ``terraform plan`` finds nothing to change (no perpetual diff); ``destroy`` refuses,
     changing nothing, while the team's buckets hold data, and with ``--delete-data`` leaves nothing of the
     team (EMR's termination protection lifted, the buckets emptied) and the other team untouched."""
-    if shutil.which("terraform") is None or not (PLUGINS / "registry.terraform.io" / "hashicorp" / "aws").is_dir():
-        pytest.skip(f"terraform or the AWS provider mirror at {PLUGINS} is missing on this machine")
+    # the machines this runs on have both (Terraform 1.11, the AWS provider under /opt/tf-plugins): a missing one
+    # fails here, where a skip would leave the platform unchecked
+    assert shutil.which("terraform"), "terraform is not on PATH (Terraform 1.11 or later)"
+    assert (PLUGINS / "registry.terraform.io" / "hashicorp" / "aws").is_dir(), f"no AWS provider mirror at {PLUGINS}"
     provide_prerequisites(aws, CONFIG)
     rc = tmp_path / "terraform.rc"
     hashicorp = '["registry.terraform.io/hashicorp/*"]'
