@@ -43,7 +43,12 @@ def committed_files(folder: Path) -> list[Path]:
     log = folder / "_spark_metadata"
     if not log.is_dir():
         return []
-    texts = {entry.name: entry.read_text(encoding="utf-8") for entry in log.iterdir() if entry.is_file()}
+    # Hadoop's checksummed local file system writes a hidden ``.<name>.crc`` beside each file: not the log's
+    texts = {
+        entry.name: entry.read_text(encoding="utf-8")
+        for entry in log.iterdir()
+        if entry.is_file() and not entry.name.startswith(".")
+    }
     return [Path(unquote(urlparse(path).path)) for path in committed_paths(texts)]
 
 

@@ -285,6 +285,35 @@ def _lambda_configuration() -> None:
     LambdaFunction.update_configuration = update_configuration
 
 
+def answer_continue_once() -> None:
+    """moto's server (werkzeug's, over HTTP/1.1) answers ``Expect: 100-continue`` twice: Python's http.server sends
+    ``100 Continue`` as it reads the headers and werkzeug sends another as it hands the body over; the AWS SDK for
+    Java (S3A: each local file uploaded, RocksDB's state at every commit) then takes the second for the response
+    and fails with status 100. Here only werkzeug's is sent, as one server does."""
+    from moto.moto_server.werkzeug_app import MotoRequestHandler
+
+    MotoRequestHandler.handle_expect_100 = lambda self: True
+
+
+def _s3_delete_marker_events() -> None:
+    """moto 5.2.5 sends no event notification when a delete in a versioned bucket creates a delete marker; S3 sends
+    ``s3:ObjectRemoved:DeleteMarkerCreated`` (the deploy Lambda's undeploy hangs on it): here it is sent."""
+    from moto.s3 import notifications
+    from moto.s3.models import S3Backend
+
+    delete = S3Backend.delete_object
+
+    def delete_object(self, bucket_name, key_name, version_id=None, bypass=False):
+        done, meta = delete(self, bucket_name, key_name, version_id, bypass)
+        if version_id is None and meta.get("delete-marker") == "true":
+            marker = SimpleNamespace(name=key_name, etag="", size=0, version_id=meta["version-id"])
+            event = notifications.S3NotificationEvent.OBJECT_REMOVED_DELETE_MARKER_CREATED_EVENT
+            notifications.send_event(self.account_id, event, self.get_bucket(bucket_name), marker)
+        return done, meta
+
+    S3Backend.delete_object = delete_object
+
+
 def _emr_cluster_policies() -> None:
     """moto 5.2.5's EMR drops a new cluster's ``AutoTerminationPolicy`` and ``ManagedScalingPolicy`` and has
     no API to read or change them, which the provider does after every change: here each cluster's two
@@ -368,6 +397,8 @@ class LocalAws:
             _emr_instance_fleets()
             _emr_cluster_policies()
             _lambda_configuration()
+            _s3_delete_marker_events()
+            answer_continue_once()
             _CORRECTED = True
         LocalAws.kafka_bootstrap_now = self.kafka_bootstrap
         from moto.moto_api._internal.models import moto_api_backend
@@ -410,6 +441,20 @@ class LocalAws:
             "AWS_REGION": region,
             **CREDENTIALS,
         }
+
+
+PROVIDER_MIRROR = Path("/opt/tf-plugins")  # this machine's offline mirror of the AWS provider
+
+
+def provider_mirror_config(path: Path, mirror: Path = PROVIDER_MIRROR) -> Path:
+    """A Terraform CLI configuration (for ``TF_CLI_CONFIG_FILE``) taking HashiCorp's providers from ``mirror``,
+    where no registry is reachable, and any other from its registry."""
+    hashicorp = '["registry.terraform.io/hashicorp/*"]'
+    path.write_text(
+        f'provider_installation {{\n  filesystem_mirror {{\n    path = "{mirror}"\n    include = {hashicorp}\n  }}\n'
+        f"  direct {{\n    exclude = {hashicorp}\n  }}\n}}\n"
+    )
+    return path
 
 
 @contextmanager

@@ -8,13 +8,15 @@ A streaming query writes several files per micro-batch (offsets, commits, the fi
 data and log, state), so on a laptop one job with a batch a second started about 170
 processes a second, and each micro-batch spent half its time waiting for them.
 
-Every Spark application the runner starts therefore reads and writes ``file:`` paths
-through Hadoop's raw local file system (no checksum files, so no second ``chmod``; the
-runner never reads them) and, when its checkpoints are local, commits checkpoint files
-with a plain rename (``rename(2)``: atomic on a local disk) instead of FileContext's.
-Checkpoints on S3 keep Spark's default. Either can still be set in ``sparkProperties``. On YARN they are
-set by the driver on its own session instead of on spark-submit's command line (``missing_from``): the
-YARN client stages the application's files through Hadoop's ``file:`` file system, and the raw one cannot.
+Every Spark application the runner starts with its checkpoints on this machine therefore
+reads and writes ``file:`` paths through Hadoop's raw local file system (no checksum files,
+so no second ``chmod``; the runner never reads them) and commits checkpoint files with a
+plain rename (``rename(2)``: atomic on a local disk) instead of FileContext's.
+Checkpoints on S3 keep Hadoop's and Spark's defaults: S3A uploads a local file (RocksDB's
+state store at every commit) through the checksummed local file system. Either can still
+be set in ``sparkProperties``. On YARN they are set by the driver on its own session instead
+of on spark-submit's command line (``missing_from``): the YARN client stages the
+application's files through Hadoop's ``file:`` file system, and the raw one cannot.
 
 A file source's micro-batch builds its relation over the files it found, and Spark checks
 those paths again; above 32 paths it starts a distributed Spark job to do so. For files
@@ -49,11 +51,12 @@ def is_local(uri: str) -> bool:
 
 
 def properties(checkpoints: str) -> dict[str, str]:
-    """Spark properties for an application whose checkpoints live under ``checkpoints``."""
-    found = dict(RAW_LOCAL_FILES)
-    if is_local(checkpoints):
-        found[CHECKPOINT_MANAGER] = RENAME_CHECKPOINTS
-    return found
+    """Spark properties for an application whose checkpoints live under ``checkpoints``: none when they are not on
+    this machine, as S3A copies a local file up (RocksDB's state store does at every commit) through Hadoop's
+    checksummed local file system, which the raw one is not (a ClassCastException in every stateful batch)."""
+    if not is_local(checkpoints):
+        return {}
+    return {**RAW_LOCAL_FILES, CHECKPOINT_MANAGER: RENAME_CHECKPOINTS}
 
 
 def missing_from(conf: object, checkpoints: str) -> dict[str, str]:

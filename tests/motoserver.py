@@ -11,6 +11,7 @@ from unittest import mock
 
 from moto.server import ThreadedMotoServer
 
+from infra.localaws import answer_continue_once
 from tests import tiers
 
 
@@ -21,6 +22,7 @@ class MotoServer:
     def __init__(self, region: str = "us-east-1"):
         tiers.require("s3", "moto's server")
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # it logs every request
+        answer_continue_once()  # S3A's uploads of local files (RocksDB's state) expect one 100 Continue
         self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         self.server.start()
         host, self.port = self.server.get_host_and_port()
