@@ -10,9 +10,10 @@ import click
 from runner.cli import options, render, requires
 from runner.cli.context import Context
 from runner.cli.output import line, out
-from runner.core import logs
+from runner.core import layout, logs
 from runner.core.errors import ProblemCollector, UserError
 from runner.core.manifest import Manifest
+from runner.core.protocol.control import DeployError, write_deploy_error
 from runner.core.reasons import rendered
 from runner.deploy.deployer import Decision, Deployer
 
@@ -137,7 +138,11 @@ def deploy(
             return newer_version(ctx, key, object_version)
 
     with ctx.deployer(lease_wait=lease_wait, judge_in_jobs=True) as deployer:
-        planned = decisions(ctx, deployer, paths, mode)
+        try:
+            planned = decisions(ctx, deployer, paths, mode)
+        except UserError as error:
+            _report_refused(ctx, error, object_version)
+            raise
         deployer.release_spark()  # carrying the plan out needs no Spark here
         out.print(render.plan_table(planned))
         failures = ProblemCollector()
@@ -145,10 +150,29 @@ def deploy(
             try:
                 result = deployer.carry_out(decision, superseded=superseded)
             except UserError as error:
+                _report_refused(ctx, error, object_version)
                 failures.capture(error)
                 continue
+            refused = layout.deploy_error(decision.name)
+            if ctx.from_store and decision.prepared is not None and ctx.store.manifests.read(refused) is not None:
+                ctx.store.manifests.delete(refused)  # deployed: no longer refused
             line(f"{decision.name}: {result.summary} -> {render.outcome(result.outcome)}")
         failures.raise_if_any()
+
+
+def _report_refused(ctx: Context, error: UserError, object_version: str | None) -> None:
+    """With --from-store (an EMR step) the author is not watching the step's output: each refused manifest's
+    problems go to ``errors/<name>.json`` in the manifests bucket, where the deploy Lambda and the session put
+    the problems they find themselves."""
+    if not ctx.from_store:
+        return
+    refused: dict[str, tuple[str, list[str]]] = {}
+    for problem in error.problems:
+        if problem.file and problem.file.endswith((".yaml", ".yml")):
+            refused.setdefault(Path(problem.file).stem, (problem.file, []))[1].append(problem.render())
+    for name, (file, problems) in refused.items():
+        report = DeployError(name=name, key=file, version_id=object_version, problems=problems)
+        write_deploy_error(ctx.store.manifests, report)
 
 
 @click.command()
@@ -166,6 +190,9 @@ def undeploy(ctx: Context, name: str, lease_wait: float) -> None:
         raise UserError.of("MANIFEST_STILL_PRESENT", name=name, manifest=ctx.project.display(present[0]))
     with ctx.deployer(with_project=False, lease_wait=lease_wait, command="undeploy") as deployer:
         result = deployer.carry_out(deployer.decide(name, None), purpose="undeploy")
+    refused = layout.deploy_error(name)
+    if ctx.from_store and ctx.store.manifests.read(refused) is not None:
+        ctx.store.manifests.delete(refused)  # the manifest is gone: why it was refused no longer matters
     line(f"{name}: {result.summary} -> {render.outcome(result.outcome)}")
 
 
