@@ -19,6 +19,7 @@ bootstrap verifies them by.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import shutil
 import subprocess
 import sys
@@ -159,6 +160,10 @@ def push(team_name: str) -> None:
         for path, key in uploads:
             s3.upload_file(str(path), bucket, key)
             print(f"uploaded {path.relative_to(ROOT)} -> s3://{bucket}/{key}")
+        # what the bootstrap checks the wheel against before installing it, as it checks the jars
+        digest = hashlib.sha256(wheels[-1].read_bytes()).hexdigest()
+        s3.put_object(Bucket=bucket, Key=f"runner/{SUMS}", Body=f"{digest}  {wheels[-1].name}\n".encode())
+        print(f"uploaded the wheel's checksum -> s3://{bucket}/runner/{SUMS}")
     except NoCredentialsError:
         raise SystemExit("nothing pushed: no AWS credentials (set AWS_PROFILE or AWS_ACCESS_KEY_ID)") from None
     except (BotoCoreError, ClientError) as error:

@@ -17,14 +17,18 @@ for file in console.args token.args prometheus.yaml cloudwatch-agent.json; do
   sudo aws s3 cp --quiet "${prefix}${file}" "/etc/sql-runner/${file}"
 done
 
+# the command lines as the stack wrote them (words in single quotes where needed), in the unit as systemd
+# splits them: the token's inside the double quotes of bash -c, which keep single quotes for bash
+console_command="$(sudo cat /etc/sql-runner/console.args)"
+token_command="$(sudo cat /etc/sql-runner/token.args)"
 sudo tee /etc/systemd/system/sql-runner-console.service >/dev/null <<UNIT
 [Unit]
 Description=sql-runner console (read-only) and its /metrics
 After=network-online.target
 
 [Service]
-ExecStartPre=/bin/bash -c 'umask 077 && eval "\$(cat /etc/sql-runner/token.args)" > /etc/sql-runner/console-token'
-ExecStart=/bin/bash -c 'eval exec "\$(cat /etc/sql-runner/console.args)"'
+ExecStartPre=/bin/bash -c "umask 077 && exec ${token_command} > /etc/sql-runner/console-token"
+ExecStart=${console_command}
 Restart=always
 RestartSec=10
 
