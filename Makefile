@@ -10,7 +10,7 @@ CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 SOURCES := runner jobs infra demo tests bench
 
-.PHONY: run test test-fast bench lint venv jars kafka yarn postgres chromium clean synth local-aws deploy-infra destroy-infra package package-lambda push-artifacts
+.PHONY: run test test-fast bench lint venv jars kafka yarn postgres chromium clean synth local-aws local-platform deploy-infra destroy-infra package package-lambda push-artifacts
 
 venv: $(STAMP)
 
@@ -97,6 +97,13 @@ synth: $(STAMP)
 # it prints the environment that points deploy-infra, the AWS CLI and sql-runner at it.
 local-aws: $(STAMP)
 	@$(BIN)/python -m infra.localaws
+
+# The team's whole platform on this machine until Ctrl-C (infra/localplatform.py, docs/aws.md): a broker for MSK,
+# a YARN cluster for EMR, the local AWS endpoint, make package and make deploy-infra, the primary node's bootstrap,
+# the cluster's first steps and the deploy Lambda's runtime; authors push manifests with the environment it prints.
+local-platform: jars
+	@test -n "$(TEAM)" || { echo "usage: make local-platform TEAM=<name from infra/teams.yaml>"; exit 2; }
+	@$(BIN)/python -m demo.local_platform --team $(TEAM)
 
 deploy-infra: $(STAMP)
 	@test -n "$(TEAM)" || { echo "usage: make deploy-infra TEAM=<name from infra/teams.yaml>"; exit 2; }

@@ -146,6 +146,9 @@ def run(
     approve = ["-auto-approve"] if auto_approve else []
     for stack in order:
         stack_dir = out / "stacks" / stack
+        if stack.endswith("-topics") and local_endpoint() is not None:
+            _local_topics(team, config.platform, action)
+            continue
         terraform(stack_dir, "init", "-input=false", *point_at(stack_dir, local_endpoint()))
         if action == "deploy" and stack == f"team-{team.name}":
             # The EMR bootstrap action and the Lambda's code are read from the artifacts bucket,
@@ -158,6 +161,53 @@ def run(
             continue
         # without --auto-approve Terraform shows the plan and asks before changing anything
         terraform(stack_dir, "apply" if action == "deploy" else "destroy", *approve)
+
+
+def _local_topics(team, platform, action: str) -> None:
+    """The topics stack on a local endpoint (``make local-aws``): the Kafka provider it needs is not in this
+    machine's provider mirror and no registry it reaches serves it, so the team's topics are made (or deleted)
+    with a Kafka admin client at the bootstrap brokers the team's MSK cluster gives, as the stack would make
+    them: partitions, retention, cleanup policy; the replication factor at most the brokers there are."""
+    import boto3
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from infra.stack import prefix
+
+    kafka = boto3.client("kafka", region_name=team.region)
+    name = prefix(platform, team)
+    clusters = kafka.list_clusters_v2(ClusterNameFilter=name)["ClusterInfoList"]
+    if not clusters:
+        if action == "destroy":
+            return
+        raise Stop(f"no MSK cluster {name} in {team.region}: deploy the team's stack first (--only team)")
+    brokers = kafka.get_bootstrap_brokers(ClusterArn=clusters[0]["ClusterArn"])["BootstrapBrokerStringSaslIam"]
+    admin = AdminClient({"bootstrap.servers": brokers, "log_level": 3})
+    held = admin.list_topics(timeout=30)
+    wanted = {topic.name: topic for topic in team.topics}
+    if action == "destroy":
+        doomed = [t for t in wanted if t in held.topics]
+        for topic, future in (admin.delete_topics(doomed) if doomed else {}).items():
+            future.result(timeout=30)
+            print(f"topic {topic} deleted at {brokers}", flush=True)
+        return
+    new = [
+        NewTopic(
+            topic.name,
+            num_partitions=topic.partitions,
+            replication_factor=min(topic.replication, len(held.brokers)),
+            config={
+                "retention.ms": str(topic.retention_hours * 3600 * 1000),
+                "min.insync.replicas": str(min(2, topic.replication, len(held.brokers))),
+                "cleanup.policy": "delete",
+            },
+        )
+        for topic in wanted.values()
+        if topic.name not in held.topics
+    ]
+    for topic, future in (admin.create_topics(new) if new else {}).items():
+        future.result(timeout=30)
+        print(f"topic {topic} created at {brokers}", flush=True)
+    print(f"topics of team {team.name}: {', '.join(sorted(wanted))} (Kafka admin client, local endpoint)", flush=True)
 
 
 # Buckets whose objects can be made again (`make package` and `make push-artifacts`): emptied by a destroy.

@@ -175,6 +175,7 @@ NOT_CODES = (
     "TIMESTAMP_",
     "SASL_",
     "EXCEPT_KEY",
+    "TERMINATED_WITH_ERRORS",  # an EMR cluster's state
 )
 
 

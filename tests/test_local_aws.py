@@ -1,16 +1,21 @@
 """AWS on this machine (infra/localaws.py): moto's server over TLS with a throwaway CA, the prerequisites of
 ``teams.yaml``, and the named corrections where moto 5.2.5 serves an API the stacks' provider calls otherwise
-than AWS; then the real ``infra.terraform deploy`` of a team's stack against it, a plan with no change."""
+than AWS; then the platform team's whole journey on it (``pytest -m platform``): the real ``infra.terraform
+deploy`` of every team's stack, a plan with no change, the EMR primary node, its steps and the deploy Lambda
+stood in for (infra/localplatform.py), query authors' pushes run on a real YARN, and the destroy."""
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import ssl
 import subprocess
 import sys
+import time
 import urllib.request
+from collections import Counter
 from pathlib import Path
 
 import boto3
@@ -18,11 +23,11 @@ import pytest
 import yaml
 from botocore.exceptions import ClientError
 
-from infra.localaws import LocalAws, provide_prerequisites
+from infra.localaws import PROVIDER_MIRROR, LocalAws, provide_prerequisites, provider_mirror_config
 from infra.teams import load_teams
 
 ROOT = Path(__file__).resolve().parents[1]
-PLUGINS = Path("/opt/tf-plugins")
+PLUGINS = PROVIDER_MIRROR
 CONFIG = load_teams()
 
 pytestmark = pytest.mark.s3
@@ -219,6 +224,36 @@ def test_a_teams_file_naming_a_subnet_that_does_not_exist_stops_the_deploy_befor
     assert not team_resources(aws, team)["buckets"], "nothing applied"
 
 
+def test_the_node_stand_in_reads_emr_paths_under_its_folder_and_never_writes_the_machines_own(tmp_path):
+    from infra.localplatform import PrimaryNode, node_text
+
+    manager = "http://127.0.0.1:41234"
+    unit = (
+        "ExecStart=/usr/local/bin/sql-runner console --resource-manager http://localhost:8088"
+        " --spark-submit /usr/bin/spark-submit"
+    )
+    assert node_text(tmp_path, manager, unit) == (
+        f"ExecStart={tmp_path}/usr/local/bin/sql-runner console --resource-manager {manager}"
+        f" --spark-submit {tmp_path}/usr/bin/spark-submit"
+    )
+    assert node_text(tmp_path, manager, "file:/etc/sql-runner/a.json") == f"file:{tmp_path}/etc/sql-runner/a.json"
+    # what the node does not stand in for stays the machine's: the shell, its tools, paths merely alike
+    for kept in (
+        "#!/usr/bin/env bash",
+        "/bin/bash -c",
+        "/usr/bin",
+        "/usr/local2/x",
+        "/tmp/usr/local/x",
+        "s3://b/usr/local",
+    ):
+        assert node_text(tmp_path, manager, kept) == kept
+    node = PrimaryNode(tmp_path / "node", {}, yarn=None, cluster_id="j-1", region="eu-west-1")
+    assert node.path("/etc/sql-runner/console-token") == tmp_path / "node" / "etc/sql-runner/console-token"
+    for outside in ("/usr/bin", "/etc/passwd", "/usr/bin/sudo"):
+        with pytest.raises(ValueError, match="not a path of the node stand-in"):
+            node.path(outside)
+
+
 def infra_terraform(env: dict[str, str], *args: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "infra.terraform", *args, "--only", "team"],
@@ -257,31 +292,47 @@ def team_resources(aws: LocalAws, team) -> dict[str, list[str]]:
     }
 
 
+@pytest.fixture
+def platform(tmp_path):
+    """The local endpoint, with its own broker standing for MSK and its own YARN for the team's EMR cluster."""
+    from demo.kafka_broker import KafkaBroker
+    from demo.yarn_cluster import YarnCluster
+
+    broker = KafkaBroker(tmp_path / "kafka").start(log=lambda message: None)
+    yarn = YarnCluster(folder=tmp_path / "yarn").start()
+    local = LocalAws(tmp_path / "local-aws", kafka_bootstrap=broker.bootstrap).start()
+    try:
+        yield local, broker, yarn
+    finally:
+        local.stop()
+        yarn.stop(keep=True)  # its containers' logs stay in the test's folder
+        broker.stop()
+
+
 @pytest.mark.infra
 @pytest.mark.platform
-@pytest.mark.timeout(1200)
-def test_every_teams_stack_applies_on_the_local_endpoint_converges_and_is_destroyed_only_with_its_data(aws, tmp_path):
-    """The real ``python -m infra.terraform deploy`` of each team's stack at once (artifacts bucket, artifacts,
-    the rest); a second ``terraform plan`` finds nothing to change (no perpetual diff); ``destroy`` refuses,
-    changing nothing, while the team's buckets hold data, and with ``--delete-data`` leaves nothing of the
-    team (EMR's termination protection lifted, the buckets emptied) and the other team untouched."""
+@pytest.mark.spark
+@pytest.mark.timeout(2400)
+def test_the_platform_teams_journey_from_deploy_infra_to_rows_out_and_destroy(platform, tmp_path):
+    """Every team's stack applied at once by the real ``python -m infra.terraform deploy`` (artifacts bucket,
+    artifacts, the rest), then planned again with nothing to change; the first team's whole journey on it
+    (:func:`journey`); ``destroy`` refusing, changing nothing, while the team's buckets hold data, and with
+    ``--delete-data`` leaving nothing of the team (EMR's termination protection lifted, the buckets emptied)
+    and the other team untouched."""
+    aws, broker, yarn = platform
     # the machines this runs on have both (Terraform 1.11, the AWS provider under /opt/tf-plugins): a missing one
     # fails here, where a skip would leave the platform unchecked
     assert shutil.which("terraform"), "terraform is not on PATH (Terraform 1.11 or later)"
     assert (PLUGINS / "registry.terraform.io" / "hashicorp" / "aws").is_dir(), f"no AWS provider mirror at {PLUGINS}"
     provide_prerequisites(aws, CONFIG)
-    rc = tmp_path / "terraform.rc"
-    hashicorp = '["registry.terraform.io/hashicorp/*"]'
-    rc.write_text(
-        f'provider_installation {{\n  filesystem_mirror {{\n    path = "{PLUGINS}"\n    include = {hashicorp}\n  }}\n'
-        f"  direct {{\n    exclude = {hashicorp}\n  }}\n}}\n"
-    )
+    rc = provider_mirror_config(tmp_path / "terraform.rc", PLUGINS)
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("AWS_")},
         **aws.env(CONFIG.platform.state_region),
         "TF_CLI_CONFIG_FILE": str(rc),
         "TF_IN_AUTOMATION": "1",
     }
+    started = time.monotonic()
     built = subprocess.run(
         [sys.executable, "-m", "infra.package", "all"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
     )
@@ -309,16 +360,17 @@ def test_every_teams_stack_applies_on_the_local_endpoint_converges_and_is_destro
         assert len(held["buckets"]) == 5 and len(held["emr"]) == 1 and held["msk"] and held["lambda"], held
 
     team, other = CONFIG.teams[0], CONFIG.teams[1]
+    journey(aws, broker, yarn, env, team, outs[team.name], tmp_path, started)
+
     manifests = team.bucket("manifests", CONFIG.platform.environment)
-    client(aws, "s3", team.region).put_object(Bucket=manifests, Key="manifests/q.yaml", Body=b"name: q\n")
+    held_objects = client(aws, "s3", team.region).list_object_versions(Bucket=manifests)
     before = team_resources(aws, team)
     code, out, err = finished(
         infra_terraform(env, "destroy", "--team", team.name, "--auto-approve", "--out", str(outs[team.name]))
     )
-    assert code == 2 and f"s3://{manifests} (1 objects)" in err and "Nothing was changed." in err, out + err
+    assert code == 2 and f"s3://{manifests} (" in err and "Nothing was changed." in err, out + err
     assert team_resources(aws, team) == before
-    emr = client(aws, "emr", team.region)
-    assert emr.describe_cluster(ClusterId=before["emr"][0])["Cluster"]["TerminationProtected"] is True
+    assert client(aws, "s3", team.region).list_object_versions(Bucket=manifests) == held_objects
 
     code, out, err = finished(
         infra_terraform(
@@ -326,6 +378,285 @@ def test_every_teams_stack_applies_on_the_local_endpoint_converges_and_is_destro
         )
     )
     assert code == 0, out[-4000:] + err[-3000:]
-    assert "Destroy complete!" in out and "emptying s3://" in out and "lifting the termination protection" in out, out
+    assert "Destroy complete!" in out and "emptying s3://" in out, out
     assert team_resources(aws, team) == {kind: [] for kind in before}
     assert all(team_resources(aws, other).values()), "the other team's environment is untouched"
+    code, out, err = finished(
+        infra_terraform(env, "destroy", "--team", other.name, "--auto-approve", "--out", str(outs[other.name]))
+    )
+    assert code == 0, out[-4000:] + err[-3000:]  # it holds no data: only the artifacts, which make package rebuilds
+    assert team_resources(aws, other) == {kind: [] for kind in before}
+
+
+META = """,
+  __create_timestamp TIMESTAMP(3), __query_name STRING, __query_description STRING, __query_id STRING,
+  __query_version INT, __query_create_timestamp TIMESTAMP(3)"""
+LAKE = "payments-lake"  # the query author's own bucket, for a table of files on s3://
+TABLES = f"""
+CREATE TABLE `payments`.`card-transactions` (
+  transaction_id STRING, account_id STRING NOT NULL, payee STRING, amount DOUBLE, ts TIMESTAMP(3)
+) WITH ('connector' = 'kafka', 'topic' = 'card-transactions', 'format' = 'json',
+        'properties.bootstrap.servers' = '${{MSK_BOOTSTRAP_SERVERS}}', 'scan.startup.mode' = 'earliest-offset');
+
+CREATE TABLE `payments`.`high-value-tx` (
+  transaction_id STRING, account_id STRING, amount DOUBLE{META}
+) WITH ('connector' = 'kafka', 'topic' = 'high-value-tx', 'format' = 'json',
+        'properties.bootstrap.servers' = '${{MSK_BOOTSTRAP_SERVERS}}');
+
+CREATE TABLE `payments`.`payee-amounts` (
+  transaction_id STRING, payee STRING, amount DOUBLE{META}
+) WITH ('connector' = 'filesystem', 'path' = 's3://{LAKE}/payees/', 'format' = 'json');
+"""
+
+
+def high_value(also: str = "", keys: str = '"transaction_id"') -> bytes:
+    """The application-mode manifest: each transaction once (its key kept as state), the high values of them."""
+    return (
+        "name: high-value\ntarget-table: '`payments`.`high-value-tx`'\ntrigger-interval: 1 second\ncode: |\n"
+        f'  rows = table("`payments`.`card-transactions`").dropDuplicates([{keys}])\n'
+        f'  execution_output = rows.where("amount > 500"){also}.select("transaction_id", "account_id", "amount")\n'
+    ).encode()
+
+
+PAYEES = (
+    b"name: payees\nmode: session\ntarget-table: '`payments`.`payee-amounts`'\ntrigger-interval: 1 second\nsql: |\n"
+    b"  SELECT transaction_id, payee, amount FROM `payments`.`card-transactions`\n"
+)
+
+
+def journey(aws: LocalAws, broker, yarn, env: dict[str, str], team, out: Path, tmp_path: Path, started: float) -> None:
+    """The first team's journey on its applied stack: the topics, the EMR primary node's bootstrap (a tampered
+    wheel failing it first), the cluster's first steps on YARN, query authors' pushes turned into steps by the
+    deploy Lambda, rows out of the output topic and the s3:// table, a compatible and an incompatible change,
+    bad pushes, the console, the cluster replaced."""
+    import gzip
+
+    from demo.committed_rows import committed_bucket_rows
+    from demo.kafka_broker import KafkaClient
+    from infra import localplatform
+    from runner.core.bucket import S3Bucket
+
+    code, out_text, err = finished(
+        subprocess.Popen(
+            [sys.executable, "-m", "infra.terraform", "deploy", "--team", team.name, "--auto-approve"]
+            + ["--only", "topics", "--out", str(out)],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    )
+    assert code == 0, out_text + err
+    kafka = KafkaClient(broker.bootstrap)
+    topics = kafka.admin().list_topics(timeout=10).topics
+    for topic in team.topics:
+        assert len(topics[topic.name].partitions) == topic.partitions, f"{topic.name} as teams.yaml sets it"
+
+    s3, emr = client(aws, "s3", team.region), client(aws, "emr", team.region)
+    manifests = team.bucket("manifests", CONFIG.platform.environment)
+    artifacts = team.bucket("artifacts", CONFIG.platform.environment)
+    logs = team.bucket("logs", CONFIG.platform.environment)
+    cluster_id = team_resources(aws, team)["emr"][0]
+    node_env = aws.env(team.region)
+
+    # a runner wheel changed in the artifacts bucket: the bootstrap fails, says why in its log, the cluster ends
+    wheel = next(
+        o["Key"]
+        for o in s3.list_objects_v2(Bucket=artifacts, Prefix="runner/")["Contents"]
+        if o["Key"].endswith(".whl")
+    )
+    good = s3.get_object(Bucket=artifacts, Key=wheel)["Body"].read()
+    s3.put_object(Bucket=artifacts, Key=wheel, Body=good + b"\0")
+    tampered = localplatform.PrimaryNode(tmp_path / "tampered-node", node_env, yarn, cluster_id, team.region)
+    tampered.provision()
+    with pytest.raises(localplatform.BootstrapFailed, match="bootstrap action 1 returned a non-zero return code"):
+        tampered.bootstrap(emr, s3)
+    described = emr.describe_cluster(ClusterId=cluster_id)["Cluster"]["Status"]
+    assert described["State"] == "TERMINATED_WITH_ERRORS", described
+    shipped = f"emr/{cluster_id}/node/{tampered.instance_id}/bootstrap-actions/1/stderr.gz"
+    log = gzip.decompress(s3.get_object(Bucket=logs, Key=shipped)["Body"].read()).decode()
+    assert "differs from its SHA256SUMS" in log, log
+    assert not tampered.path("/usr/local/bin/sql-runner").exists(), "nothing installed from the changed wheel"
+    # the platform team deploys again: the artifacts pushed anew, the ended cluster replaced by Terraform
+    code, out_text, err = finished(
+        infra_terraform(env, "deploy", "--team", team.name, "--auto-approve", "--out", str(out))
+    )
+    assert code == 0, out_text[-4000:] + err[-3000:]
+    assert "aws_emr_cluster.emr: Creation complete" in out_text, out_text[-4000:]
+    cluster_id = team_resources(aws, team)["emr"][0]
+
+    node = localplatform.PrimaryNode(tmp_path / "node", node_env, yarn, cluster_id, team.region)
+    node.provision()
+    assert node.bootstrap(emr, s3) == [
+        "install sql-runner and the Kafka connector",
+        "the console on the primary node, its metrics to CloudWatch",
+    ]
+    assert node.path("/usr/local/bin/sql-runner").is_file()
+    lambda_ = localplatform.DeployLambda(tmp_path / "lambda", node_env).start()
+    steps = localplatform.StepRunner(node, emr, s3).start()
+    try:
+        first = steps.wait_idle(600)
+        assert set(first.values()) == {"COMPLETED"}, first
+        s3.create_bucket(Bucket=LAKE, CreateBucketConfiguration={"LocationConstraint": team.region})
+
+        # the query author pushes with boto3, as with the AWS CLI
+        def push(name: str, body: bytes) -> None:
+            s3.put_object(Bucket=manifests, Key=f"manifests/{name}", Body=body)
+
+        def settled() -> dict[str, str]:
+            lambda_.wait_idle(120)
+            time.sleep(2)  # a step added last is seen by the next poll
+            return steps.wait_idle(600)
+
+        push("tables/payments.sql", TABLES.encode())
+        push("high-value.yaml", high_value())
+        push("payees.yaml", PAYEES)
+        ran = settled()
+        assert all(state == "COMPLETED" for state in ran.values()), ran
+        first_row = None
+        events = [
+            {
+                "transaction_id": f"t{i}",
+                "account_id": f"a{i % 3}",
+                "payee": f"p{i % 4}",
+                "amount": 100.0 * i,
+                "ts": f"2026-11-27 10:00:{i:02d}",
+            }
+            for i in range(1, 11)
+        ]
+        kafka.produce("card-transactions", [json.dumps(e) for e in events])
+        lake = S3Bucket(LAKE, client=s3)
+
+        def output() -> list[dict]:
+            return [json.loads(r.value) for r in kafka.records("high-value-tx", timeout=10)]
+
+        def wait(what: str, check, timeout: float = 240) -> None:
+            deadline = time.monotonic() + timeout
+            while not check():
+                if time.monotonic() > deadline:
+                    apps = (yarn.rest("apps").get("apps") or {}).get("app") or []
+                    seen = [(a["name"], a["state"], a["finalStatus"], a["diagnostics"][-500:]) for a in apps]
+                    raise AssertionError(f"{what} within {timeout:.0f}s; YARN's applications: {seen}")
+                time.sleep(1)
+
+        wait("the high-value rows in the output topic", lambda: len(output()) == 5)
+        first_row = time.monotonic() - started
+        assert Counter(r["transaction_id"] for r in output()) == Counter(f"t{i}" for i in range(6, 11))
+        wait("every row in s3://payments-lake/payees/", lambda: len(committed_bucket_rows(lake, "payees")) == 10)
+        print(f"from make deploy-infra to the first output row: {first_row:.0f}s")
+
+        def step_log(name: str) -> str:
+            """The newest step whose name starts with ``name``: its output, from the cluster's log URI."""
+            listed = emr.list_steps(ClusterId=cluster_id)["Steps"]  # newest first
+            step = next(s for s in listed if s["Name"].startswith(name))
+            key = f"emr/{cluster_id}/steps/{step['Id']}/stdout.gz"
+            text = gzip.decompress(s3.get_object(Bucket=logs, Key=key)["Body"].read()).decode()
+            return " ".join(text.split())  # as one line: the output is wrapped at 80 columns
+
+        def produce(first: int, last: int) -> None:
+            made = [
+                {
+                    "transaction_id": f"t{i}",
+                    "account_id": f"a{i % 3}",
+                    "payee": f"p{i % 4}",
+                    "amount": 100.0 * i,
+                    "ts": f"2026-11-27 10:{i // 60:02d}:{i % 60:02d}",
+                }
+                for i in range(first, last + 1)
+            ]
+            kafka.produce("card-transactions", [json.dumps(e) for e in made])
+
+        def high_values() -> Counter:
+            return Counter(row["transaction_id"] for row in output())
+
+        # the console the bootstrap started, with a token made as docs/aws.md says
+        service = node.path("/var/log/sql-runner-console.service.log").read_text()
+        assert "console on http://127.0.0.1:8099/" in service, service
+        token_args = shlex.split(node.path("/etc/sql-runner/token.args").read_text())
+        token_args[token_args.index("cloudwatch-agent")] = "operator"
+        made = node.run(token_args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        token = made.communicate(timeout=120)[0].strip().splitlines()[-1]
+        overview = urllib.request.Request(
+            "http://127.0.0.1:8099/api/overview", headers={"Authorization": f"Bearer {token}"}
+        )
+        with urllib.request.urlopen(overview, timeout=30) as answer:
+            shown = {row["name"]: (row["mode"], row["state"]) for row in json.loads(answer.read())["rows"]}
+        assert shown == {"high-value": ("application", "running"), "payees": ("session", "running")}, shown
+
+        # a compatible change: v1 stops with a savepoint in the team's savepoints bucket and is restored from it
+        push("high-value.yaml", high_value(also='.where("amount < 1000000")'))  # after the deduplication
+        assert set(settled().values()) == {"COMPLETED"}
+        assert "restore v1 from the savepoint taken when v1 stops" in step_log("sql-runner deploy high-value"), (
+            step_log("sql-runner deploy high-value")
+        )
+        savepoints = team.bucket("savepoints", CONFIG.platform.environment)
+        taken = s3.list_objects_v2(Bucket=savepoints, Prefix="savepoints/high-value/1/").get("Contents", [])
+        assert any(o["Key"].endswith("/_SAVEPOINT.json") for o in taken), "the savepoint is in the savepoints bucket"
+        produce(11, 13)
+        wait("v1 restored reading on", lambda: set(high_values()) == {f"t{i}" for i in range(6, 14)})
+
+        # an incompatible change (other state keys): v2 starts clean, from the offsets v1 committed
+        push("high-value.yaml", high_value(keys='"transaction_id", "account_id"'))
+        assert set(settled().values()) == {"COMPLETED"}
+        deployed = step_log("sql-runner deploy high-value")
+        assert "start v2 with clean state" in deployed, deployed
+        produce(14, 15)
+        wait("v2's rows", lambda: set(high_values()) == {f"t{i}" for i in range(6, 16)})
+        versions = {row["transaction_id"]: row["__query_version"] for row in output()}
+        assert {versions[f"t{i}"] for i in (14, 15)} == {2} and {versions[f"t{i}"] for i in range(6, 14)} == {1}
+
+        # bad pushes: a malformed manifest adds no step and is reported by the Lambda; one naming a table that is
+        # not declared is refused by its step, reported the same way; deleting it clears the report
+        before = len(emr.list_steps(ClusterId=cluster_id)["Steps"])
+        push("malformed.yaml", b"name: malformed\ntarget-table: '`payments`.`high-value-tx`'\n")
+        lambda_.wait_idle(120)
+        report = json.loads(s3.get_object(Bucket=manifests, Key="errors/malformed.json")["Body"].read())
+        assert any("sql" in line for line in report["problems"]), report
+        assert len(emr.list_steps(ClusterId=cluster_id)["Steps"]) == before, "a malformed manifest adds no step"
+        s3.delete_object(Bucket=manifests, Key="manifests/malformed.yaml")
+        push(
+            "missing-table.yaml",
+            PAYEES.replace(b"payees", b"missing-table")
+            .replace(b"mode: session\n", b"")
+            .replace(b"`card-transactions`", b"`cards`"),
+        )
+        ran = settled()
+        assert ran[next(n for n in ran if n.startswith("sql-runner deploy missing-table"))] == "FAILED", ran
+        report = json.loads(s3.get_object(Bucket=manifests, Key="errors/missing-table.json")["Body"].read())
+        assert any("UNKNOWN_TABLE" in line and "`payments`.`cards`" in line for line in report["problems"]), report
+        s3.delete_object(Bucket=manifests, Key="manifests/missing-table.yaml")
+        settled()
+        assert "Contents" not in s3.list_objects_v2(Bucket=manifests, Prefix="errors/missing-table"), "cleared"
+
+        # the cluster replaced: every YARN application ends, the cluster's first steps run again, every job resumes
+        # from its saved state with outputs exact
+        for app in yarn.active_apps():
+            yarn.kill(app["id"])
+        wait("every application ended", lambda: not yarn.active_apps(), 120)
+        firsts = sorted(
+            emr.list_steps(ClusterId=cluster_id)["Steps"], key=lambda s: s["Status"]["Timeline"]["CreationDateTime"]
+        )[:2]
+        emr.add_job_flow_steps(
+            JobFlowId=cluster_id,
+            Steps=[
+                {
+                    "Name": f["Name"],
+                    "ActionOnFailure": "CONTINUE",
+                    "HadoopJarStep": {"Jar": "command-runner.jar", "Args": f["Config"]["Args"]},
+                }
+                for f in firsts
+            ],
+        )
+        ran = settled()
+        assert all(state == "COMPLETED" for name, state in ran.items() if "session start" in name or "resume" in name)
+        produce(16, 20)
+        wait("the high-value rows after the replacement", lambda: set(high_values()) == {f"t{i}" for i in range(6, 21)})
+        wait("the payees after the replacement", lambda: len(committed_bucket_rows(lake, "payees")) == 20)
+        assert max(high_values().values()) == 1, "no row twice across the versions and the replacement"
+        payees = Counter(row["transaction_id"] for row in committed_bucket_rows(lake, "payees"))
+        assert set(payees) == {f"t{i}" for i in range(1, 21)} and max(payees.values()) == 1
+    finally:
+        steps.stop()
+        lambda_.stop()
+        node.stop_services()

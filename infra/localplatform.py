@@ -1,0 +1,675 @@
+"""What only AWS runs, stood in for on this machine around the stacks ``make deploy-infra`` applied on the local
+endpoint (infra/localaws.py): EMR's primary node and its step runner, and Lambda's runtime for the deploy
+function. Each is small, named as a stand-in, and reads what was applied from the endpoint (the cluster's
+bootstrap actions, configurations, steps and log URI; the function's handler, code, environment, reserved
+concurrency and dead-letter queue; the bucket's notification), so that a defect in the stacks shows here.
+
+- :class:`PrimaryNode`: a folder stands for the team's EMR primary node. Its image has what EMR's has before
+  the bootstrap: Python 3.11 (a fresh environment at ``/usr/local``, as ``pip install`` as root fills it on
+  Amazon Linux), the AWS CLI (an environment of its own), ``sudo``, and ``systemctl`` (below). Absolute paths
+  in what the node runs (the bootstrap scripts, the steps' command lines, the service units) are read under
+  the folder (:meth:`PrimaryNode.local`), and the primary node's ``http://localhost:8088`` is the local YARN's
+  ResourceManager. The bootstrap actions run as EMR runs them: each script fetched from S3, run with its
+  arguments in order, its output kept where EMR keeps it (``/mnt/var/log/bootstrap-actions/<n>/`` and the
+  cluster's log URI), the first that fails ends the cluster (``TERMINATED_WITH_ERRORS``, with EMR's reason).
+  Spark's defaults on the node are the cluster's ``spark-defaults`` configuration as applied, with the local
+  YARN's own (demo/yarn_cluster.py), S3 through S3A at the endpoint (EMRFS's stand-in), the local CA trusted by
+  the JVMs and moto's fixed credentials given to the containers (the instance profile's stand-in); the MSK IAM
+  client settings are left out, since the broker standing for MSK speaks plain Kafka.
+- ``systemctl`` on the node (:func:`systemctl`): ``daemon-reload`` does nothing; ``enable --now <unit>`` runs the
+  unit's ``ExecStartPre`` lines, then its ``ExecStart`` in the background (its output in
+  ``/var/log/<unit>.log``); ``stop <unit>`` ends it. The CloudWatch agent's control command checks its
+  configuration and the Prometheus file it names, and runs nothing (CloudWatch is not here).
+- :class:`StepRunner`: EMR's step runner. It reads the cluster's steps from the endpoint (``ListSteps``), runs
+  each ``command-runner.jar`` step's command on the node in the order added, at most the cluster's step
+  concurrency at a time, and records each step's state (``RUNNING``, then ``COMPLETED`` or ``FAILED``, which
+  moto cannot change by itself) and its output under ``<log URI><cluster>/steps/<step>/``, as EMR does.
+- :class:`DeployLambda`: Lambda's runtime for functions S3 notifies. moto decides from the bucket's applied
+  notification which object events reach which function; this stand-in runs the function's packaged code (its
+  zip as applied, at its handler) in a subprocess of a Python 3.11 with boto3 (what the runtime provides), with
+  the function's environment, at most its reserved concurrency at a time; an invocation that fails is retried
+  twice, as Lambda retries an asynchronous one, then sent to the function's dead-letter queue. Each
+  invocation's output goes to the function's log group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import hashlib
+import io
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+import zipfile
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from infra.localaws import ACCOUNT, CREDENTIALS
+
+# The EMR paths the node's programs name, read under the node's folder; and the ResourceManager of EMR's
+# primary node, which is the local YARN's here.
+NODE_PATHS = (
+    "/usr/local",
+    "/usr/lib/sql-runner",
+    "/usr/lib/aws-cli",
+    "/usr/bin/python3.11",
+    "/usr/bin/spark-submit",
+    "/usr/bin/aws",
+    "/etc/sql-runner",
+    "/etc/systemd/system",
+    "/etc/hadoop/conf",
+    "/etc/spark/conf",
+    "/mnt/var",
+    "/opt/aws",
+    "/usr/share/aws",
+    "/var/log",
+    "/run",
+    "/home/hadoop",
+)
+_NODE_PATH = re.compile(r"(?<![\w.~/-])(" + "|".join(re.escape(p) for p in NODE_PATHS) + r")(?=[/\s'\"*:]|$)")
+EMR_RESOURCE_MANAGER = "http://localhost:8088"
+EMRFS_LIB = "/usr/share/aws/emr/emrfs/lib"  # where EMR's image keeps EMRFS, on Spark's class path
+AWS_CLI = "awscli==1.46.3"  # the node image's AWS CLI (the bootstrap scripts' `aws s3 cp`)
+LAMBDA_RUNTIME = "boto3==1.44.5"  # what Lambda's python3.11 runtime provides besides the function's own zip
+CLOUDWATCH_AGENT_CTL = "/opt/aws/amazon-cloudwatch-agent/bin/amazon-cloudwatch-agent-ctl"
+STEP_JAR = "command-runner.jar"
+
+
+class BootstrapFailed(Exception):
+    """A bootstrap action returned a non-zero code: the cluster ended, as EMR ends it."""
+
+
+def _venv(folder: Path, *requirements: str) -> Path:
+    """A fresh Python 3.11 environment at ``folder`` (of the machine's Python), with ``requirements``; its python."""
+    base = getattr(sys, "_base_executable", sys.executable)
+    subprocess.run([base, "-m", "venv", str(folder)], check=True, capture_output=True, timeout=120)
+    python = folder / "bin" / "python3.11"
+    if requirements:
+        done = subprocess.run(
+            [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *requirements],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"pip install {' '.join(requirements)} failed: {done.stderr[-2000:]}")
+    return python
+
+
+def _script(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(0o755)
+
+
+def _s3_parts(uri: str) -> tuple[str, str]:
+    bucket, _, key = uri.removeprefix("s3://").partition("/")
+    return bucket, key
+
+
+def _moto_cluster(cluster_id: str):
+    """The cluster as moto holds it (moto files it under the region of the request's host, which the endpoint's
+    address does not name: looked for in every region)."""
+    from moto.emr.models import emr_backends
+
+    for backend in emr_backends[ACCOUNT].values():
+        if cluster_id in backend.clusters:
+            return backend.clusters[cluster_id]
+    raise KeyError(f"no EMR cluster {cluster_id} on the endpoint")
+
+
+class PrimaryNode:
+    """The team's EMR primary node, in ``folder`` (see the module's docstring)."""
+
+    def __init__(self, folder: Path, aws_env: dict[str, str], yarn, cluster_id: str, region: str):
+        self.root = folder
+        self.aws_env = aws_env
+        self.yarn = yarn
+        self.cluster_id = cluster_id
+        self.region = region
+        self.instance_id = "i-" + hashlib.sha256(cluster_id.encode()).hexdigest()[:17]
+
+    def path(self, emr_path: str) -> Path:
+        """Where an EMR path of the node is in its folder (one of :data:`NODE_PATHS` or below one)."""
+        found = Path(node_text(self.root, EMR_RESOURCE_MANAGER, emr_path))
+        if not found.is_relative_to(self.root):
+            raise ValueError(f"{emr_path} is not a path of the node stand-in (NODE_PATHS)")
+        return found
+
+    @property
+    def bin(self) -> Path:
+        """The node's ``/usr/bin``, first on its PATH: the image's commands the scripts call by name."""
+        return self.root / "usr" / "bin"
+
+    def local(self, text: str) -> str:
+        """``text`` (a command line, a script, a unit) as the node reads it (:func:`node_text`)."""
+        return node_text(self.root, f"http://{self.yarn.web_address}", text)
+
+    def env(self) -> dict[str, str]:
+        """The environment of what runs on the node: its PATH first, the endpoint, the YARN client's files."""
+        keep = {k: v for k, v in os.environ.items() if k in ("JAVA_HOME", "LANG", "LC_ALL", "TZ", "USER", "LOGNAME")}
+        return {
+            **keep,
+            **self.aws_env,
+            "PATH": f"{self.bin}:{self.path('/usr/local/bin')}:/usr/bin:/bin",
+            "HOME": str(self.path("/home/hadoop")),
+            "HADOOP_CONF_DIR": str(self.path("/etc/hadoop/conf")),
+            "SPARK_CONF_DIR": str(self.path("/etc/spark/conf")),
+            "SQL_RUNNER_NODE": str(self.root),
+            "SQL_RUNNER_NODE_RESOURCE_MANAGER": f"http://{self.yarn.web_address}",
+        }
+
+    # ---- the image, before the bootstrap --------------------------------------------------------------
+
+    def provision(self) -> None:
+        """What EMR's image holds before the bootstrap actions run."""
+        for folder in (
+            "/home/hadoop",
+            "/mnt/var/lib/info",
+            "/etc/systemd/system",
+            "/var/log",
+            "/run",
+            "/etc/hadoop/conf",
+            "/etc/spark/conf",
+        ):
+            self.path(folder).mkdir(parents=True, exist_ok=True)
+        self.path("/mnt/var/lib/info/instance.json").write_text(
+            json.dumps({"isMaster": True, "instanceGroupId": "ig-primary", "instanceId": self.instance_id})
+        )
+        _venv(self.path("/usr/local"))  # the image's python3.11: `sudo pip install` fills /usr/local
+        _venv(self.path("/usr/lib/aws-cli"), AWS_CLI)
+        bin_ = self.bin
+        _script(bin_ / "python3.11", f'#!/bin/sh\nexec "{self.path("/usr/local/bin/python3.11")}" "$@"\n')
+        _script(bin_ / "aws", f'#!/bin/sh\nexec "{self.path("/usr/lib/aws-cli/bin/aws")}" "$@"\n')
+        _script(bin_ / "spark-submit", f'#!/bin/sh\nexec "{self.path("/usr/local/bin/spark-submit")}" "$@"\n')
+        # the node's folder belongs to whoever runs it: sudo runs the command as that user
+        _script(bin_ / "sudo", '#!/bin/sh\nexec "$@"\n')
+        _script(bin_ / "dnf", "#!/bin/sh\necho 'dnf: no package repository on the node stand-in' >&2\nexit 1\n")
+        here = Path(__file__).resolve().parents[1]
+        command = f'env PYTHONPATH="{here}" "{sys.executable}" -m infra.localplatform'
+        stand_in = f'#!/bin/sh\nexec {command} "$(basename "$0")" "$@"\n'
+        _script(bin_ / "systemctl", stand_in)
+        _script(self.path(CLOUDWATCH_AGENT_CTL), stand_in)
+        for name in ("yarn-site.xml", "core-site.xml"):
+            shutil.copy(self.yarn.conf_dir / name, self.path("/etc/hadoop/conf") / name)
+        # EMRFS's stand-in: S3A (hadoop-aws and the AWS SDK modules it needs) from the machine's jar cache, where
+        # the image keeps EMRFS; the bootstrap installs the rest of the jar set, as on EMR
+        from runner.core import jars
+
+        emrfs = self.path(EMRFS_LIB)
+        emrfs.mkdir(parents=True, exist_ok=True)
+        for jar in jars.locked(jars.SPARK):
+            if set(jar.features) == {"s3"}:
+                shutil.copy(jars.cache_dir(jars.SPARK) / jar.file, emrfs / jar.file)
+
+    # ---- the bootstrap actions -------------------------------------------------------------------------
+
+    def bootstrap(self, emr, s3) -> list[str]:
+        """Run the cluster's bootstrap actions in order; their names. The first that fails ends the cluster."""
+        cluster = emr.describe_cluster(ClusterId=self.cluster_id)["Cluster"]
+        actions = emr.list_bootstrap_actions(ClusterId=self.cluster_id)["BootstrapActions"]
+        ran = []
+        for number, action in enumerate(actions, start=1):
+            bucket, key = _s3_parts(action["ScriptPath"])
+            script = self.path(f"/mnt/var/lib/bootstrap-actions/{number}/{Path(key).name}")
+            _script(script, self.local(s3.get_object(Bucket=bucket, Key=key)["Body"].read().decode()))
+            logs = self.path(f"/mnt/var/log/bootstrap-actions/{number}")
+            logs.mkdir(parents=True, exist_ok=True)
+            with open(logs / "stdout", "wb") as out, open(logs / "stderr", "wb") as err:
+                code = subprocess.run(
+                    ["bash", str(script), *action.get("Args", [])],
+                    env=self.env(),
+                    cwd=self.path("/home/hadoop"),
+                    stdout=out,
+                    stderr=err,
+                    timeout=900,
+                    check=False,
+                ).returncode
+            self._ship(s3, cluster, f"node/{self.instance_id}/bootstrap-actions/{number}", logs)
+            if code != 0:
+                reason = (
+                    f"On the master instance ({self.instance_id}), bootstrap action {number} returned a non-zero "
+                    f"return code"
+                )
+                self._terminate(reason)
+                tail = (logs / "stderr").read_text(errors="replace").strip().splitlines()[-3:]
+                raise BootstrapFailed(f"{reason} ({action['Name']}): {' / '.join(tail)}")
+            ran.append(action["Name"])
+        self._configure(cluster)
+        return ran
+
+    def _ship(self, s3, cluster: dict, prefix: str, folder: Path) -> None:
+        """A folder of logs to the cluster's log URI, gzipped, as EMR ships them."""
+        bucket, key = _s3_parts(cluster["LogUri"])
+        for log in sorted(folder.iterdir()):
+            body = gzip.compress(log.read_bytes())
+            s3.put_object(Bucket=bucket, Key=f"{key}{self.cluster_id}/{prefix}/{log.name}.gz", Body=body)
+
+    def _terminate(self, reason: str) -> None:
+        cluster = _moto_cluster(self.cluster_id)
+        cluster.state = "TERMINATED_WITH_ERRORS"
+        cluster.last_state_change_reason = reason
+        cluster.end_datetime = datetime.now(UTC)
+
+    def _configure(self, cluster: dict) -> None:
+        """Spark's defaults on the node: the local YARN's, S3 through S3A, the cluster's applied
+        ``spark-defaults`` configuration read on the node, the CA and the credentials for the containers."""
+        from runner.core import platform
+
+        applied = {}
+        for configuration in cluster.get("Configurations", []):
+            if configuration["Classification"] == "spark-defaults":
+                applied.update(configuration.get("Properties", {}))
+            if configuration["Classification"] == "yarn-site":
+                attempts = configuration["Properties"].get("yarn.resourcemanager.am.max-attempts")
+                if attempts and int(attempts) != self.yarn.max_attempts:
+                    raise BootstrapFailed(f"the cluster asks {attempts} AM attempts, the local YARN gives another")
+        from infra.stack import MSK_IAM_CLIENT
+
+        # the broker standing for MSK speaks plain Kafka: MSK's IAM client settings are left out
+        applied = {k: v for k, v in applied.items() if not k.endswith(tuple(MSK_IAM_CLIENT))}
+        store = self.root / "etc" / "pki" / "local-aws.p12"
+        store.parent.mkdir(parents=True, exist_ok=True)
+        store.unlink(missing_ok=True)
+        subprocess.run(
+            ["keytool", "-importcert", "-noprompt", "-alias", "local-aws", "-file", self.aws_env["AWS_CA_BUNDLE"]]
+            + ["-keystore", str(store), "-storetype", "PKCS12", "-storepass", "changeit"],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+        trust = f"-Djavax.net.ssl.trustStore={store} -Djavax.net.ssl.trustStorePassword=changeit"
+        defaults = self.yarn.spark_defaults()
+        jars = self.path("/usr/lib/sql-runner/jars")
+        spark_jars = next(self.path("/usr/local/lib").glob("python3.11/site-packages/pyspark/jars"))
+        defaults.update(
+            {
+                "spark.yarn.jars": f"local:{spark_jars}/*",
+                **dict.fromkeys(platform.CLASSPATHS, f"{jars}/*:{self.path(EMRFS_LIB)}/*"),
+                **platform.s3a_properties(self.aws_env),
+                **{key: self.local(value) for key, value in applied.items()},
+                "spark.pyspark.driver.python": str(self.path("/usr/bin/python3.11")),
+            }
+        )
+        for side in ("driver", "executor"):
+            defaults[f"spark.{side}.defaultJavaOptions"] = f"{defaults[f'spark.{side}.defaultJavaOptions']} {trust}"
+        for name, value in {**self.aws_env, "AWS_REGION": self.region}.items():
+            defaults[f"spark.yarn.appMasterEnv.{name}"] = value
+            defaults[f"spark.executorEnv.{name}"] = value
+        defaults.pop("spark.jars", None)  # the jar set is on the class path above, as a folder
+        (self.path("/etc/spark/conf") / "spark-defaults.conf").write_text(
+            "".join(f"{key} {value}\n" for key, value in defaults.items())
+        )
+        shutil.copy(self.path("/etc/hadoop/conf") / "yarn-site.xml", self.path("/etc/spark/conf") / "yarn-site.xml")
+        shutil.copy(self.path("/etc/hadoop/conf") / "core-site.xml", self.path("/etc/spark/conf") / "core-site.xml")
+
+    def run(self, argv: list[str], **options) -> subprocess.Popen:
+        """A command on the node, its EMR paths read under the folder."""
+        return subprocess.Popen(
+            [self.local(arg) for arg in argv], env=self.env(), cwd=self.path("/home/hadoop"), **options
+        )
+
+    def stop_services(self) -> None:
+        """End what ``systemctl`` started on the node."""
+        for pid_file in self.path("/run").glob("*.pid"):
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.killpg(int(pid_file.read_text()), signal.SIGTERM)
+            pid_file.unlink()
+
+
+# ---- systemd and the CloudWatch agent on the node ---------------------------------------------------------
+
+
+def systemctl(args: list[str]) -> int:
+    """``systemctl`` on the node (see the module's docstring), run by the node's ``systemctl`` script."""
+    root = Path(os.environ["SQL_RUNNER_NODE"])
+    if args[:1] == ["daemon-reload"]:
+        return 0
+    if args[:1] == ["stop"]:
+        pid = root / "run" / f"{args[1]}.pid"
+        if pid.exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(int(pid.read_text()), signal.SIGTERM)
+            pid.unlink()
+        return 0
+    if args[:2] != ["enable", "--now"] or len(args) != 3:
+        print(f"systemctl on the node stand-in: {' '.join(args)} is not one it runs", file=sys.stderr)
+        return 1
+    unit = args[2]
+    lines = (root / "etc" / "systemd" / "system" / unit).read_text().splitlines()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    for line in lines:
+        if line.startswith("ExecStartPre="):
+            done = subprocess.run(shlex.split(_on_node(line.removeprefix("ExecStartPre="))), env=env, check=False)
+            if done.returncode != 0:
+                print(f"{unit}: ExecStartPre failed (exit {done.returncode})", file=sys.stderr)
+                return 1
+    start = next(line.removeprefix("ExecStart=") for line in lines if line.startswith("ExecStart="))
+    log = root / "var" / "log" / f"{unit}.log"
+    with open(log, "ab") as out:
+        process = subprocess.Popen(
+            shlex.split(_on_node(start)), env=env, stdout=out, stderr=out, start_new_session=True
+        )
+    (root / "run" / f"{unit}.pid").write_text(str(process.pid))
+    return 0
+
+
+def cloudwatch_agent_ctl(args: list[str]) -> int:
+    """The CloudWatch agent's control command on the node: the configuration it is given must parse and the
+    Prometheus scrape file it names must exist and parse; nothing is run or sent (CloudWatch is not here)."""
+    import yaml
+
+    root = Path(os.environ["SQL_RUNNER_NODE"])
+    given = args[args.index("-c") + 1].removeprefix("file:")
+    config = json.loads(Path(given).read_text())
+    prometheus = config["logs"]["metrics_collected"]["prometheus"]["prometheus_config_path"]
+    scrape = yaml.safe_load(Path(_on_node(prometheus)).read_text())
+    assert scrape["scrape_configs"], "no scrape configuration"
+    (root / "var" / "log" / "amazon-cloudwatch-agent.configured").write_text(json.dumps(config))
+    return 0
+
+
+def node_text(root: Path, resource_manager: str, text: str) -> str:
+    """``text`` as the node at ``root`` reads it: its EMR paths under the folder, and the primary node's
+    ResourceManager (``http://localhost:8088``) at ``resource_manager``."""
+    text = _NODE_PATH.sub(lambda found: f"{root}{found.group(1)}", text)
+    return text.replace(EMR_RESOURCE_MANAGER, resource_manager)
+
+
+def _on_node(text: str) -> str:
+    """``text`` as the node this stand-in command runs on reads it."""
+    return node_text(Path(os.environ["SQL_RUNNER_NODE"]), os.environ["SQL_RUNNER_NODE_RESOURCE_MANAGER"], text)
+
+
+# ---- EMR's step runner --------------------------------------------------------------------------------------
+
+
+class StepRunner:
+    """EMR's step runner for the node's cluster (see the module's docstring)."""
+
+    def __init__(self, node: PrimaryNode, emr, s3, poll: float = 1.0):
+        self.node, self.emr, self.s3, self.poll = node, emr, s3, poll
+        cluster = emr.describe_cluster(ClusterId=node.cluster_id)["Cluster"]
+        self.cluster = cluster
+        self.concurrency = cluster.get("StepConcurrencyLevel", 1)
+        self.seen: set[str] = set()
+        self.running: dict[str, subprocess.Popen] = {}
+        self.outcomes: dict[str, str] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="emr-steps", daemon=True)
+        self._lock = threading.Lock()
+
+    def start(self) -> StepRunner:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+        for process in list(self.running.values()):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(Exception):  # the endpoint going away at the end
+                steps = self.emr.list_steps(ClusterId=self.node.cluster_id)["Steps"]
+                for step in sorted(steps, key=lambda s: s["Status"]["Timeline"]["CreationDateTime"]):
+                    if step["Id"] in self.seen or not self._waiting(step):
+                        continue
+                    with self._lock:
+                        if len(self.running) >= self.concurrency:
+                            break
+                        self.seen.add(step["Id"])
+                        self._set(step["Id"], "PENDING")
+                        threading.Thread(target=self._run, args=(step,), daemon=True).start()
+            self._stop.wait(self.poll)
+
+    def _waiting(self, step: dict) -> bool:
+        """Whether ``step`` is still to run: moto marks a cluster's first step RUNNING when it is created (and a
+        step added to a cluster without steps), the others PENDING, and runs none of them."""
+        state = step["Status"]["State"]
+        if state == "PENDING":
+            return True
+        held = next(s for s in _moto_cluster(self.node.cluster_id).steps if s.id == step["Id"])
+        return state == "RUNNING" and not getattr(held, "run_by_stand_in", False)
+
+    def _set(self, step_id: str, state: str, reason: str | None = None) -> None:
+        step = next(s for s in _moto_cluster(self.node.cluster_id).steps if s.id == step_id)
+        now = datetime.now(UTC)
+        step.state = state
+        step.run_by_stand_in = True
+        if state == "RUNNING":
+            step.start_date_time = step.ready_date_time = now
+        if state in ("COMPLETED", "FAILED", "CANCELLED"):
+            step.end_date_time = now
+        if reason:
+            step.last_state_change_reason = reason
+
+    def _run(self, step: dict) -> None:
+        config = step["Config"]
+        folder = self.node.path(f"/mnt/var/log/hadoop/steps/{step['Id']}")
+        folder.mkdir(parents=True, exist_ok=True)
+        if not config["Jar"].endswith(STEP_JAR):
+            (folder / "stderr").write_text(f"only {STEP_JAR} steps run on the node stand-in, not {config['Jar']}\n")
+            self._finish(step, folder, 1)
+            return
+        with open(folder / "stdout", "wb") as out, open(folder / "stderr", "wb") as err:
+            with self._lock:
+                self._set(step["Id"], "RUNNING")
+                process = self.node.run(config["Args"], stdout=out, stderr=err, start_new_session=True)
+                self.running[step["Id"]] = process
+            code = process.wait()
+        self._finish(step, folder, code)
+
+    def _finish(self, step: dict, folder: Path, code: int) -> None:
+        state = "COMPLETED" if code == 0 else "FAILED"
+        reason = None if code == 0 else f"Step failed with exitCode {code}"
+        with contextlib.suppress(Exception):
+            self.node._ship(self.s3, self.cluster, f"steps/{step['Id']}", folder)
+        with self._lock:
+            self._set(step["Id"], state, reason)
+            self.running.pop(step["Id"], None)
+            self.outcomes[step["Id"]] = state
+
+    def wait_idle(self, timeout: float) -> dict[str, str]:
+        """Wait until every step added so far has ended; each step's state by name."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            steps = self.emr.list_steps(ClusterId=self.node.cluster_id)["Steps"]
+            if all(s["Status"]["State"] in ("COMPLETED", "FAILED", "CANCELLED") for s in steps):
+                return {s["Name"]: s["Status"]["State"] for s in steps}
+            time.sleep(0.5)
+        raise TimeoutError(f"steps still running after {timeout:.0f}s: {sorted(self.running)}")
+
+
+# ---- Lambda's runtime ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Invocation:
+    function: str
+    event: dict
+    attempts: int = 0
+    outcome: str = ""
+    output: str = ""
+
+
+@dataclass
+class DeployLambda:
+    """Lambda's runtime for the functions S3 notifies (see the module's docstring)."""
+
+    folder: Path
+    aws_env: dict[str, str]
+    retries: int = 2  # Lambda retries a failed asynchronous invocation twice
+    invocations: list[Invocation] = field(default_factory=list)
+
+    def __post_init__(self):
+        self._pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="lambda")
+        self._slots: dict[str, threading.BoundedSemaphore] = {}
+        self._lock = threading.Lock()
+        self._patched: list[tuple[object, str, Callable]] = []
+        self._pending: list = []
+        self.python: Path | None = None
+
+    def start(self) -> DeployLambda:
+        from moto.s3 import notifications
+
+        self.python = _venv(self.folder / "runtime", LAMBDA_RUNTIME)
+        original_event = notifications._get_s3_event
+
+        def event_of(event_name, bucket, key, notification_id):
+            # moto 5.2.5's records lack the object's versionId and sequencer, which S3 sends for a versioned bucket
+            event = original_event(event_name, bucket, key, notification_id)
+            obj = event["Records"][0]["s3"]["object"]
+            if getattr(key, "version_id", None) and key.version_id != "null":
+                obj["versionId"] = key.version_id
+            obj["sequencer"] = f"{time.time_ns():020X}"
+            return event
+
+        self._patch(notifications, "_get_s3_event", event_of)
+        self._patch(notifications, "_invoke_awslambda", self._deliver)
+        return self
+
+    def _patch(self, module, name: str, value: Callable) -> None:
+        self._patched.append((module, name, getattr(module, name)))
+        setattr(module, name, value)
+
+    def stop(self) -> None:
+        for module, name, value in reversed(self._patched):
+            setattr(module, name, value)
+        self._patched.clear()
+        self._pool.shutdown(wait=True, cancel_futures=False)
+
+    def _deliver(self, account_id: str, event_body: dict, fn_arn: str, region: str) -> None:
+        invocation = Invocation(fn_arn.split(":")[-1], event_body)
+        with self._lock:
+            self.invocations.append(invocation)
+            self._pending.append(self._pool.submit(self._invoke, invocation, account_id, fn_arn, region))
+
+    def wait_idle(self, timeout: float) -> list[Invocation]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                pending = [f for f in self._pending if not f.done()]
+            if not pending:
+                return list(self.invocations)
+            time.sleep(0.2)
+        raise TimeoutError("Lambda invocations still running")
+
+    def _invoke(self, invocation: Invocation, account_id: str, fn_arn: str, region: str) -> None:
+        from moto.awslambda.utils import get_backend
+
+        function = get_backend(account_id, region).get_function(fn_arn)
+        config = function.get_configuration()
+        with self._lock:
+            slots = self._slots.setdefault(
+                function.function_name, threading.BoundedSemaphore(function.reserved_concurrency or 10)
+            )
+        code = self.folder / "functions" / function.function_name / hashlib.sha256(function.code_bytes).hexdigest()
+        if not code.is_dir():
+            unpacking = code.with_name(f"{code.name}.{uuid.uuid4().hex}")
+            zipfile.ZipFile(io.BytesIO(function.code_bytes)).extractall(unpacking)
+            with contextlib.suppress(OSError):
+                unpacking.rename(code)
+        module, _, name = config["Handler"].rpartition(".")
+        env = {
+            **{k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "TZ")},
+            **config.get("Environment", {}).get("Variables", {}),
+            **{k: v for k, v in self.aws_env.items() if k.startswith("AWS_")},
+            **CREDENTIALS,  # the execution role's stand-in
+            "AWS_REGION": region,
+            "AWS_DEFAULT_REGION": region,
+            "AWS_LAMBDA_FUNCTION_NAME": function.function_name,
+            "LAMBDA_TASK_ROOT": str(code),
+            "PYTHONPATH": str(code),
+        }
+        runner = f"import json,sys,{module} as m; print(json.dumps(m.{name}(json.load(sys.stdin), None)))"
+        for attempt in range(1 + self.retries):
+            invocation.attempts = attempt + 1
+            with slots:
+                done = subprocess.run(
+                    [str(self.python), "-c", runner],
+                    input=json.dumps(invocation.event),
+                    env=env,
+                    cwd=code,
+                    capture_output=True,
+                    text=True,
+                    timeout=config.get("Timeout", 3),
+                    check=False,
+                )
+            self._log(function.function_name, region, invocation, done)
+            if done.returncode == 0:
+                invocation.outcome, invocation.output = "ok", done.stdout
+                return
+        invocation.outcome, invocation.output = "dead-letter", done.stderr
+        target = config.get("DeadLetterConfig", {}).get("TargetArn")
+        if target:
+            sqs = client("sqs", region, self.aws_env)
+            url = sqs.get_queue_url(QueueName=target.split(":")[-1])["QueueUrl"]
+            error = (done.stderr.strip().splitlines() or ["failed"])[-1]
+            sqs.send_message(
+                QueueUrl=url,
+                MessageBody=json.dumps(invocation.event),
+                MessageAttributes={
+                    "RequestID": {"DataType": "String", "StringValue": str(uuid.uuid4())},
+                    "ErrorCode": {"DataType": "Number", "StringValue": "200"},
+                    "ErrorMessage": {"DataType": "String", "StringValue": error[:256]},
+                },
+            )
+
+    def _log(self, function: str, region: str, invocation: Invocation, done) -> None:
+        """The invocation's output to the function's log group, as Lambda's runtime sends it."""
+        logs = client("logs", region, self.aws_env)
+        stream = f"{datetime.now(UTC):%Y/%m/%d}/[$LATEST]{uuid.uuid4().hex}"
+        with contextlib.suppress(Exception):
+            logs.create_log_stream(logGroupName=f"/aws/lambda/{function}", logStreamName=stream)
+            now = int(time.time() * 1000)
+            lines = [f"attempt {invocation.attempts}: exit {done.returncode}"]
+            lines += (done.stdout + done.stderr).strip().splitlines()[-50:]
+            logs.put_log_events(
+                logGroupName=f"/aws/lambda/{function}",
+                logStreamName=stream,
+                logEvents=[{"timestamp": now, "message": line} for line in lines],
+            )
+
+
+def client(service: str, region: str, aws_env: dict[str, str]):
+    import boto3
+
+    return boto3.client(
+        service,
+        region_name=region,
+        endpoint_url=aws_env["AWS_ENDPOINT_URL"],
+        verify=aws_env["AWS_CA_BUNDLE"],
+        aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+    )
+
+
+def main(argv: list[str]) -> int:
+    """The node's ``systemctl`` and CloudWatch agent control command, run by their scripts on the node."""
+    command, args = argv[0], argv[1:]
+    if command == "systemctl":
+        return systemctl(args)
+    if command == Path(CLOUDWATCH_AGENT_CTL).name:
+        return cloudwatch_agent_ctl(args)
+    print(f"not a command of the node stand-in: {command}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
