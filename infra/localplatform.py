@@ -55,6 +55,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import quote_plus
 
 from infra.localaws import ACCOUNT, CREDENTIALS
 
@@ -532,9 +533,11 @@ class DeployLambda:
         original_event = notifications._get_s3_event
 
         def event_of(event_name, bucket, key, notification_id):
-            # moto 5.2.5's records lack the object's versionId and sequencer, which S3 sends for a versioned bucket
+            # moto 5.2.5's records lack the object's versionId and sequencer, which S3 sends for a versioned bucket,
+            # and encode a key's slashes, which S3 keeps
             event = original_event(event_name, bucket, key, notification_id)
             obj = event["Records"][0]["s3"]["object"]
+            obj["key"] = quote_plus(key.name, safe="/")
             if getattr(key, "version_id", None) and key.version_id != "null":
                 obj["versionId"] = key.version_id
             obj["sequencer"] = f"{time.time_ns():020X}"

@@ -254,6 +254,92 @@ def test_the_node_stand_in_reads_emr_paths_under_its_folder_and_never_writes_the
             node.path(outside)
 
 
+HANDLER = """
+import json, os, time
+
+def handle(event, context):
+    key = event["Records"][0]["s3"]["object"]["key"]
+    folder = os.environ["SEEN"]
+    with open(os.path.join(folder, f"{time.time_ns()}.json"), "w") as out:
+        json.dump({"key": key, "start": time.time()}, out)
+    time.sleep(1.0)
+    with open(os.path.join(folder, f"{time.time_ns()}-end.json"), "w") as out:
+        json.dump({"key": key, "end": time.time()}, out)
+    if key.startswith("in/bad"):
+        raise ValueError(f"cannot take {key}")
+    return {"took": key}
+"""
+
+
+@pytest.mark.e2e  # a Python with boto3 made for the runtime, the function's zip run in subprocesses
+def test_the_lambda_stand_in_runs_what_the_notification_sends_within_reserved_concurrency_then_dead_letters(
+    aws, tmp_path
+):
+    """The bucket's notification (prefix, events) decides what reaches the function; the function's zip runs at its
+    handler with its environment, never more at once than its reserved concurrency; a failing invocation is tried
+    three times in all, then its event goes to the dead-letter queue with the error."""
+    import io
+    import zipfile
+
+    from infra.localplatform import DeployLambda
+
+    seen = tmp_path / "seen"
+    seen.mkdir()
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w") as zipped:
+        zipped.writestr("handler.py", HANDLER)
+    s3, sqs, lam = client(aws, "s3"), client(aws, "sqs"), client(aws, "lambda")
+    s3.create_bucket(Bucket="pushes", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
+    s3.put_bucket_versioning(Bucket="pushes", VersioningConfiguration={"Status": "Enabled"})
+    dlq = sqs.create_queue(QueueName="f-dlq")["QueueUrl"]
+    role = client(aws, "iam").create_role(RoleName="f", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    function = lam.create_function(
+        FunctionName="f",
+        Runtime="python3.11",
+        Role=role,
+        Handler="handler.handle",
+        Code={"ZipFile": archive.getvalue()},
+        Timeout=30,
+        Environment={"Variables": {"SEEN": str(seen)}},
+        DeadLetterConfig={"TargetArn": "arn:aws:sqs:eu-west-1:123456789012:f-dlq"},
+    )["FunctionArn"]
+    lam.put_function_concurrency(FunctionName="f", ReservedConcurrentExecutions=1)
+    s3.put_bucket_notification_configuration(
+        Bucket="pushes",
+        NotificationConfiguration={
+            "LambdaFunctionConfigurations": [
+                {
+                    "LambdaFunctionArn": function,
+                    "Events": ["s3:ObjectCreated:*"],
+                    "Filter": {"Key": {"FilterRules": [{"Name": "prefix", "Value": "in/"}]}},
+                }
+            ]
+        },
+    )
+    runtime = DeployLambda(tmp_path / "lambda", aws.env("eu-west-1")).start()
+    try:
+        for key in ("in/a", "in/b", "elsewhere/c", "in/bad"):
+            s3.put_object(Bucket="pushes", Key=key, Body=b"x")
+        done = runtime.wait_idle(120)
+    finally:
+        runtime.stop()
+    assert sorted((i.event["Records"][0]["s3"]["object"]["key"], i.outcome, i.attempts) for i in done) == [
+        ("in/a", "ok", 1),
+        ("in/b", "ok", 1),
+        ("in/bad", "dead-letter", 3),
+    ], "the notification's prefix keeps elsewhere/ out"
+    assert all("versionId" in i.event["Records"][0]["s3"]["object"] for i in done), "S3 names the object version"
+    starts = sorted(json.loads(f.read_text())["start"] for f in seen.iterdir() if not f.name.endswith("-end.json"))
+    ends = sorted(json.loads(f.read_text())["end"] for f in seen.iterdir() if f.name.endswith("-end.json"))
+    assert len(starts) == 5 == len(ends)
+    assert all(start >= end - 0.05 for start, end in zip(starts[1:], ends[:-1], strict=True)), (
+        "one at a time: reserved 1"
+    )
+    [message] = sqs.receive_message(QueueUrl=dlq, MessageAttributeNames=["All"], MaxNumberOfMessages=10)["Messages"]
+    assert json.loads(message["Body"])["Records"][0]["s3"]["object"]["key"] == "in/bad"
+    assert "cannot take in/bad" in message["MessageAttributes"]["ErrorMessage"]["StringValue"]
+
+
 def infra_terraform(env: dict[str, str], *args: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "infra.terraform", *args, "--only", "team"],
