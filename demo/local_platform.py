@@ -44,7 +44,8 @@ def up(team_name: str, folder: Path, teams_file: Path) -> int:
     try:
         provide_prerequisites(aws, teams)
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("AWS_")}, **aws.env(team.region)}
-        if "TF_CLI_CONFIG_FILE" not in env and PROVIDER_MIRROR.is_dir():  # the AWS provider where no registry is
+        configured = env.get("TF_CLI_CONFIG_FILE")
+        if not (configured and Path(configured).is_file()) and PROVIDER_MIRROR.is_dir():  # no registry reached here
             env["TF_CLI_CONFIG_FILE"] = str(provider_mirror_config(folder / "terraform.rc"))
         deploy = ["infra.terraform", "deploy", "--team", team.name, "--auto-approve", "--teams", str(teams_file)]
         for command in (["infra.package", "all"], deploy):  # make package, make deploy-infra TEAM=<name>
