@@ -595,6 +595,8 @@ def journey(aws: LocalAws, broker, yarn, env: dict[str, str], team, out: Path, t
             time.sleep(2)  # a step added last is seen by the next poll
             return steps.wait_idle(600)
 
+        # a small shuffle for a small machine: each stateful partition is a RocksDB instance restored from S3
+        push("job-template.yaml", b'sparkProperties: {spark.sql.shuffle.partitions: "2"}\n')
         push("tables/payments.sql", TABLES.encode())
         push("high-value.yaml", high_value())
         push("payees.yaml", PAYEES)
@@ -680,7 +682,7 @@ def journey(aws: LocalAws, broker, yarn, env: dict[str, str], team, out: Path, t
         taken = s3.list_objects_v2(Bucket=savepoints, Prefix="savepoints/high-value/1/").get("Contents", [])
         assert any(o["Key"].endswith("/_SAVEPOINT.json") for o in taken), "the savepoint is in the savepoints bucket"
         produce(11, 13)
-        wait("v1 restored reading on", lambda: set(high_values()) == {f"t{i}" for i in range(6, 14)})
+        wait("v1 restored reading on", lambda: set(high_values()) == {f"t{i}" for i in range(6, 14)}, 420)
 
         # an incompatible change (other state keys): v2 starts clean, from the offsets v1 committed
         push("high-value.yaml", high_value(keys='"transaction_id", "account_id"'))
