@@ -449,14 +449,19 @@ def test_the_platform_teams_journey_from_deploy_infra_to_rows_out_and_destroy(pl
     journey(aws, broker, yarn, env, team, outs[team.name], tmp_path, started)
 
     manifests = team.bucket("manifests", CONFIG.platform.environment)
-    held_objects = client(aws, "s3", team.region).list_object_versions(Bucket=manifests)
+
+    def held(bucket: str) -> list:
+        listed = client(aws, "s3", team.region).list_object_versions(Bucket=bucket)
+        return [(v["Key"], v["VersionId"]) for v in listed.get("Versions", []) + listed.get("DeleteMarkers", [])]
+
+    held_objects = held(manifests)
     before = team_resources(aws, team)
     code, out, err = finished(
         infra_terraform(env, "destroy", "--team", team.name, "--auto-approve", "--out", str(outs[team.name]))
     )
     assert code == 2 and f"s3://{manifests} (" in err and "Nothing was changed." in err, out + err
     assert team_resources(aws, team) == before
-    assert client(aws, "s3", team.region).list_object_versions(Bucket=manifests) == held_objects
+    assert held(manifests) == held_objects, "nothing deleted"
 
     code, out, err = finished(
         infra_terraform(
