@@ -24,8 +24,8 @@ from pathlib import Path
 
 from demo.kafka_broker import KafkaBroker
 from demo.yarn_cluster import YarnCluster
-from infra.localaws import PROVIDER_MIRROR, LocalAws, provide_prerequisites, provider_mirror_config
-from infra.localplatform import DeployLambda, PrimaryNode, StepRunner, client
+from infra.localaws import PROVIDER_MIRROR, LocalAws, endpoint_client, provide_prerequisites, provider_mirror_config
+from infra.localplatform import DeployLambda, PrimaryNode, StepRunner
 from infra.teams import TEAMS_FILE, load_teams
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,7 +51,7 @@ def up(team_name: str, folder: Path, teams_file: Path) -> int:
         for command in (["infra.package", "all"], deploy):  # make package, make deploy-infra TEAM=<name>
             print(f"+ python -m {' '.join(command)}", flush=True)
             subprocess.run([sys.executable, "-m", *command], cwd=ROOT, env=env, check=True)
-        emr, s3 = client("emr", team.region, env), client("s3", team.region, env)
+        emr, s3 = endpoint_client(env, "emr", team.region), endpoint_client(env, "s3", team.region)
         cluster = next(
             c["Id"]
             for c in emr.list_clusters()["Clusters"]
@@ -63,7 +63,7 @@ def up(team_name: str, folder: Path, teams_file: Path) -> int:
             print(f"bootstrap action done: {name}", flush=True)
         lambda_ = DeployLambda(folder / "lambda", aws.env(team.region)).start()
         steps = StepRunner(node, emr, s3).start()
-        for name, state in steps.wait_idle(900).items():
+        for name, state in reversed(steps.wait_idle(900)):
             print(f"step {state}: {name}", flush=True)
         exports = "".join(f"export {key}={shlex.quote(value)}\n" for key, value in aws.env(team.region).items())
         (folder / "env.sh").write_text(exports)

@@ -443,6 +443,20 @@ class LocalAws:
         }
 
 
+def endpoint_client(env: dict[str, str], service: str, region: str):
+    """A boto3 client of ``service`` at the endpoint ``env`` (:meth:`LocalAws.env`) names, trusting its CA."""
+    import boto3
+
+    return boto3.client(
+        service,
+        region_name=region,
+        endpoint_url=env["AWS_ENDPOINT_URL"],
+        verify=env["AWS_CA_BUNDLE"],
+        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+    )
+
+
 PROVIDER_MIRROR = Path("/opt/tf-plugins")  # this machine's offline mirror of the AWS provider
 
 
@@ -472,25 +486,16 @@ def _ids_from(kind: str, ids: list[str]) -> Iterator[None]:
 
 def provide_prerequisites(aws: LocalAws, teams: TeamsFile) -> list[str]:
     """The state bucket and every team's VPC and subnets, as a platform team provides them; what was made."""
-    import boto3
-
     made = []
     platform = teams.platform
     env = aws.env(platform.state_region)
-    session = boto3.session.Session(
-        aws_access_key_id=env["AWS_ACCESS_KEY_ID"], aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"]
-    )
-
-    def client(service: str, region: str):
-        return session.client(service, region_name=region, endpoint_url=aws.endpoint, verify=env["AWS_CA_BUNDLE"])
-
-    s3 = client("s3", platform.state_region)
+    s3 = endpoint_client(env, "s3", platform.state_region)
     location = {} if platform.state_region == "us-east-1" else {"LocationConstraint": platform.state_region}
     s3.create_bucket(Bucket=platform.state_bucket, CreateBucketConfiguration=location)
     s3.put_bucket_versioning(Bucket=platform.state_bucket, VersioningConfiguration={"Status": "Enabled"})
     made.append(f"s3://{platform.state_bucket} (Terraform state)")
     for team in teams.teams:
-        ec2 = client("ec2", team.region)
+        ec2 = endpoint_client(env, "ec2", team.region)
         network = team.network
         ec2.describe_vpcs()  # the region's default VPC and subnets first, with moto's own IDs
         with _ids_from("vpc", [network.vpc_id]):

@@ -57,7 +57,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import quote_plus
 
-from infra.localaws import ACCOUNT, CREDENTIALS
+from infra.localaws import ACCOUNT, CREDENTIALS, endpoint_client
 
 # The EMR paths the node's programs name, read under the node's folder; and the ResourceManager of EMR's
 # primary node, which is the local YARN's here.
@@ -326,9 +326,7 @@ class PrimaryNode:
     def stop_services(self) -> None:
         """End what ``systemctl`` started on the node."""
         for pid_file in self.path("/run").glob("*.pid"):
-            with contextlib.suppress(ProcessLookupError, ValueError):
-                os.killpg(int(pid_file.read_text()), signal.SIGTERM)
-            pid_file.unlink()
+            _end_unit(pid_file)
 
 
 # ---- systemd and the CloudWatch agent on the node ---------------------------------------------------------
@@ -340,11 +338,7 @@ def systemctl(args: list[str]) -> int:
     if args[:1] == ["daemon-reload"]:
         return 0
     if args[:1] == ["stop"]:
-        pid = root / "run" / f"{args[1]}.pid"
-        if pid.exists():
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(int(pid.read_text()), signal.SIGTERM)
-            pid.unlink()
+        _end_unit(root / "run" / f"{args[1]}.pid")
         return 0
     if args[:2] != ["enable", "--now"] or len(args) != 3:
         print(f"systemctl on the node stand-in: {' '.join(args)} is not one it runs", file=sys.stderr)
@@ -368,6 +362,14 @@ def systemctl(args: list[str]) -> int:
     return 0
 
 
+def _end_unit(pid_file: Path) -> None:
+    """End the unit whose process group ``pid_file`` names, if it runs."""
+    if pid_file.exists():
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.killpg(int(pid_file.read_text()), signal.SIGTERM)
+        pid_file.unlink()
+
+
 def cloudwatch_agent_ctl(args: list[str]) -> int:
     """The CloudWatch agent's control command on the node: the configuration it is given must parse and the
     Prometheus scrape file it names must exist and parse; nothing is run or sent (CloudWatch is not here)."""
@@ -378,7 +380,9 @@ def cloudwatch_agent_ctl(args: list[str]) -> int:
     config = json.loads(Path(given).read_text())
     prometheus = config["logs"]["metrics_collected"]["prometheus"]["prometheus_config_path"]
     scrape = yaml.safe_load(Path(_on_node(prometheus)).read_text())
-    assert scrape["scrape_configs"], "no scrape configuration"
+    if not (scrape or {}).get("scrape_configs"):
+        print(f"amazon-cloudwatch-agent-ctl: no scrape configuration in {prometheus}", file=sys.stderr)
+        return 1
     (root / "var" / "log" / "amazon-cloudwatch-agent.configured").write_text(json.dumps(config))
     return 0
 
@@ -408,7 +412,6 @@ class StepRunner:
         self.concurrency = cluster.get("StepConcurrencyLevel", 1)
         self.seen: set[str] = set()
         self.running: dict[str, subprocess.Popen] = {}
-        self.outcomes: dict[str, str] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="emr-steps", daemon=True)
         self._lock = threading.Lock()
@@ -484,15 +487,15 @@ class StepRunner:
         with self._lock:
             self._set(step["Id"], state, reason)
             self.running.pop(step["Id"], None)
-            self.outcomes[step["Id"]] = state
 
-    def wait_idle(self, timeout: float) -> dict[str, str]:
-        """Wait until every step added so far has ended; each step's state by name."""
+    def wait_idle(self, timeout: float) -> list[tuple[str, str]]:
+        """Wait until every step added so far has ended; each step's name and state, newest first (names repeat:
+        a cluster's first steps added again, two pushes of one manifest)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            steps = self.emr.list_steps(ClusterId=self.node.cluster_id)["Steps"]
+            steps = self.emr.list_steps(ClusterId=self.node.cluster_id)["Steps"]  # newest first
             if all(s["Status"]["State"] in ("COMPLETED", "FAILED", "CANCELLED") for s in steps):
-                return {s["Name"]: s["Status"]["State"] for s in steps}
+                return [(s["Name"], s["Status"]["State"]) for s in steps]
             time.sleep(0.5)
         raise TimeoutError(f"steps still running after {timeout:.0f}s: {sorted(self.running)}")
 
@@ -604,16 +607,20 @@ class DeployLambda:
         for attempt in range(1 + self.retries):
             invocation.attempts = attempt + 1
             with slots:
-                done = subprocess.run(
-                    [str(self.python), "-c", runner],
-                    input=json.dumps(invocation.event),
-                    env=env,
-                    cwd=code,
-                    capture_output=True,
-                    text=True,
-                    timeout=config.get("Timeout", 3),
-                    check=False,
-                )
+                try:
+                    done = subprocess.run(
+                        [str(self.python), "-c", runner],
+                        input=json.dumps(invocation.event),
+                        env=env,
+                        cwd=code,
+                        capture_output=True,
+                        text=True,
+                        timeout=config.get("Timeout", 3),
+                        check=False,
+                    )
+                except subprocess.TimeoutExpired:  # Lambda ends it and counts it as failed
+                    message = f"Task timed out after {config.get('Timeout', 3)} seconds"
+                    done = subprocess.CompletedProcess(runner, 1, "", message)
             self._log(function.function_name, region, invocation, done)
             if done.returncode == 0:
                 invocation.outcome, invocation.output = "ok", done.stdout
@@ -621,7 +628,7 @@ class DeployLambda:
         invocation.outcome, invocation.output = "dead-letter", done.stderr
         target = config.get("DeadLetterConfig", {}).get("TargetArn")
         if target:
-            sqs = client("sqs", region, self.aws_env)
+            sqs = endpoint_client(self.aws_env, "sqs", region)
             url = sqs.get_queue_url(QueueName=target.split(":")[-1])["QueueUrl"]
             error = (done.stderr.strip().splitlines() or ["failed"])[-1]
             sqs.send_message(
@@ -636,7 +643,7 @@ class DeployLambda:
 
     def _log(self, function: str, region: str, invocation: Invocation, done) -> None:
         """The invocation's output to the function's log group, as Lambda's runtime sends it."""
-        logs = client("logs", region, self.aws_env)
+        logs = endpoint_client(self.aws_env, "logs", region)
         stream = f"{datetime.now(UTC):%Y/%m/%d}/[$LATEST]{uuid.uuid4().hex}"
         with contextlib.suppress(Exception):
             logs.create_log_stream(logGroupName=f"/aws/lambda/{function}", logStreamName=stream)
@@ -648,19 +655,6 @@ class DeployLambda:
                 logStreamName=stream,
                 logEvents=[{"timestamp": now, "message": line} for line in lines],
             )
-
-
-def client(service: str, region: str, aws_env: dict[str, str]):
-    import boto3
-
-    return boto3.client(
-        service,
-        region_name=region,
-        endpoint_url=aws_env["AWS_ENDPOINT_URL"],
-        verify=aws_env["AWS_CA_BUNDLE"],
-        aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-    )
 
 
 def main(argv: list[str]) -> int:

@@ -153,9 +153,8 @@ def deploy(
                 _report_refused(ctx, error, object_version)
                 failures.capture(error)
                 continue
-            refused = layout.deploy_error(decision.name)
-            if ctx.from_store and decision.prepared is not None and ctx.store.manifests.read(refused) is not None:
-                ctx.store.manifests.delete(refused)  # deployed: no longer refused
+            if decision.prepared is not None:
+                _clear_refused(ctx, decision.name)  # deployed: no longer refused
             line(f"{decision.name}: {result.summary} -> {render.outcome(result.outcome)}")
         failures.raise_if_any()
 
@@ -175,6 +174,14 @@ def _report_refused(ctx: Context, error: UserError, object_version: str | None) 
         write_deploy_error(ctx.store.manifests, report)
 
 
+def _clear_refused(ctx: Context, name: str) -> None:
+    """With --from-store, remove ``errors/<name>.json`` if there is one (a delete where there is nothing would
+    leave a delete marker in the versioned bucket)."""
+    refused = layout.deploy_error(name)
+    if ctx.from_store and ctx.store.manifests.read(refused) is not None:
+        ctx.store.manifests.delete(refused)
+
+
 @click.command()
 @click.argument("name")
 @options.deployment
@@ -190,9 +197,7 @@ def undeploy(ctx: Context, name: str, lease_wait: float) -> None:
         raise UserError.of("MANIFEST_STILL_PRESENT", name=name, manifest=ctx.project.display(present[0]))
     with ctx.deployer(with_project=False, lease_wait=lease_wait, command="undeploy") as deployer:
         result = deployer.carry_out(deployer.decide(name, None), purpose="undeploy")
-    refused = layout.deploy_error(name)
-    if ctx.from_store and ctx.store.manifests.read(refused) is not None:
-        ctx.store.manifests.delete(refused)  # the manifest is gone: why it was refused no longer matters
+    _clear_refused(ctx, name)  # the manifest is gone: why it was refused no longer matters
     line(f"{name}: {result.summary} -> {render.outcome(result.outcome)}")
 
 
