@@ -297,9 +297,14 @@ def answer_continue_once() -> None:
 
 def _s3_delete_marker_events() -> None:
     """moto 5.2.5 sends no event notification when a delete in a versioned bucket creates a delete marker; S3 sends
-    ``s3:ObjectRemoved:DeleteMarkerCreated`` (the deploy Lambda's undeploy hangs on it): here it is sent."""
+    ``s3:ObjectRemoved:DeleteMarkerCreated`` (the deploy Lambda's undeploy hangs on it): here it is sent. And a
+    delete marker's own version deleted for good (emptying a versioned bucket) failed with HTTP 500, moto's event
+    for it reading the marker's ETag and size, which a marker has not: here they are empty and 0."""
     from moto.s3 import notifications
-    from moto.s3.models import S3Backend
+    from moto.s3.models import FakeDeleteMarker, S3Backend
+
+    FakeDeleteMarker.etag = ""
+    FakeDeleteMarker.size = 0
 
     delete = S3Backend.delete_object
 

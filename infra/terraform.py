@@ -218,8 +218,8 @@ def _destroy_team_stack(stack_dir: Path, config, team, *, auto_approve: bool, de
     """A team stack holds what Terraform alone cannot delete: EMR's termination protection (on, so that no
     plan ends the team's jobs by mistake) and buckets that hold objects (the team's manifests, state and
     logs). The destroy checks the buckets first and, unless ``delete_data``, stops naming those that hold
-    data, before anything changed; once approved it lifts the protection, empties the buckets it may and
-    lets Terraform destroy the rest."""
+    data, before anything changed; once approved it lifts the protection, terminates the cluster (its jobs would
+    go on writing into the buckets), empties the buckets it may and lets Terraform destroy the rest."""
     import boto3
 
     from infra.stack import BUCKET_ROLES  # synth has loaded it already
@@ -253,13 +253,23 @@ def _destroy_team_stack(stack_dir: Path, config, team, *, auto_approve: bool, de
         if state not in ("TERMINATED", "TERMINATED_WITH_ERRORS"):
             print(f"lifting the termination protection of {cluster}", flush=True)
             emr.set_termination_protection(JobFlowIds=[cluster], TerminationProtected=False)
+            if holding:
+                # the team's jobs write into the buckets (state, health, logs) for as long as the cluster runs:
+                # ended first, so that the buckets stay empty once emptied
+                print(f"terminating {cluster}, which runs the team's jobs, before emptying the buckets", flush=True)
+                emr.terminate_job_flows(JobFlowIds=[cluster])
+                emr.get_waiter("cluster_terminated").wait(
+                    ClusterId=cluster, WaiterConfig={"Delay": 10, "MaxAttempts": 180}
+                )
     logs = outputs.get("logs_bucket") or team.bucket("logs", config.platform.environment)
     # S3 delivers the access logs of the other buckets into the logs bucket, the destroy's own requests
-    # included: stopped first, so that the logs bucket stays empty once emptied
+    # included; and S3 notifies the deploy function of every manifest the emptying deletes, which writes its
+    # requests and reports into the manifests bucket: both stopped first, so that the buckets stay empty
     for role in BUCKET_ROLES:
         name = outputs.get(f"{role}_bucket") or team.bucket(role, config.platform.environment)
         if name != logs and _exists(s3, name):
             s3.put_bucket_logging(Bucket=name, BucketLoggingStatus={})
+            s3.put_bucket_notification_configuration(Bucket=name, NotificationConfiguration={})
     for name in sorted(holding, key=lambda bucket: bucket == logs):  # the logs bucket last
         print(f"emptying s3://{name} ({holding[name][1]} objects and versions)", flush=True)
         _empty(s3, name)
@@ -302,13 +312,29 @@ def _exists(s3, bucket: str) -> bool:
 
 
 def _empty(s3, bucket: str) -> None:
-    for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket):
+    """Delete every object version and delete marker of ``bucket``: the first page of the listing, deleted, then
+    the first page again, until none is left (a listing resumed at the page's last version, which is deleted by
+    then, ends there on moto 5.2.5, leaving the rest)."""
+    rounds = _object_count(s3, bucket) // 1000 + 10  # a bucket that fills as fast as it is emptied stops this
+    for _ in range(rounds):
+        page = s3.list_object_versions(Bucket=bucket, MaxKeys=1000)
         doomed = [
             {"Key": item["Key"], "VersionId": item["VersionId"]}
             for item in page.get("Versions", []) + page.get("DeleteMarkers", [])
         ]
-        for start in range(0, len(doomed), 1000):
-            s3.delete_objects(Bucket=bucket, Delete={"Objects": doomed[start : start + 1000], "Quiet": True})
+        if not doomed:
+            return
+        done = s3.delete_objects(Bucket=bucket, Delete={"Objects": doomed, "Quiet": True})
+        refused = [f"{error['Key']} ({error['Code']}: {error['Message']})" for error in done.get("Errors", [])]
+        if refused:
+            raise Stop(
+                f"s3://{bucket}: {len(refused)} objects could not be deleted, for example {refused[0]}; "
+                "the buckets are partly emptied and Terraform destroyed nothing: run the destroy again"
+            )
+    raise Stop(
+        f"s3://{bucket} is written to as fast as it is emptied (still {_object_count(s3, bucket)} objects): stop "
+        "what writes into it; the buckets are partly emptied and Terraform destroyed nothing"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
