@@ -10,7 +10,7 @@ CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 SOURCES := runner jobs infra demo tests bench
 
-.PHONY: run test test-fast bench lint venv jars kafka yarn postgres chromium clean synth local-aws local-platform deploy-infra destroy-infra package package-lambda push-artifacts
+.PHONY: run test test-fast bench lint venv jars kafka yarn postgres chromium node-python clean synth local-aws local-platform deploy-infra destroy-infra package package-lambda push-artifacts
 
 venv: $(STAMP)
 
@@ -43,6 +43,14 @@ chromium:
 		echo "==> installing Chromium (Debian's chromium) for the console's browser tests"; \
 		$(SUDO) apt-get update -q >/dev/null && $(SUDO) apt-get install -y -q chromium >/dev/null; }
 
+# The EMR primary node's stand-in (infra/localplatform.py) runs its scripts as an unprivileged user (nobody,
+# when this machine's user is root), who needs a Python 3.11 out of root's home for the node's image: Debian's,
+# with its venv module, installed where missing.
+node-python:
+	@[ "$$(id -u)" != 0 ] || dpkg -s python3.11-venv >/dev/null 2>&1 || { \
+		echo "==> installing Python 3.11 with venv (Debian's python3.11-venv) for the EMR node's stand-in"; \
+		apt-get update -q >/dev/null && apt-get install -y -q python3.11-venv >/dev/null; }
+
 $(STAMP): pyproject.toml
 	@echo "==> preparing $(VENV) (first time: downloads pyspark, about 450 MB)"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -71,7 +79,7 @@ test-fast: $(STAMP) $(CHECKOV_STAMP)
 # Two test processes share the two cores (a test mostly waits on its Spark jobs); a third makes the timing
 # of the end-to-end tests flaky on two cores. The tests marked `alone` time what they check, so they run
 # afterwards, one at a time.
-test: jars postgres chromium $(CHECKOV_STAMP)
+test: jars postgres chromium node-python $(CHECKOV_STAMP)
 	@$(BIN)/ruff check $(SOURCES)
 	@$(BIN)/ruff format --check --quiet $(SOURCES)
 	@$(BIN)/python -m pytest -q -n 2 --dist worksteal -m "not alone"
@@ -101,7 +109,7 @@ local-aws: $(STAMP)
 # The team's whole platform on this machine until Ctrl-C (infra/localplatform.py, docs/aws.md): a broker for MSK,
 # a YARN cluster for EMR, the local AWS endpoint, make package and make deploy-infra, the primary node's bootstrap,
 # the cluster's first steps and the deploy Lambda's runtime; authors push manifests with the environment it prints.
-local-platform: jars
+local-platform: jars node-python
 	@test -n "$(TEAM)" || { echo "usage: make local-platform TEAM=<name from infra/teams.yaml>"; exit 2; }
 	@$(BIN)/python -m demo.local_platform --team $(TEAM)
 

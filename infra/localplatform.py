@@ -6,7 +6,12 @@ concurrency and dead-letter queue; the bucket's notification), so that a defect 
 
 - :class:`PrimaryNode`: a folder stands for the team's EMR primary node. Its image has what EMR's has before
   the bootstrap: Python 3.11 (a fresh environment at ``/usr/local``, as ``pip install`` as root fills it on
-  Amazon Linux), the AWS CLI (an environment of its own), ``sudo``, and ``systemctl`` (below). Absolute paths
+  Amazon Linux), the AWS CLI (an environment of its own), ``sudo`` and ``systemctl`` (below). What EMR runs as
+  its ``hadoop`` user (the bootstrap actions, the steps) runs here as the machine's unprivileged ``nobody``
+  when this machine's user is root (otherwise as that user): the image's folders (``/usr/local``, ``/etc``,
+  ``/usr/lib``, ``/run``) belong to root and only ``/home/hadoop`` to the node's user, so a script that writes
+  there without ``sudo`` fails here as on EMR. ``sudo`` asks the node (:class:`_Sudo`) to run the command as
+  root, with root's environment on the node, as sudo's ``env_reset`` gives it. Absolute paths
   in what the node runs (the bootstrap scripts, the steps' command lines, the service units) are read under
   the folder (:meth:`PrimaryNode.local`), and the primary node's ``http://localhost:8088`` is the local YARN's
   ResourceManager. The bootstrap actions run as EMR runs them: each script fetched from S3, run with its
@@ -23,7 +28,9 @@ concurrency and dead-letter queue; the bucket's notification), so that a defect 
 - :class:`StepRunner`: EMR's step runner. It reads the cluster's steps from the endpoint (``ListSteps``), runs
   each ``command-runner.jar`` step's command on the node in the order added, at most the cluster's step
   concurrency at a time, and records each step's state (``RUNNING``, then ``COMPLETED`` or ``FAILED``, which
-  moto cannot change by itself) and its output under ``<log URI><cluster>/steps/<step>/``, as EMR does.
+  moto cannot change by itself) and its output under ``<log URI><cluster>/steps/<step>/``, as EMR does. When
+  the cluster is terminated, it stays ``TERMINATING`` until what ran on it has ended: its steps, the node's
+  services and the YARN applications.
 - :class:`DeployLambda`: Lambda's runtime for functions S3 notifies. moto decides from the bucket's applied
   notification which object events reach which function; this stand-in runs the function's packaged code (its
   zip as applied, at its handler) in a subprocess of a Python 3.11 with boto3 (what the runtime provides), with
@@ -40,10 +47,13 @@ import hashlib
 import io
 import json
 import os
+import pwd
 import re
 import shlex
 import shutil
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -86,15 +96,16 @@ AWS_CLI = "awscli==1.46.3"  # the node image's AWS CLI (the bootstrap scripts' `
 LAMBDA_RUNTIME = "boto3==1.44.5"  # what Lambda's python3.11 runtime provides besides the function's own zip
 CLOUDWATCH_AGENT_CTL = "/opt/aws/amazon-cloudwatch-agent/bin/amazon-cloudwatch-agent-ctl"
 STEP_JAR = "command-runner.jar"
+NODE_USER = "nobody"  # EMR's `hadoop` user: the machine's unprivileged user, when the machine's own is root
 
 
 class BootstrapFailed(Exception):
     """A bootstrap action returned a non-zero code: the cluster ended, as EMR ends it."""
 
 
-def _venv(folder: Path, *requirements: str) -> Path:
-    """A fresh Python 3.11 environment at ``folder`` (of the machine's Python), with ``requirements``; its python."""
-    base = getattr(sys, "_base_executable", sys.executable)
+def _venv(folder: Path, *requirements: str, base: str = getattr(sys, "_base_executable", sys.executable)) -> Path:
+    """A fresh Python 3.11 environment at ``folder`` (of ``base``, the machine's Python unless given), with
+    ``requirements``; its python."""
     subprocess.run([base, "-m", "venv", str(folder)], check=True, capture_output=True, timeout=120)
     python = folder / "bin" / "python3.11"
     if requirements:
@@ -137,7 +148,10 @@ class PrimaryNode:
 
     def __init__(self, folder: Path, aws_env: dict[str, str], yarn, cluster_id: str, region: str):
         self.root = folder
-        self.aws_env = aws_env
+        self.aws_env = dict(aws_env)
+        # EMR's `hadoop` user: `nobody` when this machine's user is root, or this machine's user
+        self.user = pwd.getpwnam(NODE_USER) if os.geteuid() == 0 else pwd.getpwuid(os.geteuid())
+        self._sudo: _Sudo | None = None
         self.yarn = yarn
         self.cluster_id = cluster_id
         self.region = region
@@ -161,22 +175,55 @@ class PrimaryNode:
 
     def env(self) -> dict[str, str]:
         """The environment of what runs on the node: its PATH first, the endpoint, the YARN client's files."""
-        keep = {k: v for k, v in os.environ.items() if k in ("JAVA_HOME", "LANG", "LC_ALL", "TZ", "USER", "LOGNAME")}
+        keep = {k: v for k, v in os.environ.items() if k in ("JAVA_HOME", "LANG", "LC_ALL", "TZ")}
         return {
             **keep,
             **self.aws_env,
             "PATH": f"{self.bin}:{self.path('/usr/local/bin')}:/usr/bin:/bin",
             "HOME": str(self.path("/home/hadoop")),
+            "USER": self.user.pw_name,
+            "LOGNAME": self.user.pw_name,
             "HADOOP_CONF_DIR": str(self.path("/etc/hadoop/conf")),
             "SPARK_CONF_DIR": str(self.path("/etc/spark/conf")),
             "SQL_RUNNER_NODE": str(self.root),
             "SQL_RUNNER_NODE_RESOURCE_MANAGER": f"http://{self.yarn.web_address}",
         }
 
+    def _as_user(self) -> dict:
+        """Popen's options that run a command as the node's user (none when that is this machine's own)."""
+        if self.user.pw_uid == os.geteuid():
+            return {}
+        return {"user": self.user.pw_uid, "group": self.user.pw_gid, "extra_groups": []}
+
+    def _spawn(self, argv: list[str], **options) -> subprocess.Popen:
+        """``argv`` as the node's user, with the node's environment, in its home; the node's own process (what
+        ``sudo`` serves)."""
+        process = subprocess.Popen(argv, env=self.env(), cwd=self.path("/home/hadoop"), **self._as_user(), **options)
+        assert self._sudo is not None, "provision() first"
+        self._sudo.launched.add(process.pid)
+        return process
+
+    def _image_python(self) -> str:
+        """The Python 3.11 the image's environments are made of: the machine's own, or Debian's where the node's
+        user cannot run that one (a Python under root's home, as pyenv puts it)."""
+        base = getattr(sys, "_base_executable", sys.executable)
+        for python in dict.fromkeys((base, "/usr/bin/python3.11")):
+            check = [python, "-c", "import ensurepip, sys, venv; assert sys.version_info[:2] == (3, 11)"]
+            with contextlib.suppress(OSError):
+                done = subprocess.run(check, capture_output=True, cwd="/", timeout=60, **self._as_user())
+                if done.returncode == 0:
+                    return python
+        raise BootstrapFailed(
+            f"no Python 3.11 with venv that {self.user.pw_name}, who runs the node's scripts, can run ({base} is "
+            "out of their reach): install Debian's python3.11-venv (make test and make local-platform do)"
+        )
+
     # ---- the image, before the bootstrap --------------------------------------------------------------
 
     def provision(self) -> None:
         """What EMR's image holds before the bootstrap actions run."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.root.chmod(0o755)
         for folder in (
             "/home/hadoop",
             "/mnt/var/lib/info",
@@ -190,14 +237,15 @@ class PrimaryNode:
         self.path("/mnt/var/lib/info/instance.json").write_text(
             json.dumps({"isMaster": True, "instanceGroupId": "ig-primary", "instanceId": self.instance_id})
         )
-        _venv(self.path("/usr/local"))  # the image's python3.11: `sudo pip install` fills /usr/local
-        _venv(self.path("/usr/lib/aws-cli"), AWS_CLI)
+        python = self._image_python()
+        _venv(self.path("/usr/local"), base=python)  # the image's python3.11: `sudo pip install` fills /usr/local
+        _venv(self.path("/usr/lib/aws-cli"), AWS_CLI, base=python)
         bin_ = self.bin
         _script(bin_ / "python3.11", f'#!/bin/sh\nexec "{self.path("/usr/local/bin/python3.11")}" "$@"\n')
         _script(bin_ / "aws", f'#!/bin/sh\nexec "{self.path("/usr/lib/aws-cli/bin/aws")}" "$@"\n')
         _script(bin_ / "spark-submit", f'#!/bin/sh\nexec "{self.path("/usr/local/bin/spark-submit")}" "$@"\n')
-        # the node's folder belongs to whoever runs it: sudo runs the command as that user
-        _script(bin_ / "sudo", '#!/bin/sh\nexec "$@"\n')
+        self._sudo = _Sudo(self.path("/run/sudo.socket"), self.root / "root", self.env).start()
+        _script(bin_ / "sudo", _SUDO_CLIENT.format(python=python, socket=str(self._sudo.path)))
         _script(bin_ / "dnf", "#!/bin/sh\necho 'dnf: no package repository on the node stand-in' >&2\nexit 1\n")
         here = Path(__file__).resolve().parents[1]
         command = f'env PYTHONPATH="{here}" "{sys.executable}" -m infra.localplatform'
@@ -215,6 +263,22 @@ class PrimaryNode:
         for jar in jars.locked(jars.SPARK):
             if set(jar.features) == {"s3"}:
                 shutil.copy(jars.cache_dir(jars.SPARK) / jar.file, emrfs / jar.file)
+        # the endpoint's CA, where the node's programs read it (the machine's copy may be out of their reach)
+        ca = self.root / "etc" / "pki" / "local-aws-ca.pem"
+        ca.parent.mkdir(parents=True, exist_ok=True)
+        if "AWS_CA_BUNDLE" in self.aws_env:
+            shutil.copy(self.aws_env["AWS_CA_BUNDLE"], ca)
+            ca.chmod(0o644)
+            self.aws_env.update(AWS_CA_BUNDLE=str(ca), SSL_CERT_FILE=str(ca))
+        # what is the user's on EMR's image: their home; the rest is root's
+        for entry in [self.path("/home/hadoop"), *self.path("/home/hadoop").rglob("*")]:
+            os.chown(entry, self.user.pw_uid, self.user.pw_gid)
+        reach = subprocess.run(["test", "-w", str(self.path("/home/hadoop"))], **self._as_user(), check=False)
+        if reach.returncode != 0:
+            raise BootstrapFailed(
+                f"the node's folder {self.root} is out of reach of {self.user.pw_name}, who runs the node's scripts "
+                f"as EMR's hadoop user: put it under a folder every user can enter"
+            )
 
     # ---- the bootstrap actions -------------------------------------------------------------------------
 
@@ -230,15 +294,12 @@ class PrimaryNode:
             logs = self.path(f"/mnt/var/log/bootstrap-actions/{number}")
             logs.mkdir(parents=True, exist_ok=True)
             with open(logs / "stdout", "wb") as out, open(logs / "stderr", "wb") as err:
-                code = subprocess.run(
-                    ["bash", str(script), *action.get("Args", [])],
-                    env=self.env(),
-                    cwd=self.path("/home/hadoop"),
-                    stdout=out,
-                    stderr=err,
-                    timeout=900,
-                    check=False,
-                ).returncode
+                process = self._spawn(["bash", str(script), *action.get("Args", [])], stdout=out, stderr=err)
+                try:
+                    code = process.wait(timeout=900)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    code = process.wait()
             self._ship(s3, cluster, f"node/{self.instance_id}/bootstrap-actions/{number}", logs)
             if code != 0:
                 reason = (
@@ -303,6 +364,8 @@ class PrimaryNode:
                 **platform.s3a_properties(self.aws_env),
                 **{key: self.local(value) for key, value in applied.items()},
                 "spark.pyspark.driver.python": str(self.path("/usr/bin/python3.11")),
+                # what the node's user submits is staged in their home (EMR: theirs on HDFS)
+                "spark.yarn.stagingDir": self.path("/home/hadoop/.staging").as_uri(),
             }
         )
         for side in ("driver", "executor"):
@@ -318,15 +381,131 @@ class PrimaryNode:
         shutil.copy(self.path("/etc/hadoop/conf") / "core-site.xml", self.path("/etc/spark/conf") / "core-site.xml")
 
     def run(self, argv: list[str], **options) -> subprocess.Popen:
-        """A command on the node, its EMR paths read under the folder."""
-        return subprocess.Popen(
-            [self.local(arg) for arg in argv], env=self.env(), cwd=self.path("/home/hadoop"), **options
-        )
+        """A command on the node as its user, its EMR paths read under the folder."""
+        return self._spawn([self.local(arg) for arg in argv], **options)
 
     def stop_services(self) -> None:
-        """End what ``systemctl`` started on the node."""
+        """End what ``systemctl`` started on the node, and what ``sudo`` runs."""
         for pid_file in self.path("/run").glob("*.pid"):
             _end_unit(pid_file)
+        if self._sudo is not None:
+            self._sudo.stop()
+
+
+# ---- sudo on the node -------------------------------------------------------------------------------------
+
+_SUDO_CLIENT = """#!{python}
+# sudo on the EMR primary node's stand-in (infra/localplatform.py): the node runs the command as root, with
+# root's environment on the node, and this ends with its exit code
+import json, os, socket, sys
+
+if len(sys.argv) < 2 or sys.argv[1].startswith("-"):
+    print("usage: sudo command [argument ...] (the node stand-in's sudo takes no options)", file=sys.stderr)
+    sys.exit(1)
+with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as node:
+    node.connect({socket!r})
+    request = json.dumps({{"argv": sys.argv[1:], "cwd": os.getcwd()}}).encode() + b"\\n"
+    socket.send_fds(node, [request], [0, 1, 2])
+    answer = node.makefile().readline()
+sys.exit(int(answer) if answer.strip() else 1)
+"""
+
+
+class _Sudo:
+    """``sudo`` on the node: a Unix socket in the node's ``/run`` through which the node's processes (those it
+    launched, and theirs: checked by the caller's parent processes, not by who may open the socket) have a
+    command run as this machine's user, which is root where the node's user is ``nobody``. The command gets the
+    caller's standard streams and working folder, and root's environment on the node (its home, the node's
+    PATH, the endpoint and the instance profile's stand-in), as sudo's ``env_reset`` gives it."""
+
+    def __init__(self, path: Path, home: Path, env: Callable[[], dict[str, str]]):
+        self.path, self.home, self.env = path, home, env
+        self.launched: set[int] = set()
+        self.children: set[subprocess.Popen] = set()
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+
+    def start(self) -> _Sudo:
+        self.home.mkdir(mode=0o700, exist_ok=True)
+        self.path.unlink(missing_ok=True)
+        self.server.bind(str(self.path))
+        self.path.chmod(0o666)  # anyone may connect; only the node's processes are served (_served)
+        self.server.listen(16)
+        threading.Thread(target=self._accept, name="node-sudo", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        with contextlib.suppress(OSError):
+            self.server.shutdown(socket.SHUT_RDWR)
+        self.server.close()
+        for child in list(self.children):
+            with contextlib.suppress(ProcessLookupError):
+                child.terminate()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                connection, _ = self.server.accept()
+            except OSError:  # stopped
+                return
+            threading.Thread(target=self._serve, args=(connection,), daemon=True).start()
+
+    def _served(self, pid: int) -> bool:
+        """Whether ``pid`` is one of the node's processes: one it launched, or a descendant of one."""
+        while pid > 1:
+            if pid in self.launched:
+                return True
+            try:
+                stat = Path(f"/proc/{pid}/stat").read_text()
+            except OSError:
+                return False
+            pid = int(stat.rsplit(")", 1)[1].split()[1])  # the parent's, after the command's name
+        return False
+
+    def _serve(self, connection: socket.socket) -> None:
+        with connection:
+            credentials = connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+            pid, uid, _ = struct.unpack("3i", credentials)
+            message, fds, _, _ = socket.recv_fds(connection, 1 << 16, 3)
+            code = 1  # what a request that cannot be read gets
+            try:
+                while message and not message.endswith(b"\n"):
+                    more = connection.recv(1 << 16)
+                    if not more:
+                        break
+                    message += more
+                code = self._run(message, fds, allowed=uid == os.geteuid() or self._served(pid))
+            finally:
+                for fd in fds:
+                    os.close(fd)
+            with contextlib.suppress(OSError):
+                connection.sendall(f"{code}\n".encode())
+
+    def _run(self, message: bytes, fds: list[int], allowed: bool) -> int:
+        if len(fds) != 3 or not message.endswith(b"\n"):
+            return 1
+        if not allowed:
+            os.write(fds[2], b"sudo: refused: not a process of the node\n")
+            return 1
+        try:
+            request = json.loads(message)
+        except ValueError:
+            os.write(fds[2], b"sudo: the node stand-in could not read the request\n")
+            return 1
+        me = pwd.getpwuid(os.geteuid()).pw_name
+        env = {**self.env(), "HOME": str(self.home), "USER": me, "LOGNAME": me}
+        try:
+            child = subprocess.Popen(
+                request["argv"], stdin=fds[0], stdout=fds[1], stderr=fds[2], cwd=request["cwd"], env=env
+            )
+        except OSError as error:  # as sudo says it
+            said = "command not found" if isinstance(error, FileNotFoundError) else error.strerror or str(error)
+            os.write(fds[2], f"sudo: {request['argv'][0]}: {said}\n".encode())
+            return 1
+        self.children.add(child)
+        try:
+            return child.wait()
+        finally:
+            self.children.discard(child)
 
 
 # ---- systemd and the CloudWatch agent on the node ---------------------------------------------------------
@@ -417,10 +596,13 @@ class StepRunner:
         self._lock = threading.Lock()
 
     def start(self) -> StepRunner:
+        _ending[self.node.cluster_id] = self._terminated
+        _end_through_stand_ins()
         self._thread.start()
         return self
 
     def stop(self) -> None:
+        _ending.pop(self.node.cluster_id, None)
         self._stop.set()
         self._thread.join(timeout=30)
         for process in list(self.running.values()):
@@ -441,6 +623,26 @@ class StepRunner:
                         self._set(step["Id"], "PENDING")
                         threading.Thread(target=self._run, args=(step,), daemon=True).start()
             self._stop.wait(self.poll)
+
+    def _terminated(self) -> None:
+        """The cluster is terminating: what ran on it ends, as with EMR's instances (its steps, the node's
+        services, every application of the YARN standing for it)."""
+        self._stop.set()
+        with self._lock:
+            for process in list(self.running.values()):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGTERM)
+        self.node.stop_services()
+        yarn = self.node.yarn
+        killed = [app["id"] for app in yarn.active_apps()]
+        for app in killed:
+            yarn.kill(app)
+        # ended when the steps' logs are shipped and no driver of the cluster runs any more, as an instance is gone
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and (
+            self.running or yarn.active_apps() or any(yarn.driver_pid(app) for app in killed)
+        ):
+            time.sleep(0.5)
 
     def _waiting(self, step: dict) -> bool:
         """Whether ``step`` is still to run: moto marks a cluster's first step RUNNING when it is created (and a
@@ -498,6 +700,37 @@ class StepRunner:
                 return [(s["Name"], s["Status"]["State"]) for s in steps]
             time.sleep(0.5)
         raise TimeoutError(f"steps still running after {timeout:.0f}s: {sorted(self.running)}")
+
+
+_ending: dict[str, Callable[[], None]] = {}  # what ends the clusters the stand-ins run, by cluster ID
+
+
+def _end_through_stand_ins() -> None:
+    """moto 5.2.5 ends a cluster at once (``TERMINATED``), where EMR goes ``TERMINATING`` until its instances
+    are gone: a cluster the stand-ins run (:data:`_ending`) is ``TERMINATING`` until what ran on it has ended."""
+    from moto.emr.models import Cluster
+
+    if getattr(Cluster.terminate, "through_stand_ins", False):
+        return
+    terminate = Cluster.terminate
+
+    def terminating(cluster) -> None:
+        end = _ending.pop(cluster.id, None)
+        if end is None:
+            terminate(cluster)
+            return
+        cluster.state = "TERMINATING"
+
+        def ended() -> None:
+            try:
+                end()
+            finally:
+                terminate(cluster)
+
+        threading.Thread(target=ended, name=f"terminating-{cluster.id}", daemon=True).start()
+
+    terminating.through_stand_ins = True
+    Cluster.terminate = terminating
 
 
 # ---- Lambda's runtime ----------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ stood in for (infra/localplatform.py), query authors' pushes run on a real YARN,
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -13,6 +14,7 @@ import shutil
 import ssl
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections import Counter
@@ -195,6 +197,28 @@ def test_msk_budgets_emr_and_lambda_keep_and_serve_what_the_provider_reads_back(
     config = lam.get_function_configuration(FunctionName="f")
     assert config["DeadLetterConfig"] == {"TargetArn": dlq}
     assert config["LoggingConfig"]["LogFormat"] == "JSON"
+
+
+def test_emptying_a_versioned_bucket_of_more_versions_than_a_listing_page_leaves_nothing(aws):
+    """The destroy's emptying (``--delete-data``) of a bucket holding more than a page of versions: objects, their
+    overwritten versions and delete markers."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from infra.terraform import _empty, _object_count
+
+    s3 = client(aws, "s3")
+    bucket = "a-team-logs"
+    s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
+    s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    keys = [f"s3-access/checkpoints/{n:05d}" for n in range(1100)]
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda key: s3.put_object(Bucket=bucket, Key=key, Body=b"1"), keys))
+        list(pool.map(lambda key: s3.put_object(Bucket=bucket, Key=key, Body=b"2"), keys[:100]))
+        list(pool.map(lambda key: s3.delete_object(Bucket=bucket, Key=key), keys[100:200]))
+    assert _object_count(s3, bucket) == 1300
+    _empty(s3, bucket)
+    assert _object_count(s3, bucket) == 0
+    s3.delete_bucket(Bucket=bucket)  # S3 deletes only an empty bucket
 
 
 def test_a_teams_file_naming_a_subnet_that_does_not_exist_stops_the_deploy_before_anything_changes(aws, tmp_path):
@@ -392,12 +416,16 @@ def platform(tmp_path):
     broker = KafkaBroker(tmp_path / "kafka").start(log=lambda message: None)
     yarn = YarnCluster(folder=tmp_path / "yarn").start()
     local = LocalAws(tmp_path / "local-aws", kafka_bootstrap=broker.bootstrap).start()
+    # the nodes' folders, where the node's unprivileged user can reach them (pytest's own are root's only)
+    nodes = Path(tempfile.mkdtemp(prefix="emr-nodes-"))
+    nodes.chmod(0o755)
     try:
-        yield local, broker, yarn
+        yield local, broker, yarn, nodes
     finally:
         local.stop()
         yarn.stop(keep=True)  # its containers' logs stay in the test's folder
         broker.stop()
+        shutil.rmtree(nodes, ignore_errors=True)
 
 
 @pytest.mark.infra
@@ -408,9 +436,10 @@ def test_the_platform_teams_journey_from_deploy_infra_to_rows_out_and_destroy(pl
     """Every team's stack applied at once by the real ``python -m infra.terraform deploy`` (artifacts bucket,
     artifacts, the rest), then planned again with nothing to change; the first team's whole journey on it
     (:func:`journey`); ``destroy`` refusing, changing nothing, while the team's buckets hold data, and with
-    ``--delete-data`` leaving nothing of the team (EMR's termination protection lifted, the buckets emptied)
-    and the other team untouched."""
-    aws, broker, yarn = platform
+    ``--delete-data`` leaving nothing of the team (EMR's termination protection lifted, the cluster terminated
+    with what ran on it, the buckets emptied) and the other team untouched; then the other team, whose logs
+    bucket holds S3's access logs, refused the same way and destroyed with ``--delete-data``."""
+    aws, broker, yarn, nodes = platform
     # the machines this runs on have both (Terraform 1.11, the AWS provider under /opt/tf-plugins): a missing one
     # fails here, where a skip would leave the platform unchecked
     assert shutil.which("terraform"), "terraform is not on PATH (Terraform 1.11 or later)"
@@ -451,38 +480,58 @@ def test_the_platform_teams_journey_from_deploy_infra_to_rows_out_and_destroy(pl
         assert len(held["buckets"]) == 5 and len(held["emr"]) == 1 and held["msk"] and held["lambda"], held
 
     team, other = CONFIG.teams[0], CONFIG.teams[1]
-    journey(aws, broker, yarn, env, team, outs[team.name], tmp_path, started)
+    with contextlib.ExitStack() as stands:
+        journey(aws, broker, yarn, env, team, outs[team.name], tmp_path, nodes, started, stands)
 
-    manifests = team.bucket("manifests", CONFIG.platform.environment)
+        manifests = team.bucket("manifests", CONFIG.platform.environment)
 
-    def held(bucket: str) -> list:
-        listed = client(aws, "s3", team.region).list_object_versions(Bucket=bucket)
-        return [(v["Key"], v["VersionId"]) for v in listed.get("Versions", []) + listed.get("DeleteMarkers", [])]
+        def held(bucket: str) -> list:
+            listed = client(aws, "s3", team.region).list_object_versions(Bucket=bucket)
+            return [(v["Key"], v["VersionId"]) for v in listed.get("Versions", []) + listed.get("DeleteMarkers", [])]
 
-    held_objects = held(manifests)
-    before = team_resources(aws, team)
-    code, out, err = finished(
-        infra_terraform(env, "destroy", "--team", team.name, "--auto-approve", "--out", str(outs[team.name]))
-    )
-    assert code == 2 and f"s3://{manifests} (" in err and "Nothing was changed." in err, out + err
-    assert team_resources(aws, team) == before
-    # the team's session still runs and writes its health: nothing is gone that was there
-    assert set(held_objects) <= set(held(manifests)), "nothing deleted"
+        def when(bucket: str) -> list:  # what a failed destroy left, and when it was written
+            listed = client(aws, "s3", team.region).list_object_versions(Bucket=bucket)
+            return [(v["Key"], str(v["LastModified"])) for v in listed.get("Versions", [])][:10]
 
-    code, out, err = finished(
-        infra_terraform(
-            env, "destroy", "--team", team.name, "--auto-approve", "--delete-data", "--out", str(outs[team.name])
+        held_objects = held(manifests)
+        before = team_resources(aws, team)
+        code, out, err = finished(
+            infra_terraform(env, "destroy", "--team", team.name, "--auto-approve", "--out", str(outs[team.name]))
         )
-    )
-    assert code == 0, out[-4000:] + err[-3000:]
-    assert "Destroy complete!" in out and "emptying s3://" in out, out
-    assert team_resources(aws, team) == {kind: [] for kind in before}
-    assert all(team_resources(aws, other).values()), "the other team's environment is untouched"
-    code, out, err = finished(
-        infra_terraform(env, "destroy", "--team", other.name, "--auto-approve", "--out", str(outs[other.name]))
-    )
-    assert code == 0, out[-4000:] + err[-3000:]  # it holds no data: only the artifacts, which make package rebuilds
-    assert team_resources(aws, other) == {kind: [] for kind in before}
+        assert code == 2 and f"s3://{manifests} (" in err and "Nothing was changed." in err, out + err
+        assert team_resources(aws, team) == before
+        # the team's session still runs and writes its health: nothing is gone that was there
+        assert set(held_objects) <= set(held(manifests)), "nothing deleted"
+
+        destroying = time.strftime("%H:%M:%S", time.gmtime())
+        code, out, err = finished(
+            infra_terraform(
+                env, "destroy", "--team", team.name, "--auto-approve", "--delete-data", "--out", str(outs[team.name])
+            )
+        )
+        said = [line for line in out.splitlines() if not line.startswith(("\x1b", "aws_", " "))]
+        left = {bucket: when(bucket) for bucket in team_resources(aws, team)["buckets"]}
+        assert code == 0, f"{err[-3000:]}\nfrom {destroying}: {said[:30]}\nleft in the team's buckets: {left}"
+        assert "Destroy complete!" in out and "emptying s3://" in out, out
+        assert f"terminating {before['emr'][0]}" in out, out
+        assert not yarn.active_apps(), "the cluster's termination ended what ran on it"
+        assert team_resources(aws, team) == {kind: [] for kind in before}
+        assert all(team_resources(aws, other).values()), "the other team's environment is untouched"
+        # the other team ran nothing, but S3 logged the apply's and the plan's requests into its logs bucket: kept
+        # unless asked (its artifacts are not: make package makes them again)
+        code, out, err = finished(
+            infra_terraform(env, "destroy", "--team", other.name, "--auto-approve", "--out", str(outs[other.name]))
+        )
+        other_logs = other.bucket("logs", CONFIG.platform.environment)
+        assert code == 2 and err.count("s3://") == 1 and f"s3://{other_logs} (" in err, out[-4000:] + err[-3000:]
+        assert all(team_resources(aws, other).values()), "nothing changed"
+        code, out, err = finished(
+            infra_terraform(
+                env, "destroy", "--team", other.name, "--auto-approve", "--delete-data", "--out", str(outs[other.name])
+            )
+        )
+        assert code == 0, out[-4000:] + err[-3000:]
+        assert team_resources(aws, other) == {kind: [] for kind in before}
 
 
 META = """,
@@ -521,7 +570,18 @@ PAYEES = (
 )
 
 
-def journey(aws: LocalAws, broker, yarn, env: dict[str, str], team, out: Path, tmp_path: Path, started: float) -> None:
+def journey(
+    aws: LocalAws,
+    broker,
+    yarn,
+    env: dict[str, str],
+    team,
+    out: Path,
+    tmp_path: Path,
+    nodes: Path,
+    started: float,
+    stands: contextlib.ExitStack,
+) -> None:
     """The first team's journey on its applied stack: the topics, the EMR primary node's bootstrap (a tampered
     wheel failing it first), the cluster's first steps on YARN, query authors' pushes turned into steps by the
     deploy Lambda, rows out of the output topic and the s3:// table, a compatible and an incompatible change,
@@ -566,10 +626,11 @@ def journey(aws: LocalAws, broker, yarn, env: dict[str, str], team, out: Path, t
     )
     good = s3.get_object(Bucket=artifacts, Key=wheel)["Body"].read()
     s3.put_object(Bucket=artifacts, Key=wheel, Body=good + b"\0")
-    tampered = localplatform.PrimaryNode(tmp_path / "tampered-node", node_env, yarn, cluster_id, team.region)
+    tampered = localplatform.PrimaryNode(nodes / "tampered", node_env, yarn, cluster_id, team.region)
     tampered.provision()
     with pytest.raises(localplatform.BootstrapFailed, match="bootstrap action 1 returned a non-zero return code"):
         tampered.bootstrap(emr, s3)
+    tampered.stop_services()
     described = emr.describe_cluster(ClusterId=cluster_id)["Cluster"]["Status"]
     assert described["State"] == "TERMINATED_WITH_ERRORS", described
     shipped = f"emr/{cluster_id}/node/{tampered.instance_id}/bootstrap-actions/1/stderr.gz"
@@ -584,166 +645,178 @@ def journey(aws: LocalAws, broker, yarn, env: dict[str, str], team, out: Path, t
     assert "aws_emr_cluster.emr: Creation complete" in out_text, out_text[-4000:]
     cluster_id = team_resources(aws, team)["emr"][0]
 
-    node = localplatform.PrimaryNode(tmp_path / "node", node_env, yarn, cluster_id, team.region)
+    node = localplatform.PrimaryNode(nodes / "primary", node_env, yarn, cluster_id, team.region)
     node.provision()
     assert node.bootstrap(emr, s3) == [
         "install sql-runner and the Kafka connector",
         "the console on the primary node, its metrics to CloudWatch",
     ]
     assert node.path("/usr/local/bin/sql-runner").is_file()
+    # the scripts ran as the node's unprivileged user, what needs root through sudo: the user's own write into
+    # the image's /usr/local is refused, sudo's is done as root
+    if os.geteuid() == 0:  # as on these machines: the node's user is nobody, root only through the node's sudo
+        assert node.user.pw_name == "nobody"
+        probe = node.path("/usr/local/probe")
+        assert node.run(["touch", "/usr/local/probe"], stderr=subprocess.DEVNULL).wait() != 0 and not probe.exists()
+        assert node.run(["sudo", "touch", "/usr/local/probe"]).wait() == 0 and probe.stat().st_uid == 0
+        assert node.path("/etc/sql-runner/console-token").stat().st_uid == 0, "the service's token, root's"
+        # the same sudo from a process the node did not start, as the same user: refused
+        stranger = subprocess.run(
+            [str(node.bin / "sudo"), "touch", str(probe)], user="nobody", capture_output=True, text=True, check=False
+        )
+        assert stranger.returncode == 1 and "not a process of the node" in stranger.stderr, stranger
     lambda_ = localplatform.DeployLambda(tmp_path / "lambda", node_env).start()
     steps = localplatform.StepRunner(node, emr, s3).start()
-    try:
-        first = steps.wait_idle(600)
-        assert {state for _, state in first} == {"COMPLETED"}, first
-        s3.create_bucket(Bucket=LAKE, CreateBucketConfiguration={"LocationConstraint": team.region})
+    # what runs the cluster runs until the outer test ends, through its destroy (which terminates the cluster)
+    stands.callback(node.stop_services)
+    stands.callback(lambda_.stop)
+    stands.callback(steps.stop)
+    first = steps.wait_idle(600)
+    assert {state for _, state in first} == {"COMPLETED"}, first
+    s3.create_bucket(Bucket=LAKE, CreateBucketConfiguration={"LocationConstraint": team.region})
 
-        # the query author pushes with boto3, as with the AWS CLI
-        def push(name: str, body: bytes) -> None:
-            s3.put_object(Bucket=manifests, Key=f"manifests/{name}", Body=body)
+    # the query author pushes with boto3, as with the AWS CLI
+    def push(name: str, body: bytes) -> None:
+        s3.put_object(Bucket=manifests, Key=f"manifests/{name}", Body=body)
 
-        def settled() -> list[tuple[str, str]]:
-            lambda_.wait_idle(120)
-            time.sleep(2)  # a step added last is seen by the next poll
-            return steps.wait_idle(600)
-
-        # a small shuffle for a small machine: each stateful partition is a RocksDB instance restored from S3
-        push("job-template.yaml", b'sparkProperties: {spark.sql.shuffle.partitions: "2"}\n')
-        push("tables/payments.sql", TABLES.encode())
-        push("high-value.yaml", high_value())
-        push("payees.yaml", PAYEES)
-        ran = settled()
-        assert all(state == "COMPLETED" for _, state in ran), ran
-
-        def produce(first: int, last: int) -> None:
-            made = [
-                {
-                    "transaction_id": f"t{i}",
-                    "account_id": f"a{i % 3}",
-                    "payee": f"p{i % 4}",
-                    "amount": 100.0 * i,
-                    "ts": f"2026-11-27 10:{i // 60:02d}:{i % 60:02d}",
-                }
-                for i in range(first, last + 1)
-            ]
-            kafka.produce("card-transactions", [json.dumps(e) for e in made])
-
-        produce(1, 10)
-        lake = S3Bucket(LAKE, client=s3)
-
-        def output() -> list[dict]:
-            return [json.loads(r.value) for r in kafka.records("high-value-tx", timeout=10)]
-
-        def applications() -> list:
-            apps = (yarn.rest("apps").get("apps") or {}).get("app") or []
-            return [(a["name"], a["state"], a["finalStatus"], a["diagnostics"][-500:]) for a in apps]
-
-        def wait(what: str, check, timeout: float = 240) -> None:
-            wait_for(check, what, timeout, explain=lambda: f"YARN's applications: {applications()}")
-
-        wait("the high-value rows in the output topic", lambda: len(output()) == 5)
-        first_row = time.monotonic() - started
-        assert Counter(r["transaction_id"] for r in output()) == Counter(f"t{i}" for i in range(6, 11))
-        wait("every row in s3://payments-lake/payees/", lambda: len(committed_bucket_rows(lake, "payees")) == 10)
-        print(f"from make deploy-infra to the first output row: {first_row:.0f}s")
-
-        def step_log(name: str) -> str:
-            """The newest step whose name starts with ``name``: its output, from the cluster's log URI."""
-            listed = emr.list_steps(ClusterId=cluster_id)["Steps"]  # newest first
-            step = next(s for s in listed if s["Name"].startswith(name))
-            key = f"emr/{cluster_id}/steps/{step['Id']}/stdout.gz"
-            text = gzip.decompress(s3.get_object(Bucket=logs, Key=key)["Body"].read()).decode()
-            return " ".join(text.split())  # as one line: the output is wrapped at 80 columns
-
-        def high_values() -> Counter:
-            return Counter(row["transaction_id"] for row in output())
-
-        # the console the bootstrap started, with a token made as docs/aws.md says
-        service = node.path("/var/log/sql-runner-console.service.log").read_text()
-        assert "console on http://127.0.0.1:8099/" in service, service
-        token_args = shlex.split(node.path("/etc/sql-runner/token.args").read_text())
-        token_args[token_args.index("cloudwatch-agent")] = "operator"
-        made = node.run(token_args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        token = made.communicate(timeout=120)[0].strip().splitlines()[-1]
-        overview = urllib.request.Request(
-            "http://127.0.0.1:8099/api/overview", headers={"Authorization": f"Bearer {token}"}
-        )
-        with urllib.request.urlopen(overview, timeout=30) as answer:
-            shown = {row["name"]: (row["mode"], row["state"]) for row in json.loads(answer.read())["rows"]}
-        assert shown == {"high-value": ("application", "running"), "payees": ("session", "running")}, shown
-
-        # a compatible change: v1 stops with a savepoint in the team's savepoints bucket and is restored from it
-        push("high-value.yaml", high_value(also='.where("amount < 1000000")'))  # after the deduplication
-        assert {state for _, state in settled()} == {"COMPLETED"}
-        deployed = step_log("sql-runner deploy high-value")
-        assert "restore v1 from the savepoint taken when v1 stops" in deployed, deployed
-        savepoints = team.bucket("savepoints", CONFIG.platform.environment)
-        taken = s3.list_objects_v2(Bucket=savepoints, Prefix="savepoints/high-value/1/").get("Contents", [])
-        assert any(o["Key"].endswith("/_SAVEPOINT.json") for o in taken), "the savepoint is in the savepoints bucket"
-        produce(11, 13)
-        wait("v1 restored reading on", lambda: set(high_values()) == {f"t{i}" for i in range(6, 14)}, 420)
-
-        # an incompatible change (other state keys): v2 starts clean, from the offsets v1 committed
-        push("high-value.yaml", high_value(keys='"transaction_id", "account_id"'))
-        assert {state for _, state in settled()} == {"COMPLETED"}
-        deployed = step_log("sql-runner deploy high-value")
-        assert "start v2 with clean state" in deployed, deployed
-        produce(14, 15)
-        wait("v2's rows", lambda: set(high_values()) == {f"t{i}" for i in range(6, 16)})
-        versions = {row["transaction_id"]: row["__query_version"] for row in output()}
-        assert {versions[f"t{i}"] for i in (14, 15)} == {2} and {versions[f"t{i}"] for i in range(6, 14)} == {1}
-
-        # bad pushes: a malformed manifest adds no step and is reported by the Lambda; one naming a table that is
-        # not declared is refused by its step, reported the same way; deleting it clears the report
-        before = len(emr.list_steps(ClusterId=cluster_id)["Steps"])
-        push("malformed.yaml", b"name: malformed\ntarget-table: '`payments`.`high-value-tx`'\n")
+    def settled() -> list[tuple[str, str]]:
         lambda_.wait_idle(120)
-        report = json.loads(s3.get_object(Bucket=manifests, Key="errors/malformed.json")["Body"].read())
-        assert any("MANIFEST_MISSING_QUERY" in line for line in report["problems"]), report
-        assert len(emr.list_steps(ClusterId=cluster_id)["Steps"]) == before, "a malformed manifest adds no step"
-        s3.delete_object(Bucket=manifests, Key="manifests/malformed.yaml")
-        push(
-            "missing-table.yaml",
-            PAYEES.replace(b"payees", b"missing-table")
-            .replace(b"mode: session\n", b"")
-            .replace(b"`card-transactions`", b"`cards`"),
-        )
-        ran = settled()
-        assert next(state for name, state in ran if name.startswith("sql-runner deploy missing-table")) == "FAILED", ran
-        report = json.loads(s3.get_object(Bucket=manifests, Key="errors/missing-table.json")["Body"].read())
-        assert any("UNKNOWN_TABLE" in line and "`payments`.`cards`" in line for line in report["problems"]), report
-        s3.delete_object(Bucket=manifests, Key="manifests/missing-table.yaml")
-        settled()
-        assert "Contents" not in s3.list_objects_v2(Bucket=manifests, Prefix="errors/missing-table"), "cleared"
+        time.sleep(2)  # a step added last is seen by the next poll
+        return steps.wait_idle(600)
 
-        # the cluster replaced: every YARN application ends, the cluster's first steps run again, every job resumes
-        # from its saved state with outputs exact
-        for app in yarn.active_apps():
-            yarn.kill(app["id"])
-        wait("every application ended", lambda: not yarn.active_apps(), 120)
-        firsts = sorted(
-            emr.list_steps(ClusterId=cluster_id)["Steps"], key=lambda s: s["Status"]["Timeline"]["CreationDateTime"]
-        )[:2]
-        emr.add_job_flow_steps(
-            JobFlowId=cluster_id,
-            Steps=[
-                {
-                    "Name": f["Name"],
-                    "ActionOnFailure": "CONTINUE",
-                    "HadoopJarStep": {"Jar": "command-runner.jar", "Args": f["Config"]["Args"]},
-                }
-                for f in firsts
-            ],
-        )
-        again = settled()[:2]  # the newest: the first steps added again
-        assert sorted(again) == sorted((f["Name"], "COMPLETED") for f in firsts), again
-        produce(16, 20)
-        wait("the high-value rows after the replacement", lambda: set(high_values()) == {f"t{i}" for i in range(6, 21)})
-        wait("the payees after the replacement", lambda: len(committed_bucket_rows(lake, "payees")) == 20)
-        assert max(high_values().values()) == 1, "no row twice across the versions and the replacement"
-        payees = Counter(row["transaction_id"] for row in committed_bucket_rows(lake, "payees"))
-        assert set(payees) == {f"t{i}" for i in range(1, 21)} and max(payees.values()) == 1
-    finally:
-        steps.stop()
-        lambda_.stop()
-        node.stop_services()
+    # a small shuffle for a small machine: each stateful partition is a RocksDB instance restored from S3
+    push("job-template.yaml", b'sparkProperties: {spark.sql.shuffle.partitions: "2"}\n')
+    push("tables/payments.sql", TABLES.encode())
+    push("high-value.yaml", high_value())
+    push("payees.yaml", PAYEES)
+    ran = settled()
+    assert all(state == "COMPLETED" for _, state in ran), ran
+
+    def produce(first: int, last: int) -> None:
+        made = [
+            {
+                "transaction_id": f"t{i}",
+                "account_id": f"a{i % 3}",
+                "payee": f"p{i % 4}",
+                "amount": 100.0 * i,
+                "ts": f"2026-11-27 10:{i // 60:02d}:{i % 60:02d}",
+            }
+            for i in range(first, last + 1)
+        ]
+        kafka.produce("card-transactions", [json.dumps(e) for e in made])
+
+    produce(1, 10)
+    lake = S3Bucket(LAKE, client=s3)
+
+    def output() -> list[dict]:
+        return [json.loads(r.value) for r in kafka.records("high-value-tx", timeout=10)]
+
+    def applications() -> list:
+        apps = (yarn.rest("apps").get("apps") or {}).get("app") or []
+        return [(a["name"], a["state"], a["finalStatus"], a["diagnostics"][-500:]) for a in apps]
+
+    def wait(what: str, check, timeout: float = 240) -> None:
+        wait_for(check, what, timeout, explain=lambda: f"YARN's applications: {applications()}")
+
+    wait("the high-value rows in the output topic", lambda: len(output()) == 5)
+    first_row = time.monotonic() - started
+    assert Counter(r["transaction_id"] for r in output()) == Counter(f"t{i}" for i in range(6, 11))
+    wait("every row in s3://payments-lake/payees/", lambda: len(committed_bucket_rows(lake, "payees")) == 10)
+    print(f"from make deploy-infra to the first output row: {first_row:.0f}s")
+
+    def step_log(name: str) -> str:
+        """The newest step whose name starts with ``name``: its output, from the cluster's log URI."""
+        listed = emr.list_steps(ClusterId=cluster_id)["Steps"]  # newest first
+        step = next(s for s in listed if s["Name"].startswith(name))
+        key = f"emr/{cluster_id}/steps/{step['Id']}/stdout.gz"
+        text = gzip.decompress(s3.get_object(Bucket=logs, Key=key)["Body"].read()).decode()
+        return " ".join(text.split())  # as one line: the output is wrapped at 80 columns
+
+    def high_values() -> Counter:
+        return Counter(row["transaction_id"] for row in output())
+
+    # the console the bootstrap started, with a token made as docs/aws.md says
+    service = node.path("/var/log/sql-runner-console.service.log").read_text()
+    assert "console on http://127.0.0.1:8099/" in service, service
+    token_args = shlex.split(node.path("/etc/sql-runner/token.args").read_text())
+    token_args[token_args.index("cloudwatch-agent")] = "operator"
+    made = node.run(token_args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    token = made.communicate(timeout=120)[0].strip().splitlines()[-1]
+    overview = urllib.request.Request(
+        "http://127.0.0.1:8099/api/overview", headers={"Authorization": f"Bearer {token}"}
+    )
+    with urllib.request.urlopen(overview, timeout=30) as answer:
+        shown = {row["name"]: (row["mode"], row["state"]) for row in json.loads(answer.read())["rows"]}
+    assert shown == {"high-value": ("application", "running"), "payees": ("session", "running")}, shown
+
+    # a compatible change: v1 stops with a savepoint in the team's savepoints bucket and is restored from it
+    push("high-value.yaml", high_value(also='.where("amount < 1000000")'))  # after the deduplication
+    assert {state for _, state in settled()} == {"COMPLETED"}
+    deployed = step_log("sql-runner deploy high-value")
+    assert "restore v1 from the savepoint taken when v1 stops" in deployed, deployed
+    savepoints = team.bucket("savepoints", CONFIG.platform.environment)
+    taken = s3.list_objects_v2(Bucket=savepoints, Prefix="savepoints/high-value/1/").get("Contents", [])
+    assert any(o["Key"].endswith("/_SAVEPOINT.json") for o in taken), "the savepoint is in the savepoints bucket"
+    produce(11, 13)
+    wait("v1 restored reading on", lambda: set(high_values()) == {f"t{i}" for i in range(6, 14)}, 420)
+
+    # an incompatible change (other state keys): v2 starts clean, from the offsets v1 committed
+    push("high-value.yaml", high_value(keys='"transaction_id", "account_id"'))
+    assert {state for _, state in settled()} == {"COMPLETED"}
+    deployed = step_log("sql-runner deploy high-value")
+    assert "start v2 with clean state" in deployed, deployed
+    produce(14, 15)
+    wait("v2's rows", lambda: set(high_values()) == {f"t{i}" for i in range(6, 16)})
+    versions = {row["transaction_id"]: row["__query_version"] for row in output()}
+    assert {versions[f"t{i}"] for i in (14, 15)} == {2} and {versions[f"t{i}"] for i in range(6, 14)} == {1}
+
+    # bad pushes: a malformed manifest adds no step and is reported by the Lambda; one naming a table that is
+    # not declared is refused by its step, reported the same way; deleting it clears the report
+    before = len(emr.list_steps(ClusterId=cluster_id)["Steps"])
+    push("malformed.yaml", b"name: malformed\ntarget-table: '`payments`.`high-value-tx`'\n")
+    lambda_.wait_idle(120)
+    report = json.loads(s3.get_object(Bucket=manifests, Key="errors/malformed.json")["Body"].read())
+    assert any("MANIFEST_MISSING_QUERY" in line for line in report["problems"]), report
+    assert len(emr.list_steps(ClusterId=cluster_id)["Steps"]) == before, "a malformed manifest adds no step"
+    s3.delete_object(Bucket=manifests, Key="manifests/malformed.yaml")
+    push(
+        "missing-table.yaml",
+        PAYEES.replace(b"payees", b"missing-table")
+        .replace(b"mode: session\n", b"")
+        .replace(b"`card-transactions`", b"`cards`"),
+    )
+    ran = settled()
+    assert next(state for name, state in ran if name.startswith("sql-runner deploy missing-table")) == "FAILED", ran
+    report = json.loads(s3.get_object(Bucket=manifests, Key="errors/missing-table.json")["Body"].read())
+    assert any("UNKNOWN_TABLE" in line and "`payments`.`cards`" in line for line in report["problems"]), report
+    s3.delete_object(Bucket=manifests, Key="manifests/missing-table.yaml")
+    settled()
+    assert "Contents" not in s3.list_objects_v2(Bucket=manifests, Prefix="errors/missing-table"), "cleared"
+
+    # the cluster replaced: every YARN application ends, the cluster's first steps run again, every job resumes
+    # from its saved state with outputs exact
+    for app in yarn.active_apps():
+        yarn.kill(app["id"])
+    wait("every application ended", lambda: not yarn.active_apps(), 120)
+    firsts = sorted(
+        emr.list_steps(ClusterId=cluster_id)["Steps"], key=lambda s: s["Status"]["Timeline"]["CreationDateTime"]
+    )[:2]
+    emr.add_job_flow_steps(
+        JobFlowId=cluster_id,
+        Steps=[
+            {
+                "Name": f["Name"],
+                "ActionOnFailure": "CONTINUE",
+                "HadoopJarStep": {"Jar": "command-runner.jar", "Args": f["Config"]["Args"]},
+            }
+            for f in firsts
+        ],
+    )
+    again = settled()[:2]  # the newest: the first steps added again
+    assert sorted(again) == sorted((f["Name"], "COMPLETED") for f in firsts), again
+    produce(16, 20)
+    wait("the high-value rows after the replacement", lambda: set(high_values()) == {f"t{i}" for i in range(6, 21)})
+    wait("the payees after the replacement", lambda: len(committed_bucket_rows(lake, "payees")) == 20)
+    assert max(high_values().values()) == 1, "no row twice across the versions and the replacement"
+    payees = Counter(row["transaction_id"] for row in committed_bucket_rows(lake, "payees"))
+    assert set(payees) == {f"t{i}" for i in range(1, 21)} and max(payees.values()) == 1
