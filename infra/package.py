@@ -135,14 +135,16 @@ def missing() -> list[str]:
     )
 
 
-def push(team_name: str) -> None:
+def push(team_name: str, teams_file: Path | None = None) -> None:
+    """The built artifacts into the artifacts bucket of ``team_name``, as ``teams_file`` (the project's
+    ``infra/teams.yaml`` unless given) names it."""
     import boto3
     from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
     from infra.stack import BOOTSTRAP_KEY, LAMBDA_ZIP_KEY
-    from infra.teams import load_teams
+    from infra.teams import TEAMS_FILE, load_teams
 
-    config = load_teams()
+    config = load_teams(teams_file or TEAMS_FILE)
     team = config.team(team_name)
     bucket = team.bucket("artifacts", config.platform.environment)
     wheels = sorted(DIST.glob("spark_sql_runner-*.whl"))
@@ -174,11 +176,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m infra.package", description=__doc__.splitlines()[0])
     parser.add_argument("what", choices=["all", "lambda", "push"])
     parser.add_argument("--team")
+    parser.add_argument("--teams", type=Path, help="the teams file (default: infra/teams.yaml)")
     args = parser.parse_args(argv)
     if args.what == "push":
         if not args.team:
             parser.error("push needs --team")
-        push(args.team)
+        push(args.team, args.teams)
         return 0
     built = [lambda_zip()] if args.what == "lambda" else [wheel(), lambda_zip(), bootstrap()]
     for path in built:

@@ -155,7 +155,7 @@ def run(
             # so that bucket comes first, then the artifacts, then everything else.
             targets = [f"-target={kind}.artifacts-{what}" for kind, what in ARTIFACTS_BUCKET_PARTS]
             terraform(stack_dir, "apply", *approve, *targets)
-            package.push(team.name)
+            package.push(team.name, teams_file)
         if action == "destroy" and stack == f"team-{team.name}":
             _destroy_team_stack(stack_dir, config, team, auto_approve=auto_approve, delete_data=delete_data)
             continue

@@ -31,7 +31,7 @@ from infra.localaws import (
     provide_prerequisites,
     provider_mirror_config,
 )
-from infra.teams import load_teams
+from infra.teams import TeamsError, load_teams
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGINS = PROVIDER_MIRROR
@@ -219,6 +219,39 @@ def test_emptying_a_versioned_bucket_of_more_versions_than_a_listing_page_leaves
     _empty(s3, bucket)
     assert _object_count(s3, bucket) == 0
     s3.delete_bucket(Bucket=bucket)  # S3 deletes only an empty bucket
+
+
+def test_the_artifacts_go_to_the_bucket_of_the_team_the_given_teams_file_names(aws, tmp_path, monkeypatch):
+    """``python -m infra.package push --teams`` (and ``make deploy-infra`` with another teams file) push into the
+    artifacts bucket of the team as that file names it, not as the project's own ``teams.yaml`` does."""
+    from infra import package
+
+    text = yaml.safe_load((ROOT / "infra" / "teams.yaml").read_text())
+    text["teams"][0]["name"] = "fraud"  # a team only this file has
+    teams = tmp_path / "teams.yaml"
+    teams.write_text(yaml.safe_dump(text))
+    team = load_teams(teams).team("fraud")
+    bucket = team.bucket("artifacts", CONFIG.platform.environment)
+    s3 = client(aws, "s3", team.region)
+    s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": team.region})
+    dist = tmp_path / "dist"
+    (dist / "jars").mkdir(parents=True)
+    (dist / "spark_sql_runner-0.1.0-py3-none-any.whl").write_bytes(b"wheel")
+    (dist / "deploy-lambda.zip").write_bytes(b"zip")
+    (dist / package.BOOTSTRAP.name).write_bytes(b"#!/bin/sh\n")
+    (dist / "jars" / "a.jar").write_bytes(b"jar")
+    (dist / "jars" / package.SUMS).write_text("sums\n")
+    for name, value in {"DIST": dist, "JARS": dist / "jars", "LAMBDA_ZIP": dist / "deploy-lambda.zip"}.items():
+        monkeypatch.setattr(package, name, value)
+    monkeypatch.setattr(package, "ROOT", tmp_path)
+    monkeypatch.setattr(package, "missing", lambda: [])
+    for name, value in aws.env(team.region).items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(TeamsError, match="no team 'fraud'"):  # the project's teams.yaml has no such team
+        package.push("fraud")
+    package.main(["push", "--team", "fraud", "--teams", str(teams)])
+    held = {o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]}
+    assert {"runner/spark_sql_runner-0.1.0-py3-none-any.whl", "runner/SHA256SUMS", "jars/a.jar"} <= held, held
 
 
 def test_a_teams_file_naming_a_subnet_that_does_not_exist_stops_the_deploy_before_anything_changes(aws, tmp_path):
