@@ -234,6 +234,15 @@ class PrimaryNode:
             "/etc/spark/conf",
         ):
             self.path(folder).mkdir(parents=True, exist_ok=True)
+        # what is the user's on EMR's image: their home; the rest is root's
+        for entry in [self.path("/home/hadoop"), *self.path("/home/hadoop").rglob("*")]:
+            os.chown(entry, self.user.pw_uid, self.user.pw_gid)
+        reach = subprocess.run(["test", "-w", str(self.path("/home/hadoop"))], **self._as_user(), check=False)
+        if reach.returncode != 0:
+            raise BootstrapFailed(
+                f"the node's folder {self.root} is out of reach of {self.user.pw_name}, who runs the node's scripts "
+                f"as EMR's hadoop user: put it under a folder every user can enter"
+            )
         self.path("/mnt/var/lib/info/instance.json").write_text(
             json.dumps({"isMaster": True, "instanceGroupId": "ig-primary", "instanceId": self.instance_id})
         )
@@ -270,15 +279,6 @@ class PrimaryNode:
             shutil.copy(self.aws_env["AWS_CA_BUNDLE"], ca)
             ca.chmod(0o644)
             self.aws_env.update(AWS_CA_BUNDLE=str(ca), SSL_CERT_FILE=str(ca))
-        # what is the user's on EMR's image: their home; the rest is root's
-        for entry in [self.path("/home/hadoop"), *self.path("/home/hadoop").rglob("*")]:
-            os.chown(entry, self.user.pw_uid, self.user.pw_gid)
-        reach = subprocess.run(["test", "-w", str(self.path("/home/hadoop"))], **self._as_user(), check=False)
-        if reach.returncode != 0:
-            raise BootstrapFailed(
-                f"the node's folder {self.root} is out of reach of {self.user.pw_name}, who runs the node's scripts "
-                f"as EMR's hadoop user: put it under a folder every user can enter"
-            )
 
     # ---- the bootstrap actions -------------------------------------------------------------------------
 
@@ -605,9 +605,13 @@ class StepRunner:
         _ending.pop(self.node.cluster_id, None)
         self._stop.set()
         self._thread.join(timeout=30)
-        for process in list(self.running.values()):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGTERM)
+        self._end_steps()
+
+    def _end_steps(self) -> None:
+        with self._lock:
+            for process in list(self.running.values()):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGTERM)
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -628,10 +632,7 @@ class StepRunner:
         """The cluster is terminating: what ran on it ends, as with EMR's instances (its steps, the node's
         services, every application of the YARN standing for it)."""
         self._stop.set()
-        with self._lock:
-            for process in list(self.running.values()):
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGTERM)
+        self._end_steps()
         self.node.stop_services()
         yarn = self.node.yarn
         killed = [app["id"] for app in yarn.active_apps()]

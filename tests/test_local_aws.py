@@ -518,13 +518,10 @@ def test_the_platform_teams_journey_from_deploy_infra_to_rows_out_and_destroy(pl
 
         manifests = team.bucket("manifests", CONFIG.platform.environment)
 
-        def held(bucket: str) -> list:
+        def held(bucket: str) -> list:  # each version and delete marker, and when it was written
             listed = client(aws, "s3", team.region).list_object_versions(Bucket=bucket)
-            return [(v["Key"], v["VersionId"]) for v in listed.get("Versions", []) + listed.get("DeleteMarkers", [])]
-
-        def when(bucket: str) -> list:  # what a failed destroy left, and when it was written
-            listed = client(aws, "s3", team.region).list_object_versions(Bucket=bucket)
-            return [(v["Key"], str(v["LastModified"])) for v in listed.get("Versions", [])][:10]
+            versions = listed.get("Versions", []) + listed.get("DeleteMarkers", [])
+            return [(v["Key"], v["VersionId"], str(v["LastModified"])) for v in versions]
 
         held_objects = held(manifests)
         before = team_resources(aws, team)
@@ -543,7 +540,7 @@ def test_the_platform_teams_journey_from_deploy_infra_to_rows_out_and_destroy(pl
             )
         )
         said = [line for line in out.splitlines() if not line.startswith(("\x1b", "aws_", " "))]
-        left = {bucket: when(bucket) for bucket in team_resources(aws, team)["buckets"]}
+        left = {bucket: held(bucket)[:10] for bucket in team_resources(aws, team)["buckets"]}
         assert code == 0, f"{err[-3000:]}\nfrom {destroying}: {said[:30]}\nleft in the team's buckets: {left}"
         assert "Destroy complete!" in out and "emptying s3://" in out, out
         assert f"terminating {before['emr'][0]}" in out, out
