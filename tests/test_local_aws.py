@@ -402,6 +402,11 @@ def test_the_lambda_stand_in_runs_what_the_notification_sends_within_reserved_co
     assert "cannot take in/bad" in errors["in/bad"] and "timed out after 3 seconds" in errors["in/slow"], errors
 
 
+def milestone(started: float, what: str) -> None:
+    """Where the journey is, in seconds from its start: shown with a failure's output, and with ``-s``."""
+    print(f"{time.monotonic() - started:5.0f}s {what}", flush=True)
+
+
 def infra_terraform(env: dict[str, str], *args: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "infra.terraform", *args, "--only", "team"],
@@ -490,6 +495,7 @@ def test_the_platform_teams_journey_from_deploy_infra_to_rows_out_and_destroy(pl
         [sys.executable, "-m", "infra.package", "all"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
     )
     assert built.returncode == 0, built.stdout + built.stderr
+    milestone(started, "make package done")
     outs = {team.name: tmp_path / f"out-{team.name}" for team in CONFIG.teams}
     deploys = {
         team.name: infra_terraform(env, "deploy", "--team", team.name, "--auto-approve", "--out", str(outs[team.name]))
@@ -499,6 +505,7 @@ def test_the_platform_teams_journey_from_deploy_infra_to_rows_out_and_destroy(pl
         code, out, err = finished(process)
         assert code == 0, f"{name}: {out[-4000:]}{err[-3000:]}"
         assert "Apply complete! Resources: 61 added" in out, out[-3000:]
+        milestone(started, f"{name}'s stack applied")
     for team in CONFIG.teams:
         stack = outs[team.name] / "stacks" / f"team-{team.name}"
         plan = subprocess.run(
@@ -511,6 +518,7 @@ def test_the_platform_teams_journey_from_deploy_infra_to_rows_out_and_destroy(pl
         assert plan.returncode == 0 and "No changes." in plan.stdout, plan.stdout[-4000:] + plan.stderr[-2000:]
         held = team_resources(aws, team)
         assert len(held["buckets"]) == 5 and len(held["emr"]) == 1 and held["msk"] and held["lambda"], held
+        milestone(started, f"{team.name}'s stack planned again: no change")
 
     team, other = CONFIG.teams[0], CONFIG.teams[1]
     with contextlib.ExitStack() as stands:
@@ -529,6 +537,7 @@ def test_the_platform_teams_journey_from_deploy_infra_to_rows_out_and_destroy(pl
             infra_terraform(env, "destroy", "--team", team.name, "--auto-approve", "--out", str(outs[team.name]))
         )
         assert code == 2 and f"s3://{manifests} (" in err and "Nothing was changed." in err, out + err
+        milestone(started, "destroy refused")
         assert team_resources(aws, team) == before
         # the team's session still runs and writes its health: nothing is gone that was there
         assert set(held_objects) <= set(held(manifests)), "nothing deleted"
@@ -544,6 +553,7 @@ def test_the_platform_teams_journey_from_deploy_infra_to_rows_out_and_destroy(pl
         assert code == 0, f"{err[-3000:]}\nfrom {destroying}: {said[:30]}\nleft in the team's buckets: {left}"
         assert "Destroy complete!" in out and "emptying s3://" in out, out
         assert f"terminating {before['emr'][0]}" in out, out
+        milestone(started, "destroyed with its data")
         assert not yarn.active_apps(), "the cluster's termination ended what ran on it"
         assert team_resources(aws, team) == {kind: [] for kind in before}
         assert all(team_resources(aws, other).values()), "the other team's environment is untouched"
@@ -562,6 +572,7 @@ def test_the_platform_teams_journey_from_deploy_infra_to_rows_out_and_destroy(pl
         )
         assert code == 0, out[-4000:] + err[-3000:]
         assert team_resources(aws, other) == {kind: [] for kind in before}
+        milestone(started, "the other team destroyed")
 
 
 META = """,
@@ -640,6 +651,7 @@ def journey(
     topics = kafka.admin().list_topics(timeout=10).topics
     for topic in team.topics:
         assert len(topics[topic.name].partitions) == topic.partitions, f"{topic.name} as teams.yaml sets it"
+    milestone(started, "topics")
 
     s3, emr = client(aws, "s3", team.region), client(aws, "emr", team.region)
     manifests = team.bucket("manifests", CONFIG.platform.environment)
@@ -658,6 +670,7 @@ def journey(
     s3.put_object(Bucket=artifacts, Key=wheel, Body=good + b"\0")
     tampered = localplatform.PrimaryNode(nodes / "tampered", node_env, yarn, cluster_id, team.region)
     tampered.provision()
+    milestone(started, "a node provisioned")
     with pytest.raises(localplatform.BootstrapFailed, match="bootstrap action 1 returned a non-zero return code"):
         tampered.bootstrap(emr, s3)
     tampered.stop_services()
@@ -666,6 +679,7 @@ def journey(
     shipped = f"emr/{cluster_id}/node/{tampered.instance_id}/bootstrap-actions/1/stderr.gz"
     log = gzip.decompress(s3.get_object(Bucket=logs, Key=shipped)["Body"].read()).decode()
     assert "differs from its SHA256SUMS" in log, log
+    milestone(started, "its bootstrap failed on the changed wheel")
     assert not tampered.path("/usr/local/bin/sql-runner").exists(), "nothing installed from the changed wheel"
     # the platform team deploys again: the artifacts pushed anew, the ended cluster replaced by Terraform
     code, out_text, err = finished(
@@ -674,14 +688,17 @@ def journey(
     assert code == 0, out_text[-4000:] + err[-3000:]
     assert "aws_emr_cluster.emr: Creation complete" in out_text, out_text[-4000:]
     cluster_id = team_resources(aws, team)["emr"][0]
+    milestone(started, "the cluster replaced by deploy-infra")
 
     node = localplatform.PrimaryNode(nodes / "primary", node_env, yarn, cluster_id, team.region)
     node.provision()
+    milestone(started, "the new node provisioned")
     assert node.bootstrap(emr, s3) == [
         "install sql-runner and the Kafka connector",
         "the console on the primary node, its metrics to CloudWatch",
     ]
     assert node.path("/usr/local/bin/sql-runner").is_file()
+    milestone(started, "the new node bootstrapped")
     # the scripts ran as the node's unprivileged user, what needs root through sudo: the user's own write into
     # the image's /usr/local is refused, sudo's is done as root
     if os.geteuid() == 0:  # as on these machines: the node's user is nobody, root only through the node's sudo
@@ -696,6 +713,7 @@ def journey(
         )
         assert stranger.returncode == 1 and "not a process of the node" in stranger.stderr, stranger
     lambda_ = localplatform.DeployLambda(tmp_path / "lambda", node_env).start()
+    milestone(started, "the Lambda's runtime ready")
     steps = localplatform.StepRunner(node, emr, s3).start()
     # what runs the cluster runs until the outer test ends, through its destroy (which terminates the cluster)
     stands.callback(node.stop_services)
@@ -703,6 +721,7 @@ def journey(
     stands.callback(steps.stop)
     first = steps.wait_idle(600)
     assert {state for _, state in first} == {"COMPLETED"}, first
+    milestone(started, "the cluster's first steps completed")
     s3.create_bucket(Bucket=LAKE, CreateBucketConfiguration={"LocationConstraint": team.region})
 
     # the query author pushes with boto3, as with the AWS CLI
@@ -721,6 +740,7 @@ def journey(
     push("payees.yaml", PAYEES)
     ran = settled()
     assert all(state == "COMPLETED" for _, state in ran), ran
+    milestone(started, "the pushes' steps completed")
 
     def produce(first: int, last: int) -> None:
         made = [
@@ -778,6 +798,7 @@ def journey(
     with urllib.request.urlopen(overview, timeout=30) as answer:
         shown = {row["name"]: (row["mode"], row["state"]) for row in json.loads(answer.read())["rows"]}
     assert shown == {"high-value": ("application", "running"), "payees": ("session", "running")}, shown
+    milestone(started, "the console shows both")
 
     # a compatible change: v1 stops with a savepoint in the team's savepoints bucket and is restored from it
     push("high-value.yaml", high_value(also='.where("amount < 1000000")'))  # after the deduplication
@@ -789,6 +810,7 @@ def journey(
     assert any(o["Key"].endswith("/_SAVEPOINT.json") for o in taken), "the savepoint is in the savepoints bucket"
     produce(11, 13)
     wait("v1 restored reading on", lambda: set(high_values()) == {f"t{i}" for i in range(6, 14)}, 420)
+    milestone(started, "v1 restored from its savepoint")
 
     # an incompatible change (other state keys): v2 starts clean, from the offsets v1 committed
     push("high-value.yaml", high_value(keys='"transaction_id", "account_id"'))
@@ -799,6 +821,7 @@ def journey(
     wait("v2's rows", lambda: set(high_values()) == {f"t{i}" for i in range(6, 16)})
     versions = {row["transaction_id"]: row["__query_version"] for row in output()}
     assert {versions[f"t{i}"] for i in (14, 15)} == {2} and {versions[f"t{i}"] for i in range(6, 14)} == {1}
+    milestone(started, "v2 started clean")
 
     # bad pushes: a malformed manifest adds no step and is reported by the Lambda; one naming a table that is
     # not declared is refused by its step, reported the same way; deleting it clears the report
@@ -822,6 +845,7 @@ def journey(
     s3.delete_object(Bucket=manifests, Key="manifests/missing-table.yaml")
     settled()
     assert "Contents" not in s3.list_objects_v2(Bucket=manifests, Prefix="errors/missing-table"), "cleared"
+    milestone(started, "bad pushes reported")
 
     # the cluster replaced: every YARN application ends, the cluster's first steps run again, every job resumes
     # from its saved state with outputs exact
@@ -844,6 +868,7 @@ def journey(
     )
     again = settled()[:2]  # the newest: the first steps added again
     assert sorted(again) == sorted((f["Name"], "COMPLETED") for f in firsts), again
+    milestone(started, "the cluster's first steps ran again")
     produce(16, 20)
     wait("the high-value rows after the replacement", lambda: set(high_values()) == {f"t{i}" for i in range(6, 21)})
     wait("the payees after the replacement", lambda: len(committed_bucket_rows(lake, "payees")) == 20)
