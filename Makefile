@@ -76,14 +76,14 @@ test-fast: $(STAMP) $(CHECKOV_STAMP)
 	@$(BIN)/ruff format --check --quiet $(SOURCES)
 	@$(BIN)/python -m pytest -q -n 2 --dist worksteal --fast
 
-# Two test processes share the two cores (a test mostly waits on its Spark jobs); a third makes the timing
-# of the end-to-end tests flaky on two cores. The tests marked `alone` time what they check, so they run
-# afterwards, one at a time.
+# The platform's journey (mostly waiting on Terraform's provider and YARN) in a pytest of its own beside two test
+# processes for the rest (a test mostly waits on its Spark jobs; a third such process makes the timing of the
+# end-to-end tests flaky on two cores), then the tests marked `alone`, which time what they check, one at a time
+# (tests/suite.py). PYTEST_ARGS go to every run, e.g. PYTEST_ARGS=--durations=20.
 test: jars postgres chromium node-python $(CHECKOV_STAMP)
 	@$(BIN)/ruff check $(SOURCES)
 	@$(BIN)/ruff format --check --quiet $(SOURCES)
-	@$(BIN)/python -m pytest -q -n 2 --dist worksteal -m "not alone"
-	@$(BIN)/python -m pytest -q -m alone
+	@$(BIN)/python -m tests.suite $(PYTEST_ARGS)
 
 # Benchmarks, side by side, each with its own rounds (never part of `make test`); bench/results/latest.json.
 bench: jars postgres

@@ -55,8 +55,8 @@ def pytest_configure(config: pytest.Config) -> None:
 # the tests between its processes in collection order and lets an idle one take over half of another's
 # remaining tests: with these first, the long tests spread over all of them from the start instead of one
 # finishing alone at the end.
+# (The platform's journey, ten minutes, runs in a pytest of its own beside them: tests/suite.py.)
 LONG_FIRST = (
-    "test_local_aws",  # Terraform applying and destroying two teams: five minutes, mostly waiting on the provider
     "test_yarn_restarts",
     "test_yarn_deploys",
     "test_yarn_session",

@@ -1,0 +1,83 @@
+"""``make test``: the whole suite, in the order that suits two cores.
+
+    python -m tests.suite [pytest options for every run, e.g. --durations=20]
+
+1. The platform's journey (``-m platform``: tests/test_local_aws.py, about ten minutes) in a pytest of its own,
+   beside 2. Most of its time is spent waiting on the pace of Terraform's AWS provider (it waits about a
+   minute for each bucket's lifecycle rules and half a minute for the EMR cluster, whatever the endpoint) and of
+   YARN, so it runs from the start next to the others instead of taking one of their two processes for its
+   whole length. Its output is kept and shown when it ends.
+2. Every other test but those marked ``alone``, in two test processes (pytest-xdist): most of a test waits on its
+   Spark jobs. A third process running the same kind of tests makes the end-to-end tests' timing flaky.
+3. The tests marked ``alone`` (they time what they check), one at a time.
+
+The exit code is pytest's first non-zero one (each run says what failed).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+PYTEST = [sys.executable, "-m", "pytest", "-q"]
+RUNS = {
+    "platform": ["-m", "platform and not alone"],
+    "others": ["-n", "2", "--dist", "worksteal", "-m", "not platform and not alone"],
+    "alone": ["-m", "alone"],
+}
+
+
+def _stop(process: subprocess.Popen, interrupted: bool) -> None:
+    """Interrupt a pytest as Ctrl-C does, unless Ctrl-C already reached it (it shares the terminal's process
+    group), and let its fixtures stop what they started; kill it if it hangs."""
+    if process.poll() is None:
+        if not interrupted:
+            process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=180)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def main(extra: list[str]) -> int:
+    if "SPARK_SUBMIT_OPTS" not in os.environ:
+        # the class-data archive the suite's JVMs map (tests/jvmcds.py), built once for the runs below instead of by
+        # two of them at once on a fresh machine
+        from tests.jvmcds import spark_options
+
+        os.environ["SPARK_SUBMIT_OPTS"] = spark_options()
+    codes = []
+    with tempfile.TemporaryDirectory(prefix="sql-runner-suite-") as folder:
+        log_path = Path(folder) / "platform.log"
+        with open(log_path, "w") as log:
+            print("==> the platform's journey runs beside the other tests; its output follows theirs", flush=True)
+            platform = subprocess.Popen(
+                [*PYTEST, *RUNS["platform"], *extra],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+            try:
+                codes.append(subprocess.run([*PYTEST, *RUNS["others"], *extra], check=False).returncode)
+                if platform.poll() is None:
+                    print("==> waiting for the platform's journey", flush=True)
+                codes.append(platform.wait())
+            except KeyboardInterrupt:
+                _stop(platform, interrupted=True)
+                raise
+            finally:
+                _stop(platform, interrupted=False)
+        print("==> the platform's journey (-m platform)", flush=True)
+        sys.stdout.write(log_path.read_text())
+        sys.stdout.flush()
+    codes.append(subprocess.run([*PYTEST, *RUNS["alone"], *extra], check=False).returncode)
+    return next((code for code in codes if code != 0), 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
