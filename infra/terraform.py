@@ -113,9 +113,21 @@ def _env() -> dict[str, str]:
 def terraform(stack_dir: Path, *args: str) -> None:
     command = ["terraform", f"-chdir={stack_dir}", *args]
     print("+ " + " ".join(command), flush=True)
-    completed = subprocess.run(command, check=False, env=_env())
-    if completed.returncode != 0:
-        raise Stop(f"terraform {args[0]} failed in {stack_dir} (exit {completed.returncode})")
+    process = subprocess.Popen(command, env=_env())
+    try:
+        code = process.wait()
+    except KeyboardInterrupt:
+        # Ctrl-C reached Terraform too (it shares the terminal's process group): it stops gracefully, finishing what
+        # is under way and writing its state. It is waited for, never killed (subprocess.run would kill it): a
+        # killed apply loses the state of what it made, keeps the state's lock and leaves its provider running.
+        # A second Ctrl-C reaches it too and stops it at once, as Terraform says.
+        code = process.wait()
+        raise Stop(
+            f"interrupted: terraform {args[0]} in {stack_dir} stopped (exit {code}) with its state written; "
+            f"the same command goes on from there"
+        ) from None
+    if code != 0:
+        raise Stop(f"terraform {args[0]} failed in {stack_dir} (exit {code})")
 
 
 def run(

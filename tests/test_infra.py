@@ -456,6 +456,59 @@ def test_deploy_infra_without_credentials_stops_before_doing_anything(tmp_path):
     assert usage.returncode == 2 and "usage: make deploy-infra TEAM=" in usage.stdout
 
 
+# A stand-in for Terraform (only its answer to Ctrl-C matters here): on SIGINT it takes a second to finish what is
+# under way and write its state, as Terraform's graceful stop does, then exits 1.
+GRACEFUL_TERRAFORM = """#!/usr/bin/env bash
+trap 'sleep 1; echo "$*" > "$STATE_WRITTEN"; exit 1' INT
+echo started > "$STARTED"
+while true; do sleep 0.1; done
+"""
+
+
+def test_ctrl_c_during_a_terraform_command_lets_terraform_stop_gracefully_and_says_so(tmp_path):
+    import os
+    import signal
+    import time
+
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    (bin_ / "terraform").write_text(GRACEFUL_TERRAFORM)
+    (bin_ / "terraform").chmod(0o755)
+    started, written = tmp_path / "started", tmp_path / "state-written"
+    env = {
+        **os.environ,
+        "PATH": f"{bin_}:{os.environ['PATH']}",
+        "STARTED": str(started),
+        "STATE_WRITTEN": str(written),
+    }
+    program = (
+        "import sys; from pathlib import Path; from infra.terraform import Stop, terraform\n"
+        "try:\n    terraform(Path(sys.argv[1]), 'apply', '-auto-approve')\n"
+        "except Stop as error:\n    print(error, file=sys.stderr); sys.exit(2)\n"
+    )
+    # as make deploy-infra runs in a terminal: Ctrl-C reaches its whole process group
+    process = subprocess.Popen(
+        [sys.executable, "-c", program, str(tmp_path / "stack")],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 60
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert started.exists(), "terraform started"
+    os.killpg(process.pid, signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    # Terraform was waited for through its graceful stop, not killed a moment after the interrupt
+    assert written.exists() and "-chdir=" in written.read_text(), "its state written"
+    assert process.returncode == 2, err
+    assert "interrupted: terraform apply in" in err and "stopped (exit 1) with its state written" in err, err
+    assert "Traceback" not in err, err
+
+
 def test_the_platform_guide_shows_what_teams_yaml_runs():
     from infra.main import summary
 
