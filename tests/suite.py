@@ -31,17 +31,24 @@ RUNS = {
 }
 
 
-def _stop(process: subprocess.Popen, interrupted: bool) -> None:
-    """Interrupt a pytest as Ctrl-C does, unless Ctrl-C already reached it (it shares the terminal's process
-    group), and let its fixtures stop what they started; kill it if it hangs."""
-    if process.poll() is None:
-        if not interrupted:
-            process.send_signal(signal.SIGINT)
+def _stop(process: subprocess.Popen | None, *, interrupted: bool) -> None:
+    """Let a pytest end as after Ctrl-C, its fixtures stopping what they started. Ctrl-C at the terminal reaches
+    it too (it shares the terminal's process group): it is given three minutes before being interrupted, which
+    would cut its teardown short. Otherwise it is interrupted at once. Killed if it hangs."""
+    if process is None or process.poll() is not None:
+        return
+    if interrupted:
         try:
             process.wait(timeout=180)
+            return
         except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            pass
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(timeout=180)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def main(extra: list[str]) -> int:
@@ -52,29 +59,31 @@ def main(extra: list[str]) -> int:
 
         os.environ["SPARK_SUBMIT_OPTS"] = spark_options()
     codes = []
+    interrupted = False
     with tempfile.TemporaryDirectory(prefix="sql-runner-suite-") as folder:
         log_path = Path(folder) / "platform.log"
         with open(log_path, "w") as log:
             print("==> the platform's journey runs beside the other tests; its output follows theirs", flush=True)
             platform = subprocess.Popen(
-                [*PYTEST, *RUNS["platform"], *extra],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
+                [*PYTEST, *RUNS["platform"], *extra], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
             )
+            others = None
             try:
-                codes.append(subprocess.run([*PYTEST, *RUNS["others"], *extra], check=False).returncode)
+                others = subprocess.Popen([*PYTEST, *RUNS["others"], *extra])
+                codes.append(others.wait())
                 if platform.poll() is None:
                     print("==> waiting for the platform's journey", flush=True)
                 codes.append(platform.wait())
             except KeyboardInterrupt:
-                _stop(platform, interrupted=True)
-                raise
+                interrupted = True
             finally:
-                _stop(platform, interrupted=False)
+                for process in (others, platform):
+                    _stop(process, interrupted=interrupted)
         print("==> the platform's journey (-m platform)", flush=True)
         sys.stdout.write(log_path.read_text())
         sys.stdout.flush()
+    if interrupted:
+        return 130
     codes.append(subprocess.run([*PYTEST, *RUNS["alone"], *extra], check=False).returncode)
     return next((code for code in codes if code != 0), 0)
 
