@@ -21,7 +21,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
 
 PYTEST = [sys.executable, "-m", "pytest", "-q"]
 RUNS = {
@@ -60,27 +59,26 @@ def main(extra: list[str]) -> int:
         os.environ["SPARK_SUBMIT_OPTS"] = spark_options()
     codes = []
     interrupted = False
-    with tempfile.TemporaryDirectory(prefix="sql-runner-suite-") as folder:
-        log_path = Path(folder) / "platform.log"
-        with open(log_path, "w") as log:
-            print("==> the platform's journey runs beside the other tests; its output follows theirs", flush=True)
-            platform = subprocess.Popen(
-                [*PYTEST, *RUNS["platform"], *extra], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-            )
-            others = None
-            try:
-                others = subprocess.Popen([*PYTEST, *RUNS["others"], *extra])
-                codes.append(others.wait())
-                if platform.poll() is None:
-                    print("==> waiting for the platform's journey", flush=True)
-                codes.append(platform.wait())
-            except KeyboardInterrupt:
-                interrupted = True
-            finally:
-                for process in (others, platform):
-                    _stop(process, interrupted=interrupted)
+    with tempfile.TemporaryFile("w+") as log:
+        print("==> the platform's journey runs beside the other tests; its output follows theirs", flush=True)
+        platform = subprocess.Popen(
+            [*PYTEST, *RUNS["platform"], *extra], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
+        others = None
+        try:
+            others = subprocess.Popen([*PYTEST, *RUNS["others"], *extra])
+            codes.append(others.wait())
+            if platform.poll() is None:
+                print("==> waiting for the platform's journey", flush=True)
+            codes.append(platform.wait())
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            for process in (others, platform):
+                _stop(process, interrupted=interrupted)
         print("==> the platform's journey (-m platform)", flush=True)
-        sys.stdout.write(log_path.read_text())
+        log.seek(0)
+        sys.stdout.write(log.read())
         sys.stdout.flush()
     if interrupted:
         return 130

@@ -769,10 +769,10 @@ def journey(
         wait_for(check, what, timeout, explain=lambda: f"YARN's applications: {applications()}")
 
     wait("the high-value rows in the output topic", lambda: len(output()) == 5)
-    first_row = time.monotonic() - started
+    milestone(started, "the first output row (from make deploy-infra)")
     assert Counter(r["transaction_id"] for r in output()) == Counter(f"t{i}" for i in range(6, 11))
     wait("every row in s3://payments-lake/payees/", lambda: len(committed_bucket_rows(lake, "payees")) == 10)
-    print(f"from make deploy-infra to the first output row: {first_row:.0f}s")
+    milestone(started, "every row in the s3:// table")
 
     def step_log(name: str) -> str:
         """The newest step whose name starts with ``name``: its output, from the cluster's log URI."""
