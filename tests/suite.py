@@ -22,6 +22,8 @@ import subprocess
 import sys
 import tempfile
 
+from runner.core import foreground
+
 PYTEST = [sys.executable, "-m", "pytest", "-q"]
 RUNS = {
     "platform": ["-m", "platform and not alone"],
@@ -61,12 +63,17 @@ def main(extra: list[str]) -> int:
     interrupted = False
     with tempfile.TemporaryFile("w+") as log:
         print("==> the platform's journey runs beside the other tests; its output follows theirs", flush=True)
-        platform = subprocess.Popen(
+        # started so that a Ctrl-C as either starts is handled as one that comes later (runner/core/foreground.py)
+        platform, interrupted = foreground.start(
             [*PYTEST, *RUNS["platform"], *extra], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
         )
         others = None
         try:
-            others = subprocess.Popen([*PYTEST, *RUNS["others"], *extra])
+            if interrupted:
+                raise KeyboardInterrupt
+            others, interrupted = foreground.start([*PYTEST, *RUNS["others"], *extra])
+            if interrupted:
+                raise KeyboardInterrupt
             codes.append(others.wait())
             if platform.poll() is None:
                 print("==> waiting for the platform's journey", flush=True)

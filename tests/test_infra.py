@@ -458,14 +458,18 @@ def test_deploy_infra_without_credentials_stops_before_doing_anything(tmp_path):
 
 # A stand-in for Terraform (only its answer to Ctrl-C matters here): on SIGINT it takes a second to finish what is
 # under way and write its state, as Terraform's graceful stop does, then exits 1.
+# With INTERRUPT_AT_ONCE it has Ctrl-C's signal as it starts, and the command that starts it has it while it is
+# still starting it (the signal is sent between the fork and the exec).
 GRACEFUL_TERRAFORM = """#!/usr/bin/env bash
 trap 'sleep 1; echo "$*" > "$STATE_WRITTEN"; exit 1' INT
 echo started > "$STARTED"
+if [ -n "$INTERRUPT_AT_ONCE" ]; then kill -INT $$; fi
 while true; do sleep 0.1; done
 """
 
 
-def test_ctrl_c_during_a_terraform_command_lets_terraform_stop_gracefully_and_says_so(tmp_path):
+@pytest.mark.parametrize("moment", ["as it runs", "as it starts"])
+def test_ctrl_c_during_a_terraform_command_lets_terraform_stop_gracefully_and_says_so(tmp_path, moment):
     import os
     import signal
     import time
@@ -480,8 +484,15 @@ def test_ctrl_c_during_a_terraform_command_lets_terraform_stop_gracefully_and_sa
         "PATH": f"{bin_}:{os.environ['PATH']}",
         "STARTED": str(started),
         "STATE_WRITTEN": str(written),
+        **({"INTERRUPT_AT_ONCE": "1"} if moment == "as it starts" else {}),
     }
     program = (
+        "import os, signal, subprocess, functools\n"
+        "interrupt = lambda: os.kill(os.getppid(), signal.SIGINT)\n"
+        "subprocess.Popen = functools.partial(subprocess.Popen, preexec_fn=interrupt)\n"
+        if moment == "as it starts"
+        else ""
+    ) + (
         "import sys; from pathlib import Path; from infra.terraform import Stop, terraform\n"
         "try:\n    terraform(Path(sys.argv[1]), 'apply', '-auto-approve')\n"
         "except Stop as error:\n    print(error, file=sys.stderr); sys.exit(2)\n"
@@ -500,7 +511,8 @@ def test_ctrl_c_during_a_terraform_command_lets_terraform_stop_gracefully_and_sa
     while not started.exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert started.exists(), "terraform started"
-    os.killpg(process.pid, signal.SIGINT)
+    if moment == "as it runs":
+        os.killpg(process.pid, signal.SIGINT)
     _, err = process.communicate(timeout=60)
     # Terraform was waited for through its graceful stop, not killed a moment after the interrupt
     assert written.exists() and "-chdir=" in written.read_text(), "its state written"

@@ -6,8 +6,7 @@ same name and does not start a second one beside it.
 
 from __future__ import annotations
 
-import subprocess
-
+from runner.core import foreground
 from runner.core.identity import JobIdentity
 from runner.core.restarts import RestartStrategy
 from runner.targets.base import Launch, Prelaunched, RunningJob
@@ -34,7 +33,9 @@ class ForegroundTarget:
 
     def prelaunch(self, launch: Launch) -> Prelaunched:
         """Start the job attached to this terminal (its output on the console)."""
-        return Prelaunched(launch.identity, subprocess.Popen(launch.args, env=launch.env), "")
+        # a Ctrl-C as it starts reached the job too, and is waited out with the job in adopt
+        process, _ = foreground.start(launch.args, env=launch.env)
+        return Prelaunched(launch.identity, process, "")
 
     def adopt(self, started: Prelaunched, identity: JobIdentity) -> RunningJob:
         """Wait for the job to finish (Ctrl-C reaches it too: it stops its query); its exit code is the run's."""
