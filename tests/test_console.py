@@ -267,6 +267,12 @@ def a_savepoint_keeps_the_last_batchs_figures(page, url: str, token: str, projec
 
     after = wait_for(restarted, "q-quiet's run after the savepoint")
     assert after.get("progress") is None and after["previous-progress"]["batch"] == before["progress"]["batch"]
+
+    def continued() -> bool:  # the console reads the store afresh at most every second: within a moment
+        rows = json.loads(call(f"{url}/api/overview", token)[2])["rows"]
+        return "before the restart" in next(r for r in rows if r["name"] == "q-quiet")["shown"]["last_batch"]
+
+    wait_for(continued, "the console's overview to show q-quiet's new run continuing", 30)
     page.goto(url + "/")
     page.wait_for_selector('#queries tbody tr[data-name="q-quiet"]')
     shown = cells(page, "q-quiet")

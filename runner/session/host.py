@@ -401,11 +401,11 @@ class QueryHost:
                 hosted.attached = attempt
                 hosted.machine.started()
         if late:
+            runtime.stop_all(queries)
             log.info(
-                "a build that outlived its timeout finished: its queries are stopped, not run",
+                "a build that outlived its timeout finished: its queries were stopped, not run",
                 extra=logs.label(spec.label),
             )
-            runtime.stop_all(queries)
 
     def _fail_to_start(self, hosted: Hosted, error: UserError) -> None:
         """A job that cannot be built is parked at once: building it again fails the same way."""
