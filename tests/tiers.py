@@ -18,8 +18,10 @@ so a forgotten mark fails the test in ``make test`` too, instead of slowing ``ma
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import os
+import shutil
 import sys
 import tempfile
 from contextlib import ExitStack
@@ -96,6 +98,7 @@ def _spark_conf_dir() -> Path:
     global _spark_conf
     if _spark_conf is None:
         _spark_conf = Path(tempfile.mkdtemp(prefix="sql-runner-tiers-"))
+        atexit.register(shutil.rmtree, _spark_conf, True)  # one per test process, gone with it
         (_spark_conf / "spark-env.sh").write_text(SPARK_ENV)
     return _spark_conf
 
