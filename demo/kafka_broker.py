@@ -44,8 +44,12 @@ def free_port() -> int:
 
 
 def _cluster_id() -> str:
-    """A cluster id as Kafka writes them: a random UUID, URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A cluster id as Kafka makes them: a random UUID, URL-safe base64 without padding, and never one that
+    begins with "-" (one in 64 would), which Kafka's tools would read as an option."""
+    while True:
+        found = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not found.startswith("-"):
+            return found
 
 
 @dataclass(frozen=True)
@@ -148,11 +152,15 @@ class KafkaBroker:
         self.data.mkdir(parents=True, exist_ok=True)
         config = self._write_config()
         if not (self.data / "logs" / "meta.properties").exists():
-            subprocess.run(
+            formatted = subprocess.run(
                 self._java("kafka.tools.StorageTool", "format", "-t", _cluster_id(), "-c", str(config)),
-                check=True,
                 capture_output=True,
+                text=True,
+                check=False,
             )
+            if formatted.returncode != 0:
+                said = (formatted.stderr or formatted.stdout).strip()
+                raise RuntimeError(f"formatting the Kafka broker's storage failed ({formatted.returncode}): {said}")
         log(f"starting Kafka {self.version()} (KRaft) on {self.bootstrap}: waiting for it to answer")
         began = time.monotonic()
         with open(self.data / "broker.out", "ab") as out:
