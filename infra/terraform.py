@@ -24,7 +24,7 @@ from pathlib import Path
 from infra import package
 from infra.main import ROOT, synth
 from infra.teams import TEAMS_FILE, TeamsError, load_teams
-from runner.core import foreground
+from runner.core import terminal
 
 ARTIFACTS_BUCKET_PARTS = (
     ("aws_s3_bucket", "bucket"),
@@ -114,23 +114,19 @@ def _env() -> dict[str, str]:
 def terraform(stack_dir: Path, *args: str) -> None:
     command = ["terraform", f"-chdir={stack_dir}", *args]
     print("+ " + " ".join(command), flush=True)
-    process, interrupted = foreground.start(command, env=_env())
-    try:
-        if interrupted:  # Ctrl-C came as Terraform started: handled as one that came as it ran
-            raise KeyboardInterrupt
-        code = process.wait()
-    except KeyboardInterrupt:
-        # Ctrl-C reached Terraform too (it shares the terminal's process group): it stops gracefully, finishing what
-        # is under way and writing its state. It is waited for, never killed (subprocess.run would kill it): a
-        # killed apply loses the state of what it made, keeps the state's lock and leaves its provider running.
-        # A second Ctrl-C reaches it too and stops it at once, as Terraform says.
-        # (A Ctrl-C in the moment between its start and its program's is lost to it: it then runs to its end.)
-        code = process.wait()
+    # Ctrl-C reaches Terraform too (it shares the terminal's process group): it stops gracefully, finishing what is
+    # under way and writing its state. It is waited for, never killed (subprocess.run would kill it): a killed apply
+    # loses the state of what it made, keeps the state's lock and leaves its provider running. A second Ctrl-C
+    # reaches it too and stops it at once, as Terraform says. (A Ctrl-C in the moment between its start and its
+    # program's is lost to it: it then runs to its end.)
+    process, interrupted = terminal.start(command, env=_env())
+    code, interrupted = terminal.wait(process, interrupted)
+    if interrupted:
         ended = "finished" if code == 0 else f"stopped (exit {code})"
         raise Stop(
             f"interrupted: terraform {args[0]} in {stack_dir} {ended} with its state written; "
             f"the same command goes on from there"
-        ) from None
+        )
     if code != 0:
         raise Stop(f"terraform {args[0]} failed in {stack_dir} (exit {code})")
 

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 
-from runner.core import foreground
+from runner.core import terminal
 
 PYTEST = [sys.executable, "-m", "pytest", "-q"]
 RUNS = {
@@ -63,15 +63,15 @@ def main(extra: list[str]) -> int:
     interrupted = False
     with tempfile.TemporaryFile("w+") as log:
         print("==> the platform's journey runs beside the other tests; its output follows theirs", flush=True)
-        # started so that a Ctrl-C as either starts is handled as one that comes later (runner/core/foreground.py)
-        platform, interrupted = foreground.start(
+        # started so that a Ctrl-C as either starts is handled as one that comes later (runner/core/terminal.py)
+        platform, interrupted = terminal.start(
             [*PYTEST, *RUNS["platform"], *extra], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
         )
         others = None
         try:
             if interrupted:
                 raise KeyboardInterrupt
-            others, interrupted = foreground.start([*PYTEST, *RUNS["others"], *extra])
+            others, interrupted = terminal.start([*PYTEST, *RUNS["others"], *extra])
             if interrupted:
                 raise KeyboardInterrupt
             codes.append(others.wait())

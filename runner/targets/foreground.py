@@ -6,7 +6,7 @@ same name and does not start a second one beside it.
 
 from __future__ import annotations
 
-from runner.core import foreground
+from runner.core import terminal
 from runner.core.identity import JobIdentity
 from runner.core.restarts import RestartStrategy
 from runner.targets.base import Launch, Prelaunched, RunningJob
@@ -33,16 +33,13 @@ class ForegroundTarget:
 
     def prelaunch(self, launch: Launch) -> Prelaunched:
         """Start the job attached to this terminal (its output on the console)."""
-        # a Ctrl-C as it starts reached the job too, and is waited out with the job in adopt
-        process, _ = foreground.start(launch.args, env=launch.env)
+        # a Ctrl-C as it starts reached the job too: adopt waits for the job to stop, as for a later one
+        process, _ = terminal.start(launch.args, env=launch.env)
         return Prelaunched(launch.identity, process, "")
 
     def adopt(self, started: Prelaunched, identity: JobIdentity) -> RunningJob:
         """Wait for the job to finish (Ctrl-C reaches it too: it stops its query); its exit code is the run's."""
-        try:
-            self.exit_code = started.process.wait()
-        except KeyboardInterrupt:
-            self.exit_code = started.process.wait()
+        self.exit_code, _ = terminal.wait(started.process)
         return RunningJob(identity, self.kind, "foreground", f"exit code {self.exit_code}")
 
     def find(self, team: str, name: str) -> RunningJob | None:

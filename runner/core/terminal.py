@@ -3,7 +3,7 @@
 Python raises KeyboardInterrupt at the first step after the signal. If that step is inside ``subprocess.Popen``
 (after the fork, before Popen returns), the program is running, has the interrupt too, and is lost to us: nothing
 waits for its graceful stop or says what it did. ``start`` notes an interrupt that comes while the program is
-being started instead of raising it there, and says whether one came; the caller then handles it as one that came
+being started instead of raising it there, and says whether one came; ``wait`` then handles it as one that came
 while it waited.
 """
 
@@ -31,3 +31,13 @@ def start(command: list[str], **popen: object) -> tuple[subprocess.Popen, bool]:
         if deferring:
             signal.signal(signal.SIGINT, signal.default_int_handler)
     return process, bool(noted)
+
+
+def wait(process: subprocess.Popen, interrupted: bool = False) -> tuple[int, bool]:
+    """Wait for a program ``start`` started; its exit code, and whether Ctrl-C came (as it started, or meanwhile).
+    Ctrl-C reached the program too: it is waited for through its own stop, never killed. A second Ctrl-C is
+    raised, as the program has it too and stops at once."""
+    try:
+        return process.wait(), interrupted
+    except KeyboardInterrupt:
+        return process.wait(), True

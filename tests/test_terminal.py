@@ -1,4 +1,4 @@
-"""runner/core/foreground.py: Ctrl-C that comes while a program is being started is noted, not raised there."""
+"""runner/core/terminal.py: Ctrl-C that comes while a program is being started is noted, not raised there."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # and its exec, while Popen waits to learn that the exec succeeded.
 PROGRAM = """
 import os, signal, subprocess, sys
-from runner.core import foreground
+from runner.core import terminal
 child = lambda: os.kill(os.getppid(), signal.SIGINT)
 {start}
 print("returned", process.wait(), interrupted)
@@ -30,7 +30,7 @@ def _run(start: str) -> subprocess.CompletedProcess:
 
 
 def test_ctrl_c_while_a_program_starts_is_noted_and_the_program_is_kept():
-    started = _run("process, interrupted = foreground.start(['true'], preexec_fn=child)")
+    started = _run("process, interrupted = terminal.start(['true'], preexec_fn=child)")
     assert started.returncode == 0, started.stderr
     # the program is there to wait for, the interrupt is said, and Ctrl-C raises KeyboardInterrupt again after
     assert started.stdout.split("\n")[:2] == ["returned 0 True", "Ctrl-C raises again"], started.stdout
@@ -41,5 +41,5 @@ def test_ctrl_c_while_a_program_starts_is_noted_and_the_program_is_kept():
 
 
 def test_a_program_started_without_ctrl_c_is_not_said_to_be_interrupted():
-    quiet = _run("process, interrupted = foreground.start([sys.executable, '-c', 'import sys; sys.exit(3)'])")
+    quiet = _run("process, interrupted = terminal.start([sys.executable, '-c', 'import sys; sys.exit(3)'])")
     assert quiet.stdout.startswith("returned 3 False"), quiet.stdout + quiet.stderr
