@@ -19,6 +19,8 @@ from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
+
 from demo.transactions import transactions
 from tests.clihelpers import START
 from tests.conftest import METADATA_DDL
@@ -41,6 +43,14 @@ def compacted(kafka, topic: str) -> dict[str, dict]:
         assert record.key is not None, "every record of an upsert-kafka topic has a key"
         latest[record.key.decode()] = record.value
     return {key: json.loads(value) for key, value in latest.items() if value is not None}
+
+
+# A ``Target``'s kinds, each marked with the server it takes (it asks for the server's fixture as the test runs,
+# which the marks taken from a test's fixtures at collection cannot see: tests/tiers.py).
+TARGET_KINDS = [
+    pytest.param("jdbc", marks=pytest.mark.postgres),
+    pytest.param("upsert-kafka", marks=pytest.mark.kafka),
+]
 
 
 class Target:

@@ -12,7 +12,7 @@ from demo.kafka_broker import Message
 from jobs import runtime
 from tests.conftest import METADATA_DDL, ProjectDir
 from tests.jobhelpers import run_changelog, start_query
-from tests.tablehelpers import Target, compacted
+from tests.tablehelpers import TARGET_KINDS, Target, compacted
 
 pytestmark = pytest.mark.spark
 
@@ -48,7 +48,7 @@ def user_count_project(project: ProjectDir, target: Target) -> None:
     )
 
 
-@pytest.mark.parametrize("sink", ["jdbc", "upsert-kafka"])
+@pytest.mark.parametrize("sink", TARGET_KINDS)
 def test_count_by_account_follows_updates_and_deletes(spark, project: ProjectDir, sink, request, tmp_path):
     target = Target(sink, request)
     user_count_project(project, target)
@@ -72,7 +72,7 @@ def upserts(folder: Path, name: str, rows: list[dict]) -> None:
     (folder / f"{name}.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
-@pytest.mark.parametrize("sink", ["jdbc", "upsert-kafka"])
+@pytest.mark.parametrize("sink", TARGET_KINDS)
 def test_three_table_left_join_follows_updates_and_deletes(spark, project: ProjectDir, sink, request, tmp_path):
     target = Target(sink, request)
     data = project.root / "data"
@@ -124,6 +124,7 @@ def test_three_table_left_join_follows_updates_and_deletes(spark, project: Proje
     assert target.read() == [("104", "104-1", None, None)]  # 103-1's joined row removed
 
 
+@pytest.mark.postgres
 def test_malformed_changes_are_set_aside_and_unknown_keys_upserted(spark, project: ProjectDir, request, tmp_path):
     """Bad inputs tried: a debezium record without op, one with an unknown op, a delete without its before
     row, a line that is not JSON; an update for a key never inserted (it becomes the key's row, as an

@@ -441,6 +441,7 @@ def test_a_kafka_json_value_with_a_tinyint_out_of_range_is_set_aside(
     assert_levels_set_aside(dead, LEVELS_SET_ASIDE)
 
 
+@pytest.mark.kafka
 @pytest.mark.parametrize("fmt", ["debezium-json", "json"])
 def test_a_changelog_file_record_with_a_tinyint_out_of_range_is_set_aside(
     spark, project: ProjectDir, fmt: str, request, tmp_path: Path
