@@ -16,7 +16,8 @@ venv: $(STAMP)
 
 # The JVM jar sets (runner/core/jars.py: Kafka connector, spark-avro, hadoop-aws, MSK IAM auth; Kafka's own
 # broker for tests and the demo; Hadoop's YARN cluster for the YARN target's tests), fetched once with mvn and
-# checked against their locked SHA-256. A set already in the cache costs no mvn.
+# checked against their locked SHA-256. A set already in the cache costs no mvn. Then the runner's own jar,
+# compiled from jobs/java/engine/ with javac when its sources changed.
 jars: $(STAMP)
 	@$(BIN)/python -m infra.jars fetch
 

@@ -8,8 +8,9 @@ jar a set needs), with ``--strict-checksums`` so Maven refuses a download whose 
 match the repository's, then checks each jar's SHA-256 against the lock before it enters the
 cache. A set already in the cache (every jar present, with its locked size) costs no ``mvn``.
 
-After ``fetch``, the Spark drivers' class-data archive for the jar set is built if it is missing
-(``runner/core/classdata.py``).
+``fetch`` also builds the runner's own jar (``jars.engine_jar``) from ``jobs/java/engine/`` with javac,
+when the cache lacks the jar its sources make. After ``fetch``, the Spark drivers' class-data
+archive for the jar set is built if it is missing (``runner/core/classdata.py``).
 
 ``lock`` resolves each set's requirements with their dependencies, drops what pyspark ships
 itself, and records each jar's SHA-256 and which features need it (one resolution per feature,
@@ -21,11 +22,13 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 from collections.abc import Iterable
 from pathlib import Path
 from xml.sax.saxutils import escape
@@ -213,6 +216,44 @@ def lock() -> dict:
     }
 
 
+def build_engine() -> Path:
+    """The runner's own jar, compiled from ``jobs/java/engine/`` against the installed pyspark's jars unless the
+    cache has it already; older builds of it go."""
+    target = jars.engine_jar()
+    if target.is_file():
+        return target
+    javac = shutil.which("javac")
+    if javac is None:
+        raise FetchFailed("javac (Java 17's JDK) is needed to build the runner's jar from jobs/java/engine/")
+    import pyspark  # the jars it ships are what the classes run against
+
+    spark_jars = Path(pyspark.__file__).parent / "jars"
+    print(f"==> compiling the runner's jar from jobs/java/engine/ (javac, about 10 s): {target.name}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="sql-runner-engine-") as work:
+        classes = Path(work) / "classes"
+        compiled = subprocess.run(
+            [javac, "-proc:none", "-nowarn", "-Xlint:none", "--release", "17", "-d", str(classes)]
+            + ["-cp", f"{spark_jars}/*", *map(str, jars.engine_sources())],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        if compiled.returncode != 0:
+            raise FetchFailed(f"javac could not compile jobs/java/engine/:\n{compiled.stderr.strip()}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(f"{target.name}.{os.getpid()}.partial")  # another build may be writing too
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as jar:
+            jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: sql-runner\n\n")
+            for path in sorted(classes.rglob("*.class")):
+                jar.write(path, path.relative_to(classes).as_posix())
+        os.replace(partial, target)
+    for old in target.parent.glob("sql-runner-engine-*.jar"):
+        if old != target:
+            old.unlink()
+    return target
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m infra.jars", description=__doc__.splitlines()[0])
     parser.add_argument("what", choices=["fetch", "lock"])
@@ -229,6 +270,7 @@ def main(argv: list[str] | None = None) -> int:
             size = sum(p.stat().st_size for p in paths) / 2**20
             print(f"==> {set_name} jars ready: {len(paths)} jars, {size:.0f} MiB in {jars.cache_dir(set_name)}")
         if jars.SPARK in (args.sets or jars.REQUIREMENTS):
+            print(f"==> the runner's jar ready: {build_engine()}")
             built = classdata.build(say=lambda line: print(f"==> {line}", flush=True))
             if built is not None:
                 print(f"==> drivers' class-data archive ready: {built}")

@@ -14,7 +14,12 @@ written by ``python -m infra.jars lock``, never by hand):
 - ``yarn-cluster``: Hadoop's single-process YARN cluster, a real ResourceManager and
   NodeManager for the YARN target's tests and ``make yarn`` (``demo/yarn_cluster.py``).
 
-``make`` fetches both with ``mvn`` into a cache it owns (``infra/jars.py``): by default
+Beside the sets, ``make`` builds the runner's own jar, ``engine``: the incremental operators of changelog
+queries (``jobs/java/engine/``), compiled with javac against the installed pyspark's jars and kept under
+a name derived from its sources and that pyspark (:func:`engine_jar`). It goes on the same classpaths as
+the ``spark`` set.
+
+``make`` fetches the sets with ``mvn`` into a cache it owns (``infra/jars.py``): by default
 ``share/sql-runner/jars/<set>/`` under the virtual environment, or ``$SQL_RUNNER_JARS/<set>/``.
 
 Spark modules match the Spark line inside the pinned pyspark (4.0, Scala 2.13), Hadoop's
@@ -27,6 +32,8 @@ end-to-end tests run them on pyspark 4.0.5).
 from __future__ import annotations
 
 import functools
+import hashlib
+import importlib.metadata
 import json
 import os
 import sys
@@ -39,6 +46,8 @@ SPARK = "spark"
 BROKER = "kafka-broker"
 YARN = "yarn-cluster"
 FETCH_COMMAND = "make jars"
+ENGINE = "engine"
+ENGINE_SOURCES = Path(__file__).resolve().parents[2] / "jobs" / "java" / "engine"  # beside runner/, installed too
 
 
 @dataclass(frozen=True)
@@ -198,6 +207,24 @@ def summary(feature: str, set_name: str = SPARK) -> str:
     return ", ".join(named) + (f" and the {others} jars they need" if others else "")
 
 
+def engine_sources() -> list[Path]:
+    """The Java sources of the runner's own jar."""
+    return sorted(ENGINE_SOURCES.rglob("*.java"))
+
+
+def engine_jar() -> Path:
+    """Where the runner's own jar is (or goes): named after its sources and the pyspark it is compiled against,
+    so that a changed source or another pyspark gets a jar of its own."""
+    digest = hashlib.sha256(importlib.metadata.version("pyspark").encode())
+    for source in engine_sources():
+        digest.update(source.relative_to(ENGINE_SOURCES).as_posix().encode() + b"\0" + source.read_bytes() + b"\0")
+    return cache_root() / ENGINE / f"sql-runner-engine-{digest.hexdigest()[:16]}.jar"
+
+
 def classpath(set_name: str = SPARK) -> str:
-    """The set's jars in the cache as a JVM classpath ('' when the cache holds none)."""
-    return os.pathsep.join(str(path) for path in present(set_name))
+    """The set's jars in the cache as a JVM classpath ('' when the cache holds none); the ``spark`` set's has the
+    runner's own jar after them, once it is built."""
+    paths = present(set_name)
+    if set_name == SPARK and (engine := engine_jar()).is_file():
+        paths.append(engine)
+    return os.pathsep.join(str(path) for path in paths)
