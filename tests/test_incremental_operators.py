@@ -1,0 +1,406 @@
+"""The incremental operators of changelog queries (``jobs/java/engine/``, the runner's jar), on their own in real
+streaming queries: a source's changes become weighted rows (``UpsertNormaliser``), a GROUP BY's aggregates
+follow them as accumulators (``GroupAggregate``) and joins keep both sides by join key (``EquiJoin``), in Spark's
+state store (RocksDB), across micro-batches and a restart from the checkpoint.
+
+After every micro-batch the operators' output, summed by weight, must be exactly what the same SQL gives in
+batch over the table's current rows. Bad inputs tried, in random changes with a fixed seed: deletes of keys
+never seen, the same change twice, a key's row moving to another group, several changes to one key in one
+micro-batch in shuffled order (the last by place, position and order counts), NULL group keys, NULL aggregate
+inputs, a group whose rows all go, NaN and infinities in a DOUBLE sum.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections import Counter
+from decimal import ROUND_HALF_UP, Decimal
+from pathlib import Path
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+
+from runner.core import jars
+
+pytestmark = pytest.mark.spark
+
+# What a query with its state in RocksDB on this machine's disk needs: a LocalFileSystem to commit through
+# (sqlrunner.files.LocalFiles), set on the test process's Spark for these tests only (it reads and writes file:
+# paths through the raw local file system, and caches it).
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+LOCAL_FILES = {"fs.file.impl": "sqlrunner.files.LocalFiles", "fs.file.impl.disable.cache": "true"}
+STATE = {
+    "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
+    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+    "spark.sql.shuffle.partitions": "1",
+}
+
+
+@pytest.fixture
+def rocksdb(spark: SparkSession):
+    assert jars.engine_jar().is_file(), "make jars builds the runner's jar"
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    kept = {key: hadoop.get(key) for key in LOCAL_FILES}
+    for key, value in LOCAL_FILES.items():
+        hadoop.set(key, value)
+    # one state store per operator, committing a changelog of what the batch changed rather than a snapshot
+    settings = {key: spark.conf.get(key, None) for key in STATE}
+    for key, value in STATE.items():
+        spark.conf.set(key, value)
+    yield spark
+    for key, value in settings.items():
+        if value is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, value)
+    for key, value in kept.items():
+        if value is None:
+            hadoop.unset(key)
+        else:
+            hadoop.set(key, value)
+
+
+COLUMNS = T.StructType(
+    [
+        T.StructField("id", T.LongType()),
+        T.StructField("account", T.StringType()),
+        T.StructField("amount", T.DecimalType(10, 2)),
+        T.StructField("score", T.DoubleType()),
+        T.StructField("name", T.StringType()),
+    ]
+)
+# (kind, input column): the aggregates of the query below, in its order
+AGGREGATES = [
+    ("count_rows", None),
+    ("count", "name"),
+    ("sum", "amount"),
+    ("avg", "amount"),
+    ("sum", "score"),
+    ("min", "name"),
+    ("max", "amount"),
+    ("count_distinct", "name"),
+]
+QUERY = """SELECT account, COUNT(*), COUNT(name), SUM(amount), AVG(amount), SUM(score), MIN(name), MAX(amount),
+  COUNT(DISTINCT name) FROM current GROUP BY account"""
+
+
+def java_type(spark: SparkSession, kind: T.DataType):
+    return spark._jvm.org.apache.spark.sql.types.DataType.fromJson(kind.json())
+
+
+def array(spark: SparkSession, java_class, values: list) -> object:
+    made = spark.sparkContext._gateway.new_array(java_class, len(values))
+    for i, value in enumerate(values):
+        made[i] = value
+    return made
+
+
+def transform(spark: SparkSession, frame: DataFrame, key: list[int], processor, output: T.StructType) -> DataFrame:
+    """``frame`` grouped by the fields at ``key`` and transformed with state by ``processor``."""
+    jvm = spark._jvm
+    key_schema = T.StructType([frame.schema.fields[i] for i in key])
+    grouped = frame._jdf.groupByKey(
+        jvm.sqlrunner.engine.Fields(array(spark, jvm.int, key)),
+        jvm.org.apache.spark.sql.Encoders.row(java_type(spark, key_schema)),
+    )
+    streaming = jvm.org.apache.spark.sql.streaming
+    transformed = grouped.transformWithState(
+        processor,
+        getattr(streaming.TimeMode, "None")(),
+        streaming.OutputMode.Update(),
+        jvm.org.apache.spark.sql.Encoders.row(java_type(spark, output)),
+    )
+    return DataFrame(transformed, spark)
+
+
+def change_schema(columns: T.StructType) -> T.StructType:
+    """A changelog source's changes as ``UpsertNormaliser`` takes them."""
+    return T.StructType(
+        [
+            T.StructField("delete", T.BooleanType()),
+            T.StructField("place", T.StringType()),
+            T.StructField("position", T.LongType()),
+            T.StructField("order", T.LongType()),
+            *columns.fields,
+        ]
+    )
+
+
+def normalised(spark: SparkSession, source: Path, columns: T.StructType, key: str) -> DataFrame:
+    """The weighted rows of the table whose changes (one micro-batch a file) are written to ``source``."""
+    schema = change_schema(columns)
+    changes = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(source))
+    weighted = T.StructType([T.StructField("__weight", T.IntegerType(), False), *columns.fields])
+    normaliser = spark._jvm.sqlrunner.engine.UpsertNormaliser(java_type(spark, columns))
+    return transform(spark, changes, [schema.names.index(key)], normaliser, weighted)
+
+
+def pipeline(spark: SparkSession, source: Path) -> tuple[DataFrame, DataFrame]:
+    """The normalised rows of the table whose changes are written to ``source``, and its aggregates by account."""
+    jvm = spark._jvm
+    rows = normalised(spark, source, COLUMNS, "id")
+    inputs = [column for _kind, column in AGGREGATES if column is not None]
+    types = [COLUMNS[column].dataType if column else None for _kind, column in AGGREGATES]
+    aggregate = jvm.sqlrunner.engine.GroupAggregate(
+        array(spark, jvm.String, [kind for kind, _ in AGGREGATES]),
+        array(spark, jvm.int, [inputs.index(c) + 2 if c else -1 for _kind, c in AGGREGATES]),
+        array(spark, jvm.org.apache.spark.sql.types.DataType, [java_type(spark, t) if t else None for t in types]),
+        False,
+    )
+    group = T.StructType([COLUMNS["account"]])
+    output = T.StructType.fromJson(json.loads(aggregate.outputSchema(java_type(spark, group)).json()))
+    prepared = rows.selectExpr("__weight", "account", *inputs)
+    return rows, transform(spark, prepared, [1], aggregate, output)
+
+
+def final(row: tuple) -> tuple:
+    """An aggregate output row's values as the query gives them, from its slots (``GroupAggregate``'s doc)."""
+    account, rest = row[0], list(row[1:])
+    values: list = [account]
+    for kind, column in AGGREGATES:
+        floating = kind in ("sum", "avg") and column == "score"
+        slots, rest = rest[: 5 if floating else 2], rest[5 if floating else 2 :]
+        a, n = slots[0], slots[1]
+        if kind in ("count_rows", "count"):
+            values.append(n)
+        elif kind == "count_distinct" or kind in ("min", "max"):
+            values.append(a)
+        elif floating:
+            nan, positive, negative = slots[2:]
+            if n == 0:
+                values.append(None)
+            elif nan or (positive and negative):
+                values.append(math.nan)
+            else:
+                values.append(math.inf if positive else -math.inf if negative else a)
+        elif kind == "sum":
+            values.append(a if n else None)
+        else:  # avg of DECIMAL(10, 2): DECIMAL(14, 6), rounded half up
+            values.append((a / n).quantize(Decimal("0.000001"), rounding=ROUND_HALF_UP) if n else None)
+    return tuple(values)
+
+
+def same(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return (math.isnan(a) and math.isnan(b)) or a == b or math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-6)
+    return a == b
+
+
+NAN = "NaN"  # NaN is not equal to itself: rows holding one are compared and counted with this in its place
+
+
+def canonical(row) -> tuple:
+    return tuple(NAN if isinstance(v, float) and math.isnan(v) else v for v in row)
+
+
+class Collected:
+    """A query's weighted output rows, summed: each row's count must stay 0 or 1."""
+
+    def __init__(self):
+        self.counts: Counter = Counter()
+
+    def __call__(self, batch: DataFrame, _batch_id: int) -> None:
+        for row in batch.collect():
+            self.counts[canonical(row[1:])] += row[0]
+
+    def rows(self) -> list[tuple]:
+        assert all(count in (0, 1) for count in self.counts.values()), {r: c for r, c in self.counts.items() if c}
+        return [tuple(math.nan if v == NAN else v for v in row) for row, count in self.counts.items() if count == 1]
+
+
+def random_changes(rng: random.Random, batch: int, current: dict, row=None, keys=range(40), n=60) -> list[dict]:
+    """One micro-batch of changes (rows made by ``row``), shuffled, and their effect on ``current`` (the table's
+    rows by key)."""
+    changes = []
+    for position in range(n):
+        key = rng.choice(keys)
+        if rng.random() < 0.25:
+            change = {"delete": True, "id": key}  # a key never seen is deleted too, now and then
+        elif row is not None:
+            change = {"delete": False, "id": key, **row(rng)}
+        else:
+            score = rng.choice([rng.uniform(-5, 5), rng.uniform(-5, 5), math.nan, math.inf, -math.inf, None])
+            amount = rng.choice([None, f"{rng.randrange(-5000, 90000) / 100:.2f}"])
+            change = {
+                "delete": False,
+                "id": key,
+                "account": rng.choice(["a", "b", "c", "d", None]),
+                "amount": amount,
+                "score": score,  # NaN and the infinities as JSON's NaN, Infinity and -Infinity
+                "name": rng.choice(["ann", "bob", "cy", "dee", "eve", None]),
+            }
+        place = f"p{sum(map(ord, str(key))) % 3}"  # a key's changes all in one place, as in a Kafka partition
+        change.update(place=place, position=position, order=batch * 1000 + position)
+        changes.append(change)
+        if rng.random() < 0.1:
+            changes.append(dict(change))  # the same change twice
+    rng.shuffle(changes)
+    for change in sorted(changes, key=lambda c: (c["place"], c["position"], c["order"])):
+        if change["delete"]:
+            current.pop(change["id"], None)
+        else:
+            current[change["id"]] = change
+    return changes
+
+
+def current_frame(spark: SparkSession, current: dict[int, dict]) -> DataFrame:
+    def value(row: dict, name: str):
+        raw = row.get(name)
+        if name == "amount" and raw is not None:
+            return Decimal(raw)
+        return raw
+
+    return spark.createDataFrame([tuple(value(r, n) for n in COLUMNS.names) for r in current.values()], COLUMNS)
+
+
+def test_normalised_rows_and_every_aggregate_equal_the_batch_answer_after_every_micro_batch_and_a_restart(
+    rocksdb: SparkSession, tmp_path: Path
+):
+    spark = rocksdb
+    source, checkpoint = tmp_path / "changes", tmp_path / "checkpoint"
+    source.mkdir()
+    rng = random.Random(56)
+    current: dict[int, dict] = {}
+    table, groups = Collected(), Collected()
+
+    def start():
+        rows, aggregates = pipeline(spark, source)
+        return [
+            rows.writeStream.foreachBatch(table).option("checkpointLocation", str(checkpoint / "rows")).start(),
+            aggregates.writeStream.foreachBatch(groups).option("checkpointLocation", str(checkpoint / "agg")).start(),
+        ]
+
+    queries = start()
+    try:
+        for batch in range(10):
+            if batch == 5:  # a restart: the state comes back from the checkpoint
+                for query in queries:
+                    query.stop()
+                queries = start()
+            changes = random_changes(rng, batch, current)
+            (source / f"{batch:03}.json").write_text("".join(json.dumps(c) + "\n" for c in changes))
+            for query in queries:
+                query.processAllAvailable()
+            frame = current_frame(spark, current)
+            rows = sorted(canonical(r) for r in frame.collect())
+            assert sorted(map(canonical, table.rows())) == rows, f"batch {batch}"  # by id: every id differs
+            frame.createOrReplaceTempView("current")
+            expected = sorted((tuple(r) for r in spark.sql(QUERY).collect()), key=lambda r: str(r[0]))
+            got = sorted((final(r) for r in groups.rows()), key=lambda r: str(r[0]))
+            assert len(got) == len(expected), (batch, got, expected)
+            for mine, theirs in zip(got, expected, strict=True):
+                assert all(same(a, b) for a, b in zip(mine, theirs, strict=True)), (batch, mine, theirs)
+        assert any(row[0] is None for row in got), "a NULL group key was among the groups"
+        assert any(isinstance(row[5], float) and math.isnan(row[5]) for row in got), "a NaN sum was checked"
+    finally:
+        for query in queries:
+            query.stop()
+
+
+USERS = T.StructType(
+    [T.StructField("id", T.LongType()), T.StructField("account", T.StringType()), T.StructField("name", T.StringType())]
+)
+ACCOUNTS = T.StructType([T.StructField("id", T.StringType()), T.StructField("region", T.StringType())])
+JOIN_TYPES = {"inner": "JOIN", "left": "LEFT JOIN", "right": "RIGHT JOIN", "full": "FULL JOIN"}
+
+
+def joined(spark: SparkSession, users: DataFrame, accounts: DataFrame, join_type: str) -> DataFrame:
+    """``users`` joined to ``accounts`` on ``users.account = accounts.id`` by ``EquiJoin``."""
+    from pyspark.sql import functions as F
+
+    left = T.StructType(USERS.fields)
+    right = T.StructType(ACCOUNTS.fields)
+    no_left, no_right = F.lit(None).cast(left), F.lit(None).cast(right)
+    sides = users.select(
+        F.lit(0).alias("side"),
+        "__weight",
+        F.struct(*USERS.names).alias("l"),
+        no_right.alias("r"),
+        F.col("account").alias("key"),
+    ).unionByName(
+        accounts.select(
+            F.lit(1).alias("side"),
+            "__weight",
+            no_left.alias("l"),
+            F.struct(*ACCOUNTS.names).alias("r"),
+            F.col("id").alias("key"),
+        )
+    )
+    join = spark._jvm.sqlrunner.engine.EquiJoin(java_type(spark, left), java_type(spark, right), join_type)
+    output = T.StructType(
+        [
+            T.StructField("__weight", T.IntegerType(), False),
+            *[T.StructField(f"u_{f.name}", f.dataType) for f in USERS.fields],
+            *[T.StructField(f"a_{f.name}", f.dataType) for f in ACCOUNTS.fields],
+        ]
+    )
+    return transform(spark, sides, [4], join, output)
+
+
+def test_every_kind_of_equi_join_equals_the_batch_answer_as_rows_and_partners_come_and_go(
+    rocksdb: SparkSession, tmp_path: Path
+):
+    """Users move between accounts, accounts appear and go (padded rows retracted and emitted again), NULL and
+    unknown accounts never match; the four joins run side by side over the same changes, restarted once."""
+    spark = rocksdb
+    users_in, accounts_in = tmp_path / "users", tmp_path / "accounts"
+    users_in.mkdir()
+    accounts_in.mkdir()
+    rng = random.Random(5656)
+    users: dict = {}
+    accounts: dict = {}
+    collected = {kind: Collected() for kind in JOIN_TYPES}
+
+    def start():
+        return [
+            joined(
+                spark,
+                normalised(spark, users_in, USERS, "id"),
+                normalised(spark, accounts_in, ACCOUNTS, "id"),
+                kind,
+            )
+            .writeStream.foreachBatch(collected[kind])
+            .option("checkpointLocation", str(tmp_path / "checkpoint" / kind))
+            .start()
+            for kind in JOIN_TYPES
+        ]
+
+    def user(r: random.Random) -> dict:
+        return {"account": r.choice(["a", "b", "c", "x", None]), "name": r.choice(["ann", "bob", None])}
+
+    def account(r: random.Random) -> dict:
+        return {"region": r.choice(["eu", "us", None])}
+
+    queries = start()
+    try:
+        for batch in range(6):
+            if batch == 3:
+                for query in queries:
+                    query.stop()
+                queries = start()
+            changes = random_changes(rng, batch, users, user, keys=range(12), n=14)
+            (users_in / f"{batch:03}.json").write_text("".join(json.dumps(c) + "\n" for c in changes))
+            changes = random_changes(rng, batch, accounts, account, keys=["a", "b", "c", "d"], n=3)
+            (accounts_in / f"{batch:03}.json").write_text("".join(json.dumps(c) + "\n" for c in changes))
+            for query in queries:
+                query.processAllAvailable()
+            spark.createDataFrame(
+                [(u["id"], u["account"], u["name"]) for u in users.values()], USERS
+            ).createOrReplaceTempView("users")
+            spark.createDataFrame(
+                [(a["id"], a["region"]) for a in accounts.values()], ACCOUNTS
+            ).createOrReplaceTempView("accounts")
+            for kind, sql in JOIN_TYPES.items():
+                expected = Counter(
+                    tuple(r) for r in spark.sql(f"SELECT * FROM users u {sql} accounts a ON u.account = a.id").collect()
+                )
+                got = Counter(collected[kind].rows())
+                assert got == expected, (batch, kind)
+        padded = [row for row in collected["full"].rows() if row[0] is None]
+        assert padded and any(row[3] is None for row in collected["left"].rows()), "padded rows were checked"
+    finally:
+        for query in queries:
+            query.stop()
