@@ -23,6 +23,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
+from jobs.jvm import frame_of, hadoop_configuration, java_frame, jvm_of
 from runner.core import jars
 
 pytestmark = pytest.mark.spark
@@ -42,7 +43,7 @@ STATE = {
 @pytest.fixture
 def rocksdb(spark: SparkSession):
     assert jars.engine_jar().is_file(), "make jars builds the runner's jar"
-    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    hadoop = hadoop_configuration(spark)
     kept = {key: hadoop.get(key) for key in LOCAL_FILES}
     for key, value in LOCAL_FILES.items():
         hadoop.set(key, value)
@@ -88,11 +89,14 @@ QUERY = """SELECT account, COUNT(*), COUNT(name), SUM(amount), AVG(amount), SUM(
 
 
 def java_type(spark: SparkSession, kind: T.DataType):
-    return spark._jvm.org.apache.spark.sql.types.DataType.fromJson(kind.json())
+    return jvm_of(spark).org.apache.spark.sql.types.DataType.fromJson(kind.json())
 
 
-def array(spark: SparkSession, java_class, values: list) -> object:
-    made = spark.sparkContext._gateway.new_array(java_class, len(values))
+def array(spark: SparkSession, element: str, values: list) -> object:
+    """A Java array of ``element`` (``int`` or a class's name) holding ``values``."""
+    jvm = jvm_of(spark)
+    kind = jvm.java.lang.Integer.TYPE if element == "int" else jvm.java.lang.Class.forName(element)
+    made = jvm.java.lang.reflect.Array.newInstance(kind, len(values))
     for i, value in enumerate(values):
         made[i] = value
     return made
@@ -100,10 +104,10 @@ def array(spark: SparkSession, java_class, values: list) -> object:
 
 def transform(spark: SparkSession, frame: DataFrame, key: list[int], processor, output: T.StructType) -> DataFrame:
     """``frame`` grouped by the fields at ``key`` and transformed with state by ``processor``."""
-    jvm = spark._jvm
+    jvm = jvm_of(spark)
     key_schema = T.StructType([frame.schema.fields[i] for i in key])
-    grouped = frame._jdf.groupByKey(
-        jvm.sqlrunner.engine.Fields(array(spark, jvm.int, key)),
+    grouped = java_frame(frame).groupByKey(
+        jvm.sqlrunner.engine.Fields(array(spark, "int", key)),
         jvm.org.apache.spark.sql.Encoders.row(java_type(spark, key_schema)),
     )
     streaming = jvm.org.apache.spark.sql.streaming
@@ -113,7 +117,7 @@ def transform(spark: SparkSession, frame: DataFrame, key: list[int], processor, 
         streaming.OutputMode.Update(),
         jvm.org.apache.spark.sql.Encoders.row(java_type(spark, output)),
     )
-    return DataFrame(transformed, spark)
+    return frame_of(transformed, spark)
 
 
 def change_schema(columns: T.StructType) -> T.StructType:
@@ -134,20 +138,20 @@ def normalised(spark: SparkSession, source: Path, columns: T.StructType, key: st
     schema = change_schema(columns)
     changes = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(source))
     weighted = T.StructType([T.StructField("__weight", T.IntegerType(), False), *columns.fields])
-    normaliser = spark._jvm.sqlrunner.engine.UpsertNormaliser(java_type(spark, columns))
+    normaliser = jvm_of(spark).sqlrunner.engine.UpsertNormaliser(java_type(spark, columns))
     return transform(spark, changes, [schema.names.index(key)], normaliser, weighted)
 
 
 def pipeline(spark: SparkSession, source: Path) -> tuple[DataFrame, DataFrame]:
     """The normalised rows of the table whose changes are written to ``source``, and its aggregates by account."""
-    jvm = spark._jvm
+    jvm = jvm_of(spark)
     rows = normalised(spark, source, COLUMNS, "id")
     inputs = [column for _kind, column in AGGREGATES if column is not None]
     types = [COLUMNS[column].dataType if column else None for _kind, column in AGGREGATES]
     aggregate = jvm.sqlrunner.engine.GroupAggregate(
-        array(spark, jvm.String, [kind for kind, _ in AGGREGATES]),
-        array(spark, jvm.int, [inputs.index(c) + 2 if c else -1 for _kind, c in AGGREGATES]),
-        array(spark, jvm.org.apache.spark.sql.types.DataType, [java_type(spark, t) if t else None for t in types]),
+        array(spark, "java.lang.String", [kind for kind, _ in AGGREGATES]),
+        array(spark, "int", [inputs.index(c) + 2 if c else -1 for _kind, c in AGGREGATES]),
+        array(spark, "org.apache.spark.sql.types.DataType", [java_type(spark, t) if t else None for t in types]),
         False,
     )
     group = T.StructType([COLUMNS["account"]])
@@ -329,7 +333,7 @@ def joined(spark: SparkSession, users: DataFrame, accounts: DataFrame, join_type
             F.col("id").alias("key"),
         )
     )
-    join = spark._jvm.sqlrunner.engine.EquiJoin(java_type(spark, left), java_type(spark, right), join_type)
+    join = jvm_of(spark).sqlrunner.engine.EquiJoin(java_type(spark, left), java_type(spark, right), join_type)
     output = T.StructType(
         [
             T.StructField("__weight", T.IntegerType(), False),
