@@ -78,6 +78,12 @@ LONG_FIRST = (
 )
 
 
+# A test on the run's YARN cluster shares its containers with the others' applications and the journey's, which
+# on a loaded machine took it past the suite's 10 minutes (pyproject.toml) while each of its steps kept within
+# its own limit: those limits (e.g. YARN_STEP) catch a stuck application; this one a stuck test.
+ON_YARN_TIMEOUT = 1200
+
+
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by the marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     tiers.mark_from_fixtures(items)
@@ -86,6 +92,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if slow:
             config.hook.pytest_deselected(items=slow)
             items[:] = [item for item in items if tiers.fast(item)]
+
+    for item in items:
+        if "yarn" in getattr(item, "fixturenames", ()) and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(ON_YARN_TIMEOUT))
 
     def rank(item: pytest.Item) -> int:
         module = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
