@@ -131,6 +131,21 @@ def scala_list(values: Any) -> list[Any]:
     return items
 
 
+def java_array(spark: SparkSession, element: str, values: list[Any]) -> Any:
+    """A Java array of ``element`` (``int``, or a class's name) holding ``values``."""
+    jvm = jvm_of(spark)
+    kind = jvm.java.lang.Integer.TYPE if element == "int" else jvm.java.lang.Class.forName(element)
+    made = jvm.java.lang.reflect.Array.newInstance(kind, len(values))
+    for i, value in enumerate(values):
+        made[i] = value
+    return made
+
+
+def java_type(spark: SparkSession, kind: Any) -> Any:
+    """The JVM's ``DataType`` of a Python one (``pyspark.sql.types``)."""
+    return java_class(jvm_of(spark), "org.apache.spark.sql.types.DataType").fromJson(kind.json())
+
+
 def scala_none(jvm: Any) -> Any:
     """Scala's ``None``."""
     return getattr(java_class(jvm, "scala.None$"), "MODULE$")

@@ -23,46 +23,10 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-from jobs.jvm import frame_of, hadoop_configuration, java_frame, jvm_of
-from runner.core import jars
+from jobs.changelog.incremental import transform
+from jobs.jvm import java_array, java_type, jvm_of
 
 pytestmark = pytest.mark.spark
-
-# What a query with its state in RocksDB on this machine's disk needs: a LocalFileSystem to commit through
-# (sqlrunner.files.LocalFiles), set on the test process's Spark for these tests only (it reads and writes file:
-# paths through the raw local file system, and caches it).
-ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-LOCAL_FILES = {"fs.file.impl": "sqlrunner.files.LocalFiles", "fs.file.impl.disable.cache": "true"}
-STATE = {
-    "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
-    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
-    "spark.sql.shuffle.partitions": "1",
-}
-
-
-@pytest.fixture
-def rocksdb(spark: SparkSession):
-    assert jars.engine_jar().is_file(), "make jars builds the runner's jar"
-    hadoop = hadoop_configuration(spark)
-    kept = {key: hadoop.get(key) for key in LOCAL_FILES}
-    for key, value in LOCAL_FILES.items():
-        hadoop.set(key, value)
-    # one state store per operator, committing a changelog of what the batch changed rather than a snapshot
-    settings = {key: spark.conf.get(key, None) for key in STATE}
-    for key, value in STATE.items():
-        spark.conf.set(key, value)
-    yield spark
-    for key, value in settings.items():
-        if value is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, value)
-    for key, value in kept.items():
-        if value is None:
-            hadoop.unset(key)
-        else:
-            hadoop.set(key, value)
-
 
 COLUMNS = T.StructType(
     [
@@ -86,38 +50,6 @@ AGGREGATES = [
 ]
 QUERY = """SELECT account, COUNT(*), COUNT(name), SUM(amount), AVG(amount), SUM(score), MIN(name), MAX(amount),
   COUNT(DISTINCT name) FROM current GROUP BY account"""
-
-
-def java_type(spark: SparkSession, kind: T.DataType):
-    return jvm_of(spark).org.apache.spark.sql.types.DataType.fromJson(kind.json())
-
-
-def array(spark: SparkSession, element: str, values: list) -> object:
-    """A Java array of ``element`` (``int`` or a class's name) holding ``values``."""
-    jvm = jvm_of(spark)
-    kind = jvm.java.lang.Integer.TYPE if element == "int" else jvm.java.lang.Class.forName(element)
-    made = jvm.java.lang.reflect.Array.newInstance(kind, len(values))
-    for i, value in enumerate(values):
-        made[i] = value
-    return made
-
-
-def transform(spark: SparkSession, frame: DataFrame, key: list[int], processor, output: T.StructType) -> DataFrame:
-    """``frame`` grouped by the fields at ``key`` and transformed with state by ``processor``."""
-    jvm = jvm_of(spark)
-    key_schema = T.StructType([frame.schema.fields[i] for i in key])
-    grouped = java_frame(frame).groupByKey(
-        jvm.sqlrunner.engine.Fields(array(spark, "int", key)),
-        jvm.org.apache.spark.sql.Encoders.row(java_type(spark, key_schema)),
-    )
-    streaming = jvm.org.apache.spark.sql.streaming
-    transformed = grouped.transformWithState(
-        processor,
-        getattr(streaming.TimeMode, "None")(),
-        streaming.OutputMode.Update(),
-        jvm.org.apache.spark.sql.Encoders.row(java_type(spark, output)),
-    )
-    return frame_of(transformed, spark)
 
 
 def change_schema(columns: T.StructType) -> T.StructType:
@@ -149,9 +81,9 @@ def pipeline(spark: SparkSession, source: Path) -> tuple[DataFrame, DataFrame]:
     inputs = [column for _kind, column in AGGREGATES if column is not None]
     types = [COLUMNS[column].dataType if column else None for _kind, column in AGGREGATES]
     aggregate = jvm.sqlrunner.engine.GroupAggregate(
-        array(spark, "java.lang.String", [kind for kind, _ in AGGREGATES]),
-        array(spark, "int", [inputs.index(c) + 2 if c else -1 for _kind, c in AGGREGATES]),
-        array(spark, "org.apache.spark.sql.types.DataType", [java_type(spark, t) if t else None for t in types]),
+        java_array(spark, "java.lang.String", [kind for kind, _ in AGGREGATES]),
+        java_array(spark, "int", [inputs.index(c) + 2 if c else -1 for _kind, c in AGGREGATES]),
+        java_array(spark, "org.apache.spark.sql.types.DataType", [java_type(spark, t) if t else None for t in types]),
         False,
     )
     group = T.StructType([COLUMNS["account"]])

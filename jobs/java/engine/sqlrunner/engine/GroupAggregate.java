@@ -46,9 +46,9 @@ import scala.jdk.javaapi.CollectionConverters;
  * </ul>
  *
  * <p>A group whose rows all went away emits only its retraction and keeps no state, unless the aggregate is global
- * (no GROUP BY): its one row always exists, as in SQL, so its first change retracts the row of no input (COUNT 0,
- * the rest NULL), which whoever reads the output must have counted as emitted when the query started. A slot
- * whose values all went away is back to its value of no input, so that a group left as it was emits nothing.
+ * (no GROUP BY): its one row exists from the first input it is given (a row of weight 0 too, which changes nothing
+ * else) and stays, as in SQL, with COUNT 0 and the rest NULL once no row is left. A slot whose values all went away
+ * is back to its value of no input, so that a group left as it was emits nothing.
  */
 public final class GroupAggregate extends StatefulProcessor<Row, Row, Row> {
     private static final long serialVersionUID = 1L;
@@ -154,7 +154,7 @@ public final class GroupAggregate extends StatefulProcessor<Row, Row, Row> {
     public scala.collection.Iterator<Row> handleInputRows(Row key, scala.collection.Iterator<Row> rows, TimerValues timers) {
         Object[] acc = accumulators.exists() ? toArray(accumulators.get()) : empty();
         Object[] before = acc.clone();
-        boolean existed = ((Long) acc[0]) > 0 || global;
+        boolean existed = accumulators.exists(); // a group's state is kept while it has rows, a global one's always
         while (rows.hasNext()) {
             Row row = rows.next();
             int weight = row.getInt(0);

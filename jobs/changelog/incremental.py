@@ -1,0 +1,121 @@
+"""A changelog query as incremental operators: each micro-batch costs what changed, not what is held.
+
+The operators are the runner's jar's (``jobs/java/engine/sqlrunner/engine/``), each a ``transformWithState``
+keeping its state in the query's state store, all in the one streaming query that reads the sources:
+
+1. the change stream (``jobs/changelog/stream.py``) numbered in micro-batch order (``Numbered``);
+2. per source, its changes by PRIMARY KEY become weighted rows (``UpsertNormaliser``): the key's previous row
+   retracted (weight -1), its new one added (+1), its last row kept;
+3. the query's own optimised plan over the sources' tables, node by node (``Planner``): filters and projections
+   as Spark has them, GROUP BY as retracting accumulators (``GroupAggregate``), equi-joins with both sides kept
+   by join key (``EquiJoin``);
+4. the result's rows by the target's key (``KeyedDifference``): an insert, update or delete per changed key.
+
+The sink takes step 4's rows as it takes the recomputing engine's difference (``jobs/changelog/engine.py``).
+A query with a shape the operators do not cover (:func:`not_covered` says which) is recomputed instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from jobs.change_records import DELETE, SEQ
+from jobs.changelog.engine import KIND, SOURCE, ChangelogSource, row_column
+from jobs.jvm import analysed_plan, frame_of, java_array, java_class, java_frame, java_session, java_type, jvm_of
+
+WEIGHT = "__weight"
+ORDER = "__sql_runner_order"
+ENGINE = "sqlrunner.engine"
+
+
+def batch_views(spark: SparkSession, sources: list[ChangelogSource]) -> dict[int, int]:
+    """Register each source's view as an empty table the optimiser cannot see is empty (an RDD's rows, not a
+    list's: Spark would prune an empty list's plan away); returns each source's RDD id by position."""
+    ids = {}
+    for index, source in enumerate(sources):
+        frame = spark.createDataFrame(spark.sparkContext.emptyRDD(), source.schema)
+        frame.createOrReplaceTempView(source.view)
+        ids[index] = analysed_plan(frame).rdd().id()
+    return ids
+
+
+def not_covered(spark: SparkSession, result: DataFrame) -> str | None:
+    """What in ``result`` (the query over :func:`batch_views`) the incremental operators do not cover, or None."""
+    execution = java_frame(result).queryExecution()
+    planner = java_class(jvm_of(spark), f"{ENGINE}.Planner")
+    return planner.unsupported(execution.analyzed(), execution.optimizedPlan())
+
+
+def transform(spark: SparkSession, rows: DataFrame, key: list[int], processor: Any, output: T.StructType) -> DataFrame:
+    """``rows`` grouped by the fields at ``key`` and transformed with state by ``processor`` into ``output``."""
+    key_schema = T.StructType([rows.schema.fields[i] for i in key])
+    planner = java_class(jvm_of(spark), f"{ENGINE}.Planner")
+    made = planner.transform(
+        java_frame(rows),
+        java_array(spark, "int", key),
+        java_type(spark, key_schema),
+        processor,
+        java_type(spark, output),
+    )
+    return frame_of(made, spark)
+
+
+def numbered(spark: SparkSession, stream: DataFrame) -> DataFrame:
+    """The change stream with each change's place in its micro-batch (ORDER)."""
+    schema = T.StructType([*stream.schema.fields, T.StructField(ORDER, T.LongType(), False)])
+    jvm = jvm_of(spark)
+    encoder = java_class(jvm, "org.apache.spark.sql.Encoders").row(java_type(spark, schema))
+    return frame_of(java_frame(stream).mapPartitions(java_class(jvm, f"{ENGINE}.Numbered")(), encoder), spark)
+
+
+def weighted_rows(spark: SparkSession, changes: DataFrame, index: int, source: ChangelogSource) -> DataFrame:
+    """Source ``index``'s rows as weighted rows (``[__weight, <columns>...]``) from the numbered change stream."""
+    mine = changes.where(F.col(SOURCE) == index).select(
+        F.col(DELETE).alias("delete"),
+        F.col(f"{SEQ}.place").alias("place"),
+        F.col(f"{SEQ}.position").alias("position"),
+        F.col(ORDER).alias("order"),
+        F.col(f"{row_column(index)}.*"),
+    )
+    names = source.schema.names
+    key = [4 + names.index(k) for k in source.table.primary_key]
+    normaliser = java_class(jvm_of(spark), f"{ENGINE}.UpsertNormaliser")(java_type(spark, source.schema))
+    output = T.StructType([T.StructField(WEIGHT, T.IntegerType(), False), *source.schema.fields])
+    return transform(spark, mine, key, normaliser, output)
+
+
+def changes_of(
+    spark: SparkSession,
+    stream: DataFrame,
+    sources: list[ChangelogSource],
+    rdd_ids: dict[int, int],
+    result: DataFrame,
+    key: tuple[str, ...],
+) -> DataFrame:
+    """The query's changes as its target takes them (KIND, ``before``, ``after``), one streaming DataFrame:
+    ``result`` is the query over :func:`batch_views` (every shape of it covered), ``key`` the target's."""
+    jvm = jvm_of(spark)
+    changes = numbered(spark, stream)
+    planner = java_class(jvm, f"{ENGINE}.Planner")(java_session(spark))
+    for index, source in enumerate(sources):
+        planner.source(rdd_ids[index], java_frame(weighted_rows(spark, changes, index, source)))
+    planner.ticks(java_frame(changes.select(F.lit(0).alias(WEIGHT))))
+    weighted = frame_of(planner.plan(java_frame(result).queryExecution().optimizedPlan()), spark)
+    columns = T.StructType(weighted.schema.fields[1:])
+    names = columns.names
+    grouped = [1 + names.index(k) for k in key] if key else list(range(1, len(names) + 1))
+    difference = java_class(jvm, f"{ENGINE}.KeyedDifference")(
+        java_type(spark, columns), ", ".join(key) if key else None
+    )
+    output = T.StructType(
+        [
+            T.StructField(KIND, T.StringType(), False),
+            T.StructField("before", columns, True),
+            T.StructField("after", columns, True),
+        ]
+    )
+    return transform(spark, weighted, grouped, difference, output)
