@@ -50,9 +50,12 @@ def emr_jars() -> list[Jar]:
     return [jar for jar in jars.locked(jars.SPARK) if set(jar.features) != {"s3"}]
 
 
-def copy_jars(into: Path = JARS, cache: Path | None = None) -> list[Path]:
-    """Copy EMR's jars from the cache (``make jars`` fetches it) into ``into``, checked, with SHA256SUMS."""
+def copy_jars(into: Path = JARS, cache: Path | None = None, engine: Path | None = None) -> list[Path]:
+    """Copy EMR's jars from the cache (``make jars`` fetches it) into ``into``, checked, with SHA256SUMS; and
+    the runner's own jar (``engine``: the one ``make jars`` built from this checkout's sources), which changelog
+    queries run their incremental operators from."""
     cache = cache or jars.cache_dir(jars.SPARK)
+    engine = engine or jars.engine_jar()
     wanted = emr_jars()
     for jar in wanted:
         source = cache / jar.file
@@ -60,12 +63,16 @@ def copy_jars(into: Path = JARS, cache: Path | None = None) -> list[Path]:
             raise JarRefused(f"{jar.file} is not in {cache}: run `{jars.FETCH_COMMAND}` first")
         if sha256(source) != jar.sha256:
             raise JarRefused(f"{source}: its SHA-256 is not the one in {jars.LOCK.name}; run `{jars.FETCH_COMMAND}`")
+    if not engine.is_file():
+        raise JarRefused(f"the runner's jar {engine.name} is not built from these sources: run `{jars.FETCH_COMMAND}`")
     into.mkdir(parents=True, exist_ok=True)
     for stray in into.glob("*.jar"):
-        if stray.name not in {jar.file for jar in wanted}:
+        if stray.name not in {jar.file for jar in wanted} | {engine.name}:
             stray.unlink()
     copied = [Path(shutil.copy2(cache / jar.file, into / jar.file)) for jar in wanted]
-    (into / SUMS).write_text("".join(f"{jar.sha256}  {jar.file}\n" for jar in wanted))
+    copied.append(Path(shutil.copy2(engine, into / engine.name)))
+    sums = [(jar.sha256, jar.file) for jar in wanted] + [(sha256(engine), engine.name)]
+    (into / SUMS).write_text("".join(f"{digest}  {name}\n" for digest, name in sums))
     return copied
 
 
@@ -131,7 +138,11 @@ def missing() -> list[str]:
     return (
         [str(p.relative_to(ROOT)) for p in (LAMBDA_ZIP, DIST / BOOTSTRAP.name) if not p.exists()]
         + ([] if wheels else ["dist/spark_sql_runner-*.whl"])
-        + [f"dist/jars/{name}" for name in [SUMS, *(jar.file for jar in emr_jars())] if not (JARS / name).exists()]
+        + [
+            f"dist/jars/{name}"
+            for name in [SUMS, *(jar.file for jar in emr_jars()), jars.engine_jar().name]
+            if not (JARS / name).exists()
+        ]
     )
 
 

@@ -619,6 +619,7 @@ def test_make_package_copies_emrs_jars_checked_and_the_bootstrap_refuses_a_chang
     assert {"spark-sql-kafka-0-10_2.13-4.0.4.jar", "kafka-clients-3.9.1.jar", "aws-msk-iam-auth-2.3.5.jar"} <= names
     assert "spark-avro_2.13-4.0.2.jar" in names and "sts-2.25.53.jar" in names, "IAM auth needs the SDK's STS"
     assert "hadoop-aws-3.4.1.jar" not in names, "EMR reads s3:// through EMRFS: S3A's jars stay home"
+    assert jars.engine_jar().name in names, "the incremental operators of changelog queries run from it"
     check = ["sha256sum", "--check", "--quiet", "--strict", SUMS]
     assert " ".join(check) in BOOTSTRAP.read_text(), "the bootstrap runs this very check"
     assert subprocess.run(check, cwd=into, check=False).returncode == 0
