@@ -138,6 +138,7 @@ class JobControl:
         self._progress_lock = threading.Lock()
         self.published_batch: int | None = None  # the last micro-batch whose progress was published
         self.lookups: Lookups | None = None  # the running query's lookup tables, shown in every status
+        self.changelog_engine: str | None = None  # a changelog query's engine, shown in every status
         self._previous: BatchProgress | None = None  # the previous run's last micro-batch (same version)
         self._previous_read = False
 
@@ -177,6 +178,7 @@ class JobControl:
                 recent_progress=list(self._recent),
                 previous_progress=previous,
                 lookups=self.lookups.statuses() if self.lookups is not None else [],
+                changelog_engine=self.changelog_engine,
             )
             try:
                 write_status(self.bucket, status)
@@ -209,6 +211,8 @@ class JobControl:
             return False
         with self._progress_lock:
             self.lookups = lookups_of(queries[0])
+            engine = changelog_of(queries[0])
+            self.changelog_engine = engine.engine if engine is not None else None
             try:
                 new = progress_since(queries[0], self.published_batch)
             except Exception:  # noqa: BLE001 - published on the next round
@@ -220,7 +224,6 @@ class JobControl:
                     self.publish()
                 return False
             self.published_batch = new[-1].batchId
-            engine = changelog_of(queries[0])
             self.publish([progress_record(p, engine.outcome(p.batchId) if engine else None) for p in new])
             return True
 

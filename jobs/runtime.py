@@ -19,8 +19,8 @@ only ever find nothing to check (``NO_READER_PUSHDOWN``).
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -33,7 +33,7 @@ from pyspark.sql.streaming import StreamingQuery
 from jobs import batchtime, boundary, localfs, sources
 from jobs.build import BuiltJob
 from jobs.changelog import engine as changelog_engine
-from jobs.changelog import stream
+from jobs.changelog import incremental, stream
 from jobs.changelog.engine import ChangelogQuery
 from jobs.connectors import change_sink, output_sink
 from jobs.deadletters import OUTPUT_TAP, DeadLetterTable, Taps
@@ -43,6 +43,7 @@ from jobs.lookup.refresh import LookupFailed, Lookups
 from jobs.sinks import OutputSink, Trigger
 from jobs.target_schema import conform
 from runner.core import connectors, logs
+from runner.core.manifest import chosen_changelog_engine
 from runner.core.placeholders import resolved_options
 from runner.core.protocol.jobspec import JobSpec
 
@@ -183,17 +184,45 @@ def start(
         lookups = Lookups(spark, built.query.lookups, env, logs.job(manifest.name, manifest.version))
         lookups.load_first()
     try:
-        query = trigger.apply(stream).start()
+        with incremental_state(spark, sink):
+            query = trigger.apply(stream).start()
     except BaseException:
         if lookups is not None:
             lookups.release()
         raise
-    writer.bind(query)
     if sink.changes is not None:
         changelog_engine.attach(query, sink.changes)
+        if isinstance(sink.changes, incremental.IncrementalQuery):
+            sink.changes.bind(query)
+    writer.bind(query)
     if lookups is not None:
         lookups.start(query)
     return [query]
+
+
+_STARTING = threading.Lock()
+
+
+@contextlib.contextmanager
+def incremental_state(spark: SparkSession, sink: OutputSink):
+    """While a query with incremental operators starts: the state settings they need in its Spark session
+    (``jobs/changelog/incremental.py``), as the started query keeps its own copy; as they were afterwards, for
+    the session's other queries."""
+    if not isinstance(sink.changes, incremental.IncrementalQuery):
+        yield
+        return
+    with _STARTING:
+        kept = {key: spark.conf.get(key, None) for key in incremental.STATE_SETTINGS}
+        for key, value in incremental.STATE_SETTINGS.items():
+            spark.conf.set(key, value)
+        try:
+            yield
+        finally:
+            for key, value in kept.items():
+                if value is None:
+                    spark.conf.unset(key)
+                else:
+                    spark.conf.set(key, value)
 
 
 def fence_name(spec: JobSpec) -> str:
@@ -212,28 +241,30 @@ def changelog_sink(
     assert plan is not None
     target = built.target
 
-    # Views of this query's own: a session runs many queries in one Spark session, and two queries over the same
-    # table hold its rows at different micro-batches.
-    suffix = re.sub(r"[^a-zA-Z0-9]+", "_", f"{spec.manifest.name}_v{spec.manifest.version}")
-    views = [(view, f"{view}_{suffix}", table) for view, table in plan.views]
-    sql = plan.sql
-    for view, own, _table in views:
-        sql = sql.replace(f"`{view}`", f"`{own}`")
+    sql, views = stream.own_views(plan.sql, plan.views, f"{spec.manifest.name}_v{spec.manifest.version}")
 
     def compute() -> DataFrame:
         return conform(spark.sql(sql), target, file=None, field="target-table")
 
+    changelog_sources = stream.sources(plan.stream, [(own, table) for _view, own, table in views])
+    sink = change_sink(spark, target, env, spec.manifest, fence_name(spec))
+    label = logs.job(spec.manifest.name, spec.manifest.version)
+    choice = incremental.choose(spark, chosen_changelog_engine(spec.manifest), changelog_sources, compute)
+    if choice.recomputed is None:
+        assert choice.result is not None
+        changes = incremental.changes_of(
+            spark, output, changelog_sources, choice.rdd_ids, choice.result, target.primary_key
+        )
+        log.info("changelog engine: incremental (each micro-batch costs what changed)", extra=label)
+        engine = incremental.IncrementalQuery(sink, changelog_sources)
+        return OutputSink(changes, engine, "append", changes=engine)
+    log.info(f"changelog engine: recomputed every micro-batch: {choice.recomputed}", extra=label)
     for _view, own, table in views:
         stream.table_view(spark, table).createOrReplaceTempView(own)
     engine = ChangelogQuery(
-        spark,
-        stream.sources(plan.stream, [(own, table) for _view, own, table in views]),
-        compute,
-        target.primary_key,
-        compute().schema,
-        change_sink(spark, target, env, spec.manifest, fence_name(spec)),
-        spec.checkpoint,
+        spark, changelog_sources, compute, target.primary_key, compute().schema, sink, spec.checkpoint
     )
+    engine.engine = f"recomputed every micro-batch: {choice.recomputed}"
     return OutputSink(output, engine, "append", changes=engine)
 
 

@@ -153,12 +153,22 @@ def test_a_valid_changelog_project_passes(spark, project: ProjectDir, database):
     project.manifest("counts", f"name: counts\ntarget-table: counts\nsql: {COUNT}\n")
     result = CliRunner().invoke(cli, ["validate", "--project", str(project.root)])
     assert result.exit_code == 0, result.stderr
-    assert "ok  counts: reads `users`; writes `counts`" in result.stdout
+    assert "ok  counts: reads `users`; writes `counts`; incremental" in result.stdout
+    # a shape the incremental operators do not cover yet runs recomputed, and validate says why
+    ranked = "SELECT accountId, COUNT(*) AS n FROM users GROUP BY accountId ORDER BY n LIMIT 5"
+    project.manifest("counts", f"name: counts\ntarget-table: counts\nsql: {ranked}\n")
+    result = CliRunner().invoke(cli, ["validate", "--project", str(project.root)])
+    assert result.exit_code == 0, result.stderr
+    assert (
+        "ok  counts: reads `users`; writes `counts`; recomputed every micro-batch: the incremental operators do not "
+        "cover LIMIT or OFFSET yet"
+    ) in result.stdout, result.stdout
 
 
 def test_a_changed_changelog_query_is_rebuilt_and_a_reformatted_one_is_unchanged(spark, project: ProjectDir, database):
     from runner.analysis.query_diff import diff_queries
     from runner.authoring.project import load_project
+    from runner.core.querydiff import same_query
 
     postgres, table = database
     project.ddl("tables", USERS + jdbc_target(postgres.url, table))
@@ -168,8 +178,8 @@ def test_a_changed_changelog_query_is_rebuilt_and_a_reformatted_one_is_unchanged
     tables = list(loaded.catalog.tables)
     env = {"PG_PASSWORD": postgres.password}
 
-    def diff(sql: str):
-        path.write_text(f"name: counts\ntarget-table: counts\nsql: {sql}\n")
+    def diff(sql: str, *properties: str):
+        path.write_text(f"name: counts\ntarget-table: counts\nsql: {sql}\n" + "".join(properties))
         new = load_project(project.root)
         return diff_queries(spark, old, tables, new.load_manifest(path), new.catalog, env)
 
@@ -178,3 +188,11 @@ def test_a_changed_changelog_query_is_rebuilt_and_a_reformatted_one_is_unchanged
     changed = diff("SELECT accountId, COUNT(DISTINCT uid) AS n FROM users GROUP BY accountId")
     assert changed.changed and not changed.state_compatible
     assert "CHANGELOG_QUERY_CHANGED" in [r.code for r in changed.reasons]
+    # the same query on the other engine: the state the incremental operators keep is not the recomputing one's
+    engine = "sparkProperties:\n  spark.sqlrunner.changelog.engine: recompute\n"
+    switched = diff(COUNT, engine)
+    assert switched.changed and not switched.state_compatible
+    assert [r.code for r in switched.reasons] == ["CHANGELOG_ENGINE_CHANGED"]
+    assert "incremental -> recompute" in switched.reasons[0].text
+    # and the plan does not take it for the same query whose text it need not compare
+    assert not same_query(old, load_project(project.root).load_manifest(path))

@@ -67,6 +67,7 @@ def test_trailing_semicolon_is_accepted():
         (VALID.replace("SELECT a FROM `kafka`.`in`", "SELECT 1; SELECT 2"), "MANIFEST_MULTIPLE_STATEMENTS"),
         (VALID + "trigger-interval: often\n", "MANIFEST_INVALID_INTERVAL"),
         (VALID + "sparkProperties: [1, 2]\n", "MANIFEST_INVALID_FIELD_TYPE"),
+        (VALID + "sparkProperties:\n  spark.sqlrunner.changelog.engine: fast\n", "MANIFEST_INVALID_CHANGELOG_ENGINE"),
         (VALID + "sparkProperties:\n  a: {nested: 1}\n", "MANIFEST_INVALID_FIELD_TYPE"),
         (VALID.replace("description: big ones", "description: [1]"), "MANIFEST_INVALID_FIELD_TYPE"),
         (VALID + "meta:\n  query-id: x\n", "MANIFEST_RESERVED_FIELD"),

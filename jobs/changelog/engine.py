@@ -1,4 +1,6 @@
-"""A changelog query, one micro-batch at a time: apply the changes, compute the query, write the difference.
+"""A changelog query recomputed, one micro-batch at a time: apply the changes, compute the query, write the
+difference. The engine of the shapes the incremental operators do not cover (``jobs/changelog/incremental.py``),
+and of a manifest that asks for it (``spark.sqlrunner.changelog.engine: recompute``).
 
 The streaming query reads every changelog source into one stream of changes
 (``jobs/changelog/stream.py``); each micro-batch of it goes through ``ChangelogQuery``:
@@ -90,6 +92,7 @@ class ChangelogQuery:
         self.spark, self.sources, self.compute, self.key = spark, sources, compute, key
         self.result_schema, self.sink = result_schema, sink
         self.store = StateStore(spark, checkpoint)
+        self.engine = "recomputed every micro-batch"  # and why, as the job chose it (jobs/runtime.py)
         self.last: BatchOutcome | None = None
         self._outcomes: dict[int, BatchOutcome] = {}
 

@@ -17,6 +17,8 @@ A query with a shape the operators do not cover (:func:`not_covered` says which)
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -26,6 +28,7 @@ from pyspark.sql import types as T
 from jobs.change_records import DELETE, SEQ
 from jobs.changelog.engine import KIND, SOURCE, ChangelogSource, row_column
 from jobs.jvm import analysed_plan, frame_of, java_array, java_class, java_frame, java_session, java_type, jvm_of
+from runner.core.manifest import CHANGELOG_ENGINE
 
 WEIGHT = "__weight"
 ORDER = "__sql_runner_order"
@@ -74,7 +77,8 @@ def numbered(spark: SparkSession, stream: DataFrame) -> DataFrame:
 
 def weighted_rows(spark: SparkSession, changes: DataFrame, index: int, source: ChangelogSource) -> DataFrame:
     """Source ``index``'s rows as weighted rows (``[__weight, <columns>...]``) from the numbered change stream."""
-    mine = changes.where(F.col(SOURCE) == index).select(
+    mine = changes.where(F.col(SOURCE) == index)
+    mine = mine.observe(f"{CHANGES_READ}_{index}", F.count(F.lit(1)).alias("changes")).select(
         F.col(DELETE).alias("delete"),
         F.col(f"{SEQ}.place").alias("place"),
         F.col(f"{SEQ}.position").alias("position"),
@@ -83,7 +87,7 @@ def weighted_rows(spark: SparkSession, changes: DataFrame, index: int, source: C
     )
     names = source.schema.names
     key = [4 + names.index(k) for k in source.table.primary_key]
-    normaliser = java_class(jvm_of(spark), f"{ENGINE}.UpsertNormaliser")(java_type(spark, source.schema))
+    normaliser = java_class(jvm_of(spark), f"{ENGINE}.UpsertNormaliser")(java_type(spark, source.schema), index)
     output = T.StructType([T.StructField(WEIGHT, T.IntegerType(), False), *source.schema.fields])
     return transform(spark, mine, key, normaliser, output)
 
@@ -119,3 +123,127 @@ def changes_of(
         ]
     )
     return transform(spark, weighted, grouped, difference, output)
+
+
+CHANGES_READ = "sql_runner_changes_read"
+# What a query with incremental operators needs of its Spark session as it starts (a started query keeps a copy):
+# the RocksDB state store (transformWithState keeps its state nowhere else), committing a changelog of what each
+# micro-batch changed; and, for a checkpoint on this machine's disk, a LocalFileSystem RocksDB can commit through
+# (the raw one the runner's applications use otherwise makes it fail; ``sqlrunner.files.LocalFiles``).
+STATE_SETTINGS = {
+    "spark.sql.streaming.stateStore.providerClass": (
+        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+    ),
+    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+    "fs.file.impl": "sqlrunner.files.LocalFiles",
+    "fs.file.impl.disable.cache": "true",
+}
+
+
+@dataclass(frozen=True)
+class Choice:
+    """Which engine a changelog query runs on: the incremental operators (``recomputed`` None), or the query
+    recomputed every micro-batch, and why."""
+
+    recomputed: str | None
+    rdd_ids: dict[int, int] = field(default_factory=dict)  # the sources' batch views (:func:`batch_views`)
+    result: DataFrame | None = None  # the query over them
+
+
+def choose(
+    spark: SparkSession, engine: str, sources: list[ChangelogSource], compute: Callable[[], DataFrame]
+) -> Choice:
+    """The engine of a changelog query over ``sources`` (``compute()``: its result over their views) whose
+    manifest asks for ``engine`` (``runner/core/manifest.py:CHANGELOG_ENGINE``)."""
+    if engine != "incremental":
+        return Choice(f"sparkProperties sets {CHANGELOG_ENGINE}: {engine}")
+    missing = engine_missing(spark)
+    if missing is not None:
+        return Choice(missing)
+    ids = batch_views(spark, sources)
+    result = compute()
+    why = not_covered(spark, result)
+    if why is not None:
+        return Choice(f"the incremental operators do not cover {why} yet")
+    return Choice(None, ids, result)
+
+
+def engine_missing(spark: SparkSession) -> str | None:
+    """Why the runner's jar cannot run here (None: it can): an application started without it on its classpath."""
+    try:
+        java_class(jvm_of(spark), "java.lang.Class").forName(f"{ENGINE}.Planner")
+    except Exception:  # noqa: BLE001 - py4j raises the JVM's ClassNotFoundException as its own error
+        return "the runner's jar (make jars) is not on this application's classpath"
+    return None
+
+
+class IncrementalQuery:
+    """A changelog query's micro-batches through the incremental chain (:func:`changes_of`): the sink takes
+    each batch's difference, and what the batch read, wrote and holds is kept for the job's status."""
+
+    def __init__(self, sink, sources: list[ChangelogSource]):
+        self.sink, self.sources = sink, sources
+        self.engine = "incremental"
+        self.query: Any = None  # the running query (its executions hold the operators' metrics)
+        self.last: Any = None
+        self._outcomes: dict[int, Any] = {}
+
+    def bind(self, query: Any) -> None:
+        self.query = query
+
+    def outcome(self, batch_id: int):
+        """What micro-batch ``batch_id`` did, while it is among the recent ones."""
+        return self._outcomes.get(batch_id)
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        from jobs.changelog.engine import BatchOutcome
+        from jobs.jvm import java_query
+
+        # the sink may look at the difference more than once; the operators' state moves on once per batch
+        batch = batch.persist()
+        try:
+            # a new version's first micro-batch: the difference is its whole result
+            written = self.sink.write(batch, batch_id, replace=batch_id == 0)
+        finally:
+            batch.unpersist()
+        execution = java_query(self.query).lastExecution() if self.query is not None else None
+        read, held = _batch_metrics(execution, len(self.sources)) if execution is not None else ({}, {})
+        names = [source.table.name for source in self.sources]
+        outcome = BatchOutcome(
+            {names[i]: read.get(i, 0) for i in range(len(names))},
+            {names[i]: held.get(i, 0) for i in range(len(names))},
+            upserts=written.upserts if written else 0,
+            deletes=written.deletes if written else 0,
+            written=written is not None,
+        )
+        self.last = self._outcomes[batch_id] = outcome
+        for old in [b for b in self._outcomes if b < batch_id - 100]:
+            del self._outcomes[old]
+
+
+def _batch_metrics(execution: Any, count: int) -> tuple[dict[int, int], dict[int, int]]:
+    """The changes each source's micro-batch had (observed as the stream is read) and the keys each source's
+    normaliser holds after it, by source position."""
+    read: dict[int, int] = {}
+    observed = execution.observedMetrics()
+    for i in range(count):
+        if observed.contains(f"{CHANGES_READ}_{i}"):
+            read[i] = int(observed.apply(f"{CHANGES_READ}_{i}").getLong(0))
+    held: dict[int, int] = {}
+    normaliser = f"{ENGINE}.UpsertNormaliser"
+    for node in _nodes(execution.executedPlan()):
+        if node.getClass().getSimpleName() != "TransformWithStateExec":
+            continue
+        processor = node.statefulProcessor()
+        if processor.getClass().getName() == normaliser:
+            held[int(processor.source())] = int(node.metrics().apply("numTotalStateRows").value())
+    return read, held
+
+
+def _nodes(plan: Any) -> list[Any]:
+    from jobs.jvm import scala_list
+
+    found = [plan]
+    for child in scala_list(plan.children()):
+        found.extend(_nodes(child))
+    return found

@@ -9,6 +9,7 @@ one checkpoint commits them together.
 from __future__ import annotations
 
 import functools
+import re
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -65,3 +66,16 @@ def sources(stream: DataFrame, views: list[tuple[str, TableDef]]) -> list[Change
         assert isinstance(kind, T.StructType)
         found.append(ChangelogSource(view, table, kind))
     return found
+
+
+def own_views(
+    sql: str, views: tuple[tuple[str, TableDef], ...], suffix: str
+) -> tuple[str, list[tuple[str, str, TableDef]]]:
+    """The query's SQL over views of its own (``<view>_<suffix>``) and each (view, own view, table): a session
+    runs many queries in one Spark session, and two queries over the same table hold its rows at different
+    micro-batches."""
+    own = re.sub(r"[^a-zA-Z0-9]+", "_", suffix)
+    named = [(view, f"{view}_{own}", table) for view, table in views]
+    for view, mine, _table in named:
+        sql = sql.replace(f"`{view}`", f"`{mine}`")
+    return sql, named

@@ -23,7 +23,7 @@ from jobs.build import BuiltJob, build_job
 from runner.analysis.state_shape import StatefulOperator, StateShape, describe
 from runner.core.catalog import Catalog
 from runner.core.lookup import ON_CHANGE, changed_options, data_definition, is_lookup
-from runner.core.manifest import Manifest
+from runner.core.manifest import Manifest, chosen_changelog_engine
 from runner.core.querydiff import QueryDiff
 from runner.core.reasons import Reason
 from runner.core.tables import TableDef
@@ -96,12 +96,18 @@ def compare(
     )
     if target_changed:
         incompatible.append(Reason.of("TARGET_CHANGED", before=old.target_table, after=new.target_table))
+    changelog = before.query.changelog is not None or after.query.changelog is not None
+    engines = chosen_changelog_engine(old), chosen_changelog_engine(new)
+    engine_changed = changelog and engines[0] != engines[1]
+    if engine_changed:
+        incompatible.append(Reason.of("CHANGELOG_ENGINE_CHANGED", before=engines[0], after=engines[1]))
     old_state, new_state = state_of(before), state_of(after)
-    changed = not same_semantics or not same_schema or bool(changed_tables) or target_changed or bool(lookups)
-    if changed and (before.query.changelog is not None or after.query.changelog is not None):
+    query_changed = not same_semantics or not same_schema or bool(changed_tables) or target_changed or bool(lookups)
+    changed = query_changed or engine_changed
+    if query_changed and changelog:
         # Its state is the tables' rows and the last result; the result of another query is not the target's.
         incompatible.append(Reason.of("CHANGELOG_QUERY_CHANGED"))
-    elif changed:
+    elif query_changed:
         incompatible.extend(_state_changes(old_state, new_state))
     return QueryDiff(
         changed=changed,

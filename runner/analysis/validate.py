@@ -17,6 +17,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from jobs.build import BuiltJob, BuiltQuery, build_job
+from jobs.changelog import incremental, stream
 from jobs.connectors import spark_connector
 from jobs.sinks import output_mode
 from runner.analysis import streaming
@@ -26,7 +27,7 @@ from runner.authoring.project import Project, load_project
 from runner.core import placeholders
 from runner.core.catalog import Catalog
 from runner.core.errors import Problem, ProblemCollector, UserError
-from runner.core.manifest import Manifest
+from runner.core.manifest import Manifest, chosen_changelog_engine
 from runner.core.tables import TableDef
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,7 @@ class Analysed:
     target: TableDef
     built: BuiltJob = field(compare=False, repr=False)  # the plan analysed
     lookups: tuple[TableDef, ...] = ()  # joined as reference data (jobs/lookup/)
+    recomputed: str | None = None  # a changelog query the incremental operators do not run: why
 
     @property
     def tables(self) -> tuple[TableDef, ...]:
@@ -77,7 +79,7 @@ def analyse(
     streaming.check(built.output, output_mode(built.target), file=file, field=query_field, line=line)
     streams = tuple(built.query.streams().values())
     lookups = tuple(t for t in built.query.sources.values() if t not in streams)
-    analysed = Analysed(streams, built.target, built, lookups)
+    analysed = Analysed(streams, built.target, built, lookups, _recomputed(spark, manifest, built))
     problems = placeholders.job_problems(manifest.spark_properties, file, analysed.tables, env)
     if problems:
         raise UserError(problems)
@@ -85,6 +87,16 @@ def analyse(
     for table in lookups:  # e.g. a database's table has the columns declared
         spark_connector(table).check_lookup(table, env)
     return analysed
+
+
+def _recomputed(spark: SparkSession, manifest: Manifest, built: BuiltJob) -> str | None:
+    """Why a changelog query would run recomputed every micro-batch, as its job decides it (jobs/runtime.py)."""
+    plan = built.query.changelog
+    if plan is None:
+        return None
+    sql, views = stream.own_views(plan.sql, plan.views, f"{manifest.name}_validate")
+    sources = stream.sources(plan.stream, [(own, table) for _view, own, table in views])
+    return incremental.choose(spark, chosen_changelog_engine(manifest), sources, lambda: spark.sql(sql)).recomputed
 
 
 def _field_lines(path: Path) -> dict[str, int]:

@@ -39,7 +39,11 @@ def validate(
         reads = ", ".join(t.name for t in item.analysed.reads) or "no tables"
         lookups = ", ".join(t.name for t in item.analysed.lookups)
         joins = f"; looks up {lookups}" if lookups else ""
-        line(f"ok  {item.manifest.name}: reads {reads}{joins}; writes {item.analysed.target.name}")
+        changes = ""
+        if item.analysed.built.query.changelog is not None:
+            why = item.analysed.recomputed
+            changes = "; incremental" if why is None else f"; recomputed every micro-batch: {why}"
+        line(f"ok  {item.manifest.name}: reads {reads}{joins}; writes {item.analysed.target.name}{changes}")
     if not checked:
         line("ok")
 

@@ -75,6 +75,12 @@ _ENTRIES = (
         "a placeholder is ${{NAME}}, ${{ssm:/path}} or ${{secret:name}}; write $${{ for a literal ${{",
     ),
     ErrorCode(
+        "MANIFEST_INVALID_CHANGELOG_ENGINE",
+        "sparkProperties.{key} is '{value}'",
+        "'incremental' (the default: a changelog query's micro-batch costs what changed) or 'recompute' (the query "
+        "over every row held, every micro-batch)",
+    ),
+    ErrorCode(
         "MANIFEST_PLACEHOLDER_AT_LAUNCH",
         "sparkProperties.{key} is read before the job's driver runs, so it cannot hold a placeholder",
         "write its value as it is; placeholders are resolved inside the driver (set secrets in properties such as "

@@ -23,6 +23,10 @@ from runner.core.restarts import RestartStrategy
 from runner.core.sqltokens import Kind, tokenize
 
 NAME_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$"
+# How a query over changelog tables runs (jobs/changelog/): its operators on the changes only, or the query over
+# every row held, every micro-batch (kept to compare them; a query the operators do not cover is recomputed).
+CHANGELOG_ENGINE = "spark.sqlrunner.changelog.engine"
+CHANGELOG_ENGINES = ("incremental", "recompute")
 NAME_HINT = CATALOGUE["MANIFEST_INVALID_NAME"].hint
 
 
@@ -180,6 +184,9 @@ class Manifest(BaseModel):
                     name=f"sparkProperties.{key}",
                     expected="must be a string, number or boolean",
                 )
+        engine = converted.get(CHANGELOG_ENGINE)
+        if engine is not None and engine not in CHANGELOG_ENGINES:
+            raise invalid("MANIFEST_INVALID_CHANGELOG_ENGINE", key=CHANGELOG_ENGINE, value=engine)
         for key, item in converted.items():
             for reason in placeholder_syntax.check_syntax(item):
                 raise invalid("MANIFEST_INVALID_PLACEHOLDER", key=key, reason=reason)
@@ -261,6 +268,11 @@ ALLOWED_FIELDS = [
     "mode",
     "restart-strategy",
 ]
+
+
+def chosen_changelog_engine(manifest: Manifest) -> str:
+    """The engine the manifest asks its changelog query to run on (``CHANGELOG_ENGINE``)."""
+    return manifest.spark_properties.get(CHANGELOG_ENGINE, CHANGELOG_ENGINES[0])
 
 
 def single_statement(sql: str) -> str:

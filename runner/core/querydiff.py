@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
-from runner.core.manifest import Manifest
+from runner.core.manifest import Manifest, chosen_changelog_engine
 from runner.core.part import Part
 from runner.core.reasons import Reason
 from runner.core.tables import TableDef
@@ -22,8 +22,13 @@ class QueryDiff(Part):
 
 
 def same_query(old: Manifest, new: Manifest) -> bool:
-    """The two manifests hold the same query text and target table."""
-    return (old.sql, old.code, old.target_table) == (new.sql, new.code, new.target_table)
+    """The two manifests hold the same query text and target table, on the same changelog engine (what a
+    changelog query keeps in state depends on it: runner/analysis/query_diff.py)."""
+
+    def query(manifest: Manifest) -> tuple:
+        return manifest.sql, manifest.code, manifest.target_table, chosen_changelog_engine(manifest)
+
+    return query(old) == query(new)
 
 
 def same_text(old: Manifest, old_tables: Iterable[TableDef], new: Manifest, new_tables: Iterable[TableDef]) -> bool:

@@ -63,6 +63,10 @@ REASONS: dict[str, str] = {
         "a query over changelog tables changed: its state (each key's current row, the last result) is rebuilt "
         "from the tables' start, and the target's rows replaced by the new result"
     ),
+    "CHANGELOG_ENGINE_CHANGED": (
+        "the changelog engine changed ({before} -> {after}): the state one keeps is not the other's; it is rebuilt "
+        "from the tables' start"
+    ),
     "LOOKUP_OPTIONS_CHANGED": (
         "lookup table {table}: {fields} changed ({how}: a lookup table is not state, so the query restarts with its "
         "state and reloads the table as now declared)"

@@ -152,6 +152,7 @@ def job_status(store: Store, targets: Targets, team: str, name: str) -> dict[str
         "input rows/s": None if rate is None else round(rate, 1),
         "changes/s": _per_table(progress.changes_per_second, lambda rate: round(rate, 1)),
         "keys held": _per_table(progress.keys, lambda keys: keys),
+        "changelog engine": mine.changelog_engine if mine else None,
         "batch ms": progress.batch_duration_ms,
         "watermark": progress.watermark,
         "lookups": "; ".join(_lookup(lookup, at) for lookup in mine.lookups) if mine and mine.lookups else None,

@@ -171,6 +171,8 @@ class JobStatus(Document):
         return self.progress or self.previous_progress
 
     lookups: list[LookupStatus] = []  # its lookup tables' snapshots
+    # a changelog query's engine (jobs/changelog/): "incremental", or "recomputed every micro-batch: <why>"
+    changelog_engine: str | None = None
 
     @property
     def degraded(self) -> bool:

@@ -32,10 +32,21 @@ public final class UpsertNormaliser extends StatefulProcessor<Row, Row, Row> {
     static final int DELETE = 0, PLACE = 1, POSITION = 2, ORDER = 3, COLUMNS = 4;
 
     private final StructType rowSchema;
+    private final int source;
     private transient ValueState<Row> current;
 
     public UpsertNormaliser(StructType rowSchema) {
+        this(rowSchema, -1);
+    }
+
+    /** @param source which of the query's sources this is, by position (for the job's status: keys held) */
+    public UpsertNormaliser(StructType rowSchema, int source) {
         this.rowSchema = rowSchema;
+        this.source = source;
+    }
+
+    public int source() {
+        return source;
     }
 
     @Override
