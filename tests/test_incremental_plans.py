@@ -261,14 +261,14 @@ def test_every_covered_shape_leaves_its_target_as_the_batch_answer_after_every_m
     queries = start()
     changed = 0
     try:
-        for batch in range(6):
+        for batch in range(5):
             if batch == 3:  # a restart: every operator's state comes back from the checkpoint
                 for query in queries:
                     query.stop()
                 queries = start()
             # the first micro-batch has no user: the aggregate without GROUP BY has its row all the same
-            sizes = [0, 6, 3] if batch == 0 else [300, 10, 4]
-            records = micro_batch(rng, batch, current, positions=batch % 3 != 2, sizes=sizes)
+            sizes = [0, 6, 3] if batch == 0 else [400, 12, 4]
+            records = micro_batch(rng, batch, current, positions=batch != 2, sizes=sizes)
             changed += len(records)
             (folder / f"{batch:03}.json").write_text("".join(json.dumps(r) + "\n" for r in records))
             for query in queries:
@@ -291,3 +291,35 @@ def test_each_shape_the_operators_do_not_cover_is_named(spark: SparkSession, sql
     batch_views(spark, sources())
     reason = not_covered(spark, spark.sql(sql))
     assert reason is not None and NOT_COVERED[sql] in reason, reason
+
+
+def test_a_key_the_query_gives_two_rows_for_fails_the_micro_batch_before_the_target_sees_it(
+    rocksdb: SparkSession, tmp_path: Path
+):
+    from pyspark.errors import StreamingQueryException
+
+    spark = rocksdb
+    folder = tmp_path / "changes"
+    folder.mkdir()
+    target = Target(("account",))
+    ids = batch_views(spark, sources())
+    result = spark.sql("SELECT account, name FROM users")  # a user's row per account: the key is not the query's
+    difference = changes_of(
+        spark, spark.readStream.schema(stream_schema()).json(str(folder)), sources(), ids, result, ("account",)
+    )
+    query = difference.writeStream.foreachBatch(target).option("checkpointLocation", str(tmp_path / "c")).start()
+    try:
+        records = [
+            {SOURCE: 0, DELETE: False, SEQ: {"place": "0", "position": n}, row_column(0): row}
+            for n, row in enumerate(
+                [{"id": 1, "account": "a", "name": "ann"}, {"id": 2, "account": "a", "name": "bob"}]
+            )
+        ]
+        (folder / "000.json").write_text("".join(json.dumps(r) + "\n" for r in records))
+        with pytest.raises(
+            StreamingQueryException, match=r"gives 2 rows for one value of the target's PRIMARY KEY \(account\)"
+        ):
+            query.processAllAvailable()
+        assert target.contents() == [], "nothing of the failed micro-batch was written"
+    finally:
+        query.stop()

@@ -15,9 +15,9 @@ import org.apache.spark.sql.streaming.StatefulProcessor;
 import org.apache.spark.sql.streaming.TTLConfig;
 import org.apache.spark.sql.streaming.TimeMode;
 import org.apache.spark.sql.streaming.TimerValues;
+import org.apache.spark.sql.streaming.ValueState;
 import org.apache.spark.sql.types.StructType;
 
-import scala.Tuple2;
 import scala.jdk.javaapi.CollectionConverters;
 
 /**
@@ -36,7 +36,8 @@ public final class KeyedDifference extends StatefulProcessor<Row, Row, Row> {
     private final StructType rowSchema;
     private final String key; // the key's columns, for messages; null: the target has none
 
-    private transient MapState<Row, Long> rows;
+    private transient MapState<Row, Long> rows; // a target without key: each row with how many times it is there
+    private transient ValueState<Row> row; // a keyed target: the key's one row (more fails the micro-batch)
 
     /** @param key the target's PRIMARY KEY columns, comma separated (null: none, grouped by every column) */
     public KeyedDifference(StructType rowSchema, String key) {
@@ -46,19 +47,23 @@ public final class KeyedDifference extends StatefulProcessor<Row, Row, Row> {
 
     @Override
     public void init(OutputMode outputMode, TimeMode timeMode) {
-        rows = getHandle().getMapState("rows", Encoders.row(rowSchema), Encoders.LONG(), TTLConfig.NONE());
+        if (key == null) {
+            rows = getHandle().getMapState("rows", Encoders.row(rowSchema), Encoders.LONG(), TTLConfig.NONE());
+        } else {
+            row = getHandle().getValueState("row", Encoders.row(rowSchema), TTLConfig.NONE());
+        }
     }
 
     @Override
     public scala.collection.Iterator<Row> handleInputRows(Row group, scala.collection.Iterator<Row> input, TimerValues timers) {
         Map<Row, Long> delta = new HashMap<>();
         while (input.hasNext()) {
-            Row row = input.next();
-            Object[] values = new Object[row.size() - 1];
+            Row change = input.next();
+            Object[] values = new Object[change.size() - 1];
             for (int i = 0; i < values.length; i++) {
-                values[i] = row.get(i + 1);
+                values[i] = change.get(i + 1);
             }
-            delta.merge(RowFactory.create(values), (long) row.getInt(0), Long::sum);
+            delta.merge(RowFactory.create(values), (long) change.getInt(0), Long::sum);
         }
         List<Row> out = new ArrayList<>();
         if (key == null) {
@@ -75,17 +80,23 @@ public final class KeyedDifference extends StatefulProcessor<Row, Row, Row> {
             }
             return CollectionConverters.asScala(out.iterator());
         }
-        Row before = only(held());
-        for (Map.Entry<Row, Long> change : delta.entrySet()) {
-            store(change.getKey(), count(change.getKey()) + change.getValue());
+        Row before = row.exists() ? row.get() : null;
+        Map<Row, Long> after = new HashMap<>(delta);
+        if (before != null) {
+            after.merge(before, 1L, Long::sum);
         }
-        Row after = only(held());
-        if (before == null && after != null) {
-            out.add(RowFactory.create("insert", null, after));
-        } else if (before != null && after == null) {
+        Row now = only(after);
+        if (now == null) {
+            row.clear();
+        } else if (!now.equals(before)) {
+            row.update(now);
+        }
+        if (before == null && now != null) {
+            out.add(RowFactory.create("insert", null, now));
+        } else if (before != null && now == null) {
             out.add(RowFactory.create("delete", before, null));
-        } else if (before != null && !Objects.equals(before, after)) {
-            out.add(RowFactory.create("update", before, after));
+        } else if (before != null && !Objects.equals(before, now)) {
+            out.add(RowFactory.create("update", before, now));
         }
         return CollectionConverters.asScala(out.iterator());
     }
@@ -105,26 +116,26 @@ public final class KeyedDifference extends StatefulProcessor<Row, Row, Row> {
         }
     }
 
-    private List<Tuple2<Row, Long>> held() {
-        List<Tuple2<Row, Long>> found = new ArrayList<>();
-        scala.collection.Iterator<Tuple2<Row, Long>> entries = rows.iterator();
-        while (entries.hasNext()) {
-            found.add(entries.next());
-        }
-        return found;
-    }
-
-    /** The key's one row (null: none); more than one fails the micro-batch. */
-    private Row only(List<Tuple2<Row, Long>> held) {
+    /** The key's one row after a micro-batch (null: none); a row taken away more than it was there, or more than one
+     * row, fails the micro-batch. */
+    private Row only(Map<Row, Long> counts) {
         long total = 0;
-        for (Tuple2<Row, Long> entry : held) {
-            total += entry._2();
+        Row found = null;
+        for (Map.Entry<Row, Long> entry : counts.entrySet()) {
+            if (entry.getValue() < 0) {
+                throw new IllegalStateException(
+                        "the incremental query retracted a row of its result it never gave: " + entry.getKey());
+            }
+            if (entry.getValue() > 0) {
+                total += entry.getValue();
+                found = entry.getKey();
+            }
         }
         if (total > 1) {
             throw new IllegalStateException("the query gives " + total + " rows for one value of the target's PRIMARY KEY ("
                     + key + "); a keyed target holds one row per key: group by the key, or declare the key the query's "
                     + "rows have");
         }
-        return held.isEmpty() ? null : held.get(0)._1();
+        return found;
     }
 }
