@@ -1,27 +1,33 @@
-"""Changes per second through a changelog query into PostgreSQL, beside a hand-written PySpark job.
+"""Changes per second through a changelog query into PostgreSQL, on both engines and beside a hand-written job.
 
-    .venv/bin/python bench/changelog.py [--keys 1000000] [--changes 200000] [--rounds 3]
+    .venv/bin/python bench/changelog.py [--keys 1000000] [--changes 200000] [--rounds 3] [--flat-keys 100000]
 
 The query is the user count per account, ``SELECT accountId, COUNT(*) FROM users GROUP BY accountId``,
 over a debezium-json table of ``--keys`` users in ``--keys / 10`` accounts, into a keyed PostgreSQL table.
-Both sides are long-running jobs (``bench/steady.py``) fed the same files: a warm-up tranche inserts every
+Every side is a long-running job (``bench/steady.py``) fed the same files: a warm-up tranche inserts every
 user, then each round hands over ``--changes`` changes (updates that move a user to another account,
 deletes, inserts of users deleted before), mixed at random. A side's figure is the round's changes over its
 micro-batches' time.
 
-- ours: ``sql-runner run`` of the manifest (``jobs/changelog/``: each user's row kept in the checkpoint,
-  the query recomputed over them every micro-batch, the difference written in one transaction with the
-  batch id);
+- incremental: ``sql-runner run`` of the manifest, on the incremental operators (``jobs/changelog/
+  incremental.py``: each user's row and each account's count kept in RocksDB state, a micro-batch touching
+  the users and accounts its changes touch), the difference written in one transaction with the batch id;
+- recomputed: the same manifest with ``spark.sqlrunner.changelog.engine: recompute`` (each user's row kept
+  as Parquet in the checkpoint, the query recomputed over all of them every micro-batch);
 - by hand: what an engineer would write with Spark and PostgreSQL alone: ``foreachBatch`` takes each
   user's last change, and in one transaction (with the same batch-id fence) stages them with ``COPY``,
   finds the accounts touched, applies the changes to a ``users`` table in PostgreSQL (indexed by account)
   and recounts those accounts into the target (``MERGE``-like upsert and delete). Its state is in the
   database.
 
+Flat cost: the incremental side's micro-batch of 1,000 changes with ``--keys`` users held, against the same
+with ``--flat-keys`` held (a second incremental job, started once the rounds are over), three tranches each.
+
 Memory per million keys: each side's processes' resident memory at the end of the rounds (the JVM, its
-Python driver and workers), and the state each keeps on disk (ours: the users' Parquet in the checkpoint;
-by hand: the ``users`` table and its index), both divided by the millions of keys. At the end both targets
-are compared with the counts the changes leave; a difference fails the benchmark.
+Python driver and workers), and the state each keeps on disk (incremental: its RocksDB state in the
+checkpoint; recomputed: the users' Parquet in the checkpoint; by hand: the ``users`` table and its index),
+all divided by the millions of keys. At the end every target is compared with the counts the changes
+leave; a difference fails the benchmark.
 """
 
 from __future__ import annotations
@@ -149,14 +155,15 @@ def tranche(folder: Path, name: str, lines: list[str]) -> steady.Tranche:
     return steady.Tranche({"users": files}, {"users": len(lines)})
 
 
-def ours(folder: Path, server: PostgresServer) -> steady.Side:
-    project = folder / "ours"
+def ours(folder: Path, server: PostgresServer, name: str, engine: str, table: str) -> steady.Side:
+    """``sql-runner run`` of the count on ``engine`` into PostgreSQL's ``table``."""
+    project = folder / name
     (project / "manifests" / "tables").mkdir(parents=True)
     (project / "manifests" / "tables" / "tables.sql").write_text(
         f"CREATE TABLE users (uid STRING, accountId STRING, PRIMARY KEY (uid) NOT ENFORCED) WITH ("
         f"'connector' = 'filesystem', 'path' = '{project / 'in'}', 'format' = 'debezium-json');\n"
         f"CREATE TABLE counts (accountId STRING, users BIGINT{METADATA}, PRIMARY KEY (accountId) NOT ENFORCED) "
-        f"WITH ('connector' = 'jdbc', 'url' = '{server.url}', 'table-name' = 'ours_counts', "
+        f"WITH ('connector' = 'jdbc', 'url' = '{server.url}', 'table-name' = '{table}', "
         "'username' = 'runner', 'password' = '${PG_PASSWORD}');\n"
     )
     (project / "manifests" / "job-template.yaml").write_text((ROOT / "manifests" / "job-template.yaml").read_text())
@@ -164,8 +171,9 @@ def ours(folder: Path, server: PostgresServer) -> steady.Side:
         "name: q\ndescription: bench query\ntarget-table: counts\n"
         "sql: SELECT accountId, COUNT(*) AS users FROM users GROUP BY accountId\n"
         f"trigger-interval: {TRIGGER}\nsparkProperties:\n  spark.driver.memory: 2g\n"
+        f"  spark.sqlrunner.changelog.engine: {engine}\n"
     )
-    return steady.runner_job("ours", project, "q", {"users": project / "in"}, env={"PG_PASSWORD": server.password})
+    return steady.runner_job(name, project, "q", {"users": project / "in"}, env={"PG_PASSWORD": server.password})
 
 
 def by_hand(folder: Path, server: PostgresServer) -> steady.Side:
@@ -186,8 +194,35 @@ def resident_mb(side: steady.Side) -> float:
     return total / 1024
 
 
-def folder_mb(path: Path) -> float:
-    return sum(p.stat().st_size for p in path.rglob("*.parquet")) / (1 << 20)
+def folder_mb(path: Path, pattern: str = "*") -> float:
+    return sum(p.stat().st_size for p in path.rglob(pattern) if p.is_file()) / (1 << 20)
+
+
+def flat_cost(
+    folder: Path, server: PostgresServer, big: steady.Side, big_users: Users, keys: int, timeout: float
+) -> list[tuple[float, float]]:
+    """Seconds of the incremental side's micro-batches of 1,000 changes with ``keys`` users held (a new job), and
+    with ``big``'s held (``big_users``' changes), three tranches each, one after the other: (few held, many held)."""
+    server.execute(f"CREATE TABLE flat_counts (accountid TEXT PRIMARY KEY, users BIGINT, {PG_METADATA})")
+    small, few = ours(folder, server, "flat", "incremental", "flat_counts"), Users(keys, seed=13)
+    pairs = []
+    try:
+        steady.launch([small], tranche(folder / "tranches", "flat-load", few.insert_all()), timeout)
+        for number in range(3):
+            changes = tranche(folder / "tranches", f"flat{number}", few.changes(1000))
+            held_few = steady.feed(small, changes, timeout)
+            held_many = steady.feed(big, tranche(folder / "tranches", f"big{number}", big_users.changes(1000)), timeout)
+            pairs.append((held_few, held_many))
+            print(f"1,000 changes: {held_few:.2f} s with {keys:,} keys held, {held_many:.2f} s with more", flush=True)
+    finally:
+        small.stop()
+    return pairs
+
+
+def compare(server: PostgresServer, table: str, column: str, users: Users) -> None:
+    found = server.execute(f"SELECT {column}, users FROM {table} ORDER BY {column}")
+    if sorted(found) != sorted(users.counts().items()):
+        raise steady.BenchError(f"{table} differs from the counts the changes leave")
 
 
 def main() -> int:
@@ -195,12 +230,14 @@ def main() -> int:
     parser.add_argument("--keys", type=int, default=1_000_000)
     parser.add_argument("--changes", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--timeout", type=float, default=900)
+    parser.add_argument("--flat-keys", type=int, default=100_000)
+    parser.add_argument("--timeout", type=float, default=1800)
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="bench-changelog-"))
     server = PostgresServer().start()
     try:
-        server.execute(f"CREATE TABLE ours_counts (accountid TEXT PRIMARY KEY, users BIGINT, {PG_METADATA})")
+        for table in ("incremental_counts", "recomputed_counts"):
+            server.execute(f"CREATE TABLE {table} (accountid TEXT PRIMARY KEY, users BIGINT, {PG_METADATA})")
         server.execute(f"CREATE TABLE by_hand_counts (account TEXT PRIMARY KEY, users BIGINT, {PG_METADATA})")
         server.execute("CREATE TABLE users (uid TEXT PRIMARY KEY, account TEXT)")
         server.execute("CREATE INDEX users_by_account ON users (account)")
@@ -209,38 +246,76 @@ def main() -> int:
         print(f"generating {args.keys:,} users and {args.rounds} rounds of {args.changes:,} changes", flush=True)
         warm_up = tranche(folder / "tranches", "load", users.insert_all())
         rounds = [tranche(folder / "tranches", f"round{r}", users.changes(args.changes)) for r in range(args.rounds)]
-        sides = [ours(folder, server), by_hand(folder, server)]
+        incremental = ours(folder, server, "incremental", "incremental", "incremental_counts")
+        recomputed = ours(folder, server, "recomputed", "recompute", "recomputed_counts")
+        hand = by_hand(folder, server)
+        sides = [incremental, recomputed, hand]
         records: list[results.Record] = []
         try:
             steady.launch(sides, warm_up, args.timeout, timed=False)
-            measured: list[tuple[float, float]] = []
+            measured: list[dict[str, float]] = []
             for number, changes in enumerate(rounds):
                 order = sides if number % 2 == 0 else list(reversed(sides))
                 took = {side.name: steady.feed(side, changes, args.timeout) for side in order}
-                pair = (args.changes / took["ours"], args.changes / took["by hand"])
-                measured.append(pair)
-                print(
-                    f"round {number + 1}: ours {pair[0]:,.0f} changes/s, by hand {pair[1]:,.0f} changes/s", flush=True
-                )
+                rates = {name: args.changes / seconds for name, seconds in took.items()}
+                measured.append(rates)
+                shown = ", ".join(f"{n} {r:,.0f} changes/s" for n, r in rates.items())
+                print(f"round {number + 1}: {shown}", flush=True)
             millions = args.keys / 1_000_000
-            memory = (resident_mb(sides[0]) / millions, resident_mb(sides[1]) / millions)
+            memory = {side.name: resident_mb(side) / millions for side in sides}
+            compare(server, "incremental_counts", "accountid", users)
+            compare(server, "recomputed_counts", "accountid", users)
+            compare(server, "by_hand_counts", "account", users)
+            flat = flat_cost(folder, server, incremental, users, args.flat_keys, args.timeout)
+            compare(server, "incremental_counts", "accountid", users)
         finally:
             steady.stop_all(sides)
-        expected = sorted(users.counts().items())
-        for table, column in (("ours_counts", "accountid"), ("by_hand_counts", "account")):
-            found = server.execute(f"SELECT {column}, users FROM {table} ORDER BY {column}")
-            if sorted(found) != expected:
-                raise steady.BenchError(f"{table} differs from the counts the changes leave")
-        state = folder / "ours" / ".sql-runner" / "checkpoints"
-        ours_disk = max((folder_mb(p) for p in state.glob("**/changelog/b*/t0")), default=0.0)
+        checkpoints = {name: folder / name / ".sql-runner" / "checkpoints" for name in ("incremental", "recomputed")}
+        incremental_disk = max((folder_mb(p) for p in checkpoints["incremental"].glob("**/state")), default=0.0)
+        recomputed_disk = max(
+            (folder_mb(p, "*.parquet") for p in checkpoints["recomputed"].glob("**/changelog/b*/t0")), default=0.0
+        )
         by_hand_disk = server.execute("SELECT pg_total_relation_size('users')")[0][0] / (1 << 20)
         label = f"{args.keys:,} keys, {args.changes:,} mixed changes a round"
+        name = "changelog COUNT GROUP BY into PostgreSQL"
         records = [
-            results.record(f"changelog COUNT GROUP BY into PostgreSQL, {label}", measured, "changes/s"),
-            results.record("changelog: resident memory per million keys", [memory], "MiB", higher_is_better=False),
             results.record(
-                "changelog: state on disk per million keys",
-                [(ours_disk / millions, by_hand_disk / millions)],
+                f"{name}, incremental against by hand, {label}",
+                [(r["incremental"], r["by hand"]) for r in measured],
+                "changes/s",
+            ),
+            results.record(
+                f"{name}, incremental against recomputed, {label}",
+                [(r["incremental"], r["recomputed"]) for r in measured],
+                "changes/s",
+            ),
+            results.record(
+                f"changelog: a micro-batch of 1,000 changes, {args.flat_keys:,} keys held against {args.keys:,}",
+                flat,
+                "s",
+                higher_is_better=False,
+            ),
+            results.record(
+                "changelog: resident memory per million keys, incremental against by hand",
+                [(memory["incremental"], memory["by hand"])],
+                "MiB",
+                higher_is_better=False,
+            ),
+            results.record(
+                "changelog: resident memory per million keys, incremental against recomputed",
+                [(memory["incremental"], memory["recomputed"])],
+                "MiB",
+                higher_is_better=False,
+            ),
+            results.record(
+                "changelog: state on disk per million keys, incremental against by hand",
+                [(incremental_disk / millions, by_hand_disk / millions)],
+                "MiB",
+                higher_is_better=False,
+            ),
+            results.record(
+                "changelog: state on disk per million keys, incremental against recomputed",
+                [(incremental_disk / millions, recomputed_disk / millions)],
                 "MiB",
                 higher_is_better=False,
             ),
