@@ -73,6 +73,7 @@ _REFUSALS = (
     "STREAMING_STATEFUL_OPERATOR_MISSING_STATE_DIRECTORY",
     "StateSchemaNotCompatible",
     "sources in the checkpoint offsets and now there are",
+    "CHANGELOG_ENGINE_OF_CHECKPOINT",  # jobs/changelog/incremental.py: the checkpoint is the other engine's
 )
 
 

@@ -249,7 +249,8 @@ def changelog_sink(
     changelog_sources = stream.sources(plan.stream, [(own, table) for _view, own, table in views])
     sink = change_sink(spark, target, env, spec.manifest, fence_name(spec))
     label = logs.job(spec.manifest.name, spec.manifest.version)
-    choice = incremental.choose(spark, chosen_changelog_engine(spec.manifest), changelog_sources, compute)
+    engine_asked = chosen_changelog_engine(spec.manifest)
+    choice = incremental.choose_for(spark, engine_asked, changelog_sources, compute, spec.checkpoint)
     if choice.recomputed is None:
         assert choice.result is not None
         changes = incremental.changes_of(

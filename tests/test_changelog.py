@@ -67,6 +67,49 @@ def test_count_by_account_follows_updates_and_deletes(spark, project: ProjectDir
     assert target.read() == [("100", 2), ("101", 1)]
 
 
+@pytest.mark.postgres
+def test_a_checkpoint_stays_on_the_engine_that_made_it_and_one_of_the_incremental_engine_is_never_recomputed(
+    spark, project: ProjectDir, request, tmp_path
+):
+    """Restoring a checkpoint on the other engine would lose the target's rows (the recomputing engine would
+    start from empty tables and replace the target with one micro-batch's changes): the incremental engine's
+    checkpoint is refused, as Spark refuses state it cannot serve (the next deploy starts a new version), and a
+    recomputing engine's checkpoint (one made before the engine was recorded, too) stays on it."""
+    from jobs.changelog import incremental
+    from jobs.control import refused_restore
+
+    target = Target("jdbc", request)
+    user_count_project(project, target)
+    users = project.root / "data" / "users"
+    manifest = project.root / "manifests" / "user-count.yaml"
+    recompute = "sparkProperties:\n  spark.sqlrunner.changelog.engine: recompute\n"
+    debezium(users, "001", [{"op": "c", "after": user("100-1", "100")}])
+
+    incremental_state = tmp_path / "incremental"
+    run_changelog(spark, project, "user-count", incremental_state, target.env)
+    checkpoint = str(incremental_state / "checkpoint")
+    assert incremental.checkpoint_engine(spark, checkpoint) == "incremental"
+    manifest.write_text(manifest.read_text() + recompute)
+    debezium(users, "002", [{"op": "c", "after": user("101-1", "101")}])
+    with pytest.raises(RuntimeError, match="CHANGELOG_ENGINE_OF_CHECKPOINT") as refused:
+        run_changelog(spark, project, "user-count", incremental_state, target.env)
+    assert "the checkpoint holds the incremental engine's state" in refused_restore(refused.value)
+    assert target.read() == [("100", 1)], "the target is left as the incremental engine left it"
+
+    # another job (a database's batch fence is per job) made by the recomputing engine
+    recounted = project.root / "manifests" / "recounted.yaml"
+    recounted.write_text(manifest.read_text().replace("name: user-count", "name: recounted"))
+    recomputed_state = tmp_path / "recomputed"
+    run_changelog(spark, project, "recounted", recomputed_state, target.env)
+    assert incremental.checkpoint_engine(spark, str(recomputed_state / "checkpoint")) == "recompute"
+    assert target.read() == [("100", 1), ("101", 1)], "a new checkpoint's first micro-batch replaces the target"
+    recounted.write_text(recounted.read_text().replace(recompute, ""))  # incremental asked again, same version
+    (recomputed_state / "checkpoint" / incremental.ENGINE_FILE).unlink()  # as a checkpoint made before it was said
+    debezium(users, "003", [{"op": "d", "before": user("100-1", "100")}])
+    run_changelog(spark, project, "recounted", recomputed_state, target.env)
+    assert target.read() == [("101", 1)], "the recomputing engine went on from its own state"
+
+
 def upserts(folder: Path, name: str, rows: list[dict]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{name}.json").write_text("".join(json.dumps(r) + "\n" for r in rows))

@@ -69,6 +69,7 @@ SHAPES = {
         ("region",),
     ),
     "having": ("SELECT account, COUNT(*) AS n FROM users GROUP BY account HAVING COUNT(*) > 2", ("account",)),
+    "group by a double": ("SELECT score, COUNT(*) AS n FROM users GROUP BY score", ("score",)),  # -0.0 is 0.0
     "full join": (
         """SELECT a.id AS account, a.tier, r.id AS region, r.label
            FROM accounts a FULL JOIN regions r ON a.region = r.id""",
@@ -97,6 +98,7 @@ NOT_COVERED = {
     "SELECT id FROM users WHERE account IN (SELECT id FROM accounts)": "a LEFT SEMI join (IN, NOT IN or EXISTS",
     "SELECT account, COUNT(DISTINCT name), COUNT(DISTINCT id) FROM users GROUP BY account": "several COUNT(DISTINCT",
     "SELECT id, rand() AS r FROM users": "a nondeterministic expression",
+    "SELECT id, CAST(name AS BINARY) AS b FROM users": "a result with a BINARY column (b)",
 }
 
 
@@ -120,7 +122,7 @@ def row_of(index: int, rng: random.Random, key) -> dict:
             "id": key,
             "account": rng.choice(["a", "b", "c", "x", None]),
             "name": rng.choice(["ann", "bob", "cy", "dee", None]),
-            "score": rng.choice([round(rng.uniform(-2, 4), 3), 1.5, None]),
+            "score": rng.choice([round(rng.uniform(-2, 4), 3), 1.5, None, 0.0, -0.0]),
             "amount": rng.choice([None, f"{rng.randrange(-500, 90000) / 100:.2f}"]),
         }
     if index == 1:

@@ -27,6 +27,7 @@ from pyspark.sql import types as T
 
 from jobs.change_records import DELETE, SEQ
 from jobs.changelog.engine import KIND, SOURCE, ChangelogSource, row_column
+from jobs.filesink import HadoopFiles
 from jobs.jvm import analysed_plan, frame_of, java_array, java_class, java_frame, java_session, java_type, jvm_of
 from runner.core.manifest import CHANGELOG_ENGINE
 
@@ -150,6 +151,50 @@ class Choice:
     result: DataFrame | None = None  # the query over them
 
 
+ENGINE_FILE = "sql-runner-changelog-engine"  # in the checkpoint (and so in its savepoints): the engine that made it
+REFUSAL = "CHANGELOG_ENGINE_OF_CHECKPOINT"  # a refused restore (jobs/control.py): the next plan starts a new version
+
+
+def checkpoint_engine(spark: SparkSession, checkpoint: str) -> str | None:
+    """The engine whose state ``checkpoint`` holds (None: a new checkpoint). One that committed micro-batches
+    without saying is the recomputing engine's: the only one before the engine was recorded."""
+    files = HadoopFiles(spark)
+    recorded = files.read_text(f"{checkpoint.rstrip('/')}/{ENGINE_FILE}")
+    if recorded is not None:
+        return recorded.strip()
+    return "recompute" if files.has_entries(f"{checkpoint.rstrip('/')}/commits") else None
+
+
+def record_engine(spark: SparkSession, checkpoint: str, engine: str) -> None:
+    HadoopFiles(spark).create(f"{checkpoint.rstrip('/')}/{ENGINE_FILE}", engine + "\n", overwrite=True)
+
+
+def choose_for(
+    spark: SparkSession,
+    engine: str,
+    sources: list[ChangelogSource],
+    compute: Callable[[], DataFrame],
+    checkpoint: str,
+) -> Choice:
+    """:func:`choose`, for a run from ``checkpoint``: a checkpoint stays on the engine that made it (the state
+    one keeps is not the other's). The recomputing engine's runs on as it is; the incremental engine's, when
+    this run could not run it (its jar missing, a shape its operators no longer cover, a manifest asking
+    for recompute in the same version), is refused: restoring it on the other engine would lose the target's
+    rows, so the next deploy starts a new version with clean state."""
+    made = checkpoint_engine(spark, checkpoint)
+    if made == "recompute":
+        return Choice("its checkpoint holds the recomputing engine's state, which it keeps until a new version")
+    chosen = choose(spark, engine, sources, compute)
+    if made == "incremental" and chosen.recomputed is not None:
+        raise RuntimeError(
+            f"{REFUSAL}: the checkpoint holds the incremental engine's state, and this run would be recomputed "
+            f"({chosen.recomputed})"
+        )
+    if made is None:
+        record_engine(spark, checkpoint, "incremental" if chosen.recomputed is None else "recompute")
+    return chosen
+
+
 def choose(
     spark: SparkSession, engine: str, sources: list[ChangelogSource], compute: Callable[[], DataFrame]
 ) -> Choice:
@@ -199,9 +244,11 @@ class IncrementalQuery:
         from jobs.changelog.engine import BatchOutcome
         from jobs.jvm import java_query
 
-        # the sink may look at the difference more than once; the operators' state moves on once per batch
+        # the sink may look at the difference more than once; the operators' state moves on once per batch. All
+        # of it is computed before the sink writes any: a key given two rows fails the batch with nothing written
         batch = batch.persist()
         try:
+            batch.count()
             # a new version's first micro-batch: the difference is its whole result
             written = self.sink.write(batch, batch_id, replace=batch_id == 0)
         finally:

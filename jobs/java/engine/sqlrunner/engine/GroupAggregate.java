@@ -4,7 +4,9 @@ import java.math.BigDecimal;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 
 import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
@@ -105,16 +107,28 @@ public final class GroupAggregate extends StatefulProcessor<Row, Row, Row> {
                         DataTypes.createStructField("ninf" + index, DataTypes.LongType, false)
                     };
                 }
-                DataType sum = type instanceof DecimalType
-                        ? DataTypes.createDecimalType(38, ((DecimalType) type).scale())
-                        : DataTypes.LongType;
-                return new StructField[] {DataTypes.createStructField(a, sum, true), count};
+                return new StructField[] {DataTypes.createStructField(a, sumType(kind, type), true), count};
             case "min":
             case "max":
                 return new StructField[] {DataTypes.createStructField(a, type, true), count};
             default:
                 throw new IllegalArgumentException("no incremental aggregate " + kind);
         }
+    }
+
+    /**
+     * The type a sum is kept in: a decimal's at its scale and the most digits; an integer SUM's as a long (overflow
+     * fails, as in ANSI SQL); an integer AVG's exactly, as a decimal (Spark's own AVG sums doubles: it never
+     * overflows); a floating point one's as a double.
+     */
+    static DataType sumType(String kind, DataType type) {
+        if (type instanceof DecimalType) {
+            return DataTypes.createDecimalType(38, ((DecimalType) type).scale());
+        }
+        if (floating(type)) {
+            return DataTypes.DoubleType;
+        }
+        return kind.equals("avg") ? DataTypes.createDecimalType(38, 0) : DataTypes.LongType;
     }
 
     /** The output rows' schema, after their weight: the grouping columns, then every aggregate's slots. */
@@ -155,15 +169,21 @@ public final class GroupAggregate extends StatefulProcessor<Row, Row, Row> {
         Object[] acc = accumulators.exists() ? toArray(accumulators.get()) : empty();
         Object[] before = acc.clone();
         boolean existed = accumulators.exists(); // a group's state is kept while it has rows, a global one's always
+        // The batch's rows netted first (a row a join gave and took back in the same batch is no change), then
+        // the additions before the retractions: no value is taken away before it was added, whatever order the
+        // exchange delivered them in. Rows of weight 0 change nothing (a global aggregate's ticks).
+        Map<Row, Long> netted = new LinkedHashMap<>();
         while (rows.hasNext()) {
             Row row = rows.next();
-            int weight = row.getInt(0);
-            acc[0] = Math.addExact((Long) acc[0], (long) weight);
-            for (int i = 0; i < kinds.length; i++) {
-                if (!kinds[i].equals("count_rows")) {
-                    add(acc, i, row.isNullAt(inputs[i]) ? null : row.get(inputs[i]), weight);
-                } else {
-                    acc[offsets[i] + 1] = Math.addExact((Long) acc[offsets[i] + 1], (long) weight);
+            Object[] values = toArray(row);
+            values[0] = 0;
+            netted.merge(RowFactory.create(values), (long) row.getInt(0), Long::sum);
+        }
+        for (boolean adding : new boolean[] {true, false}) {
+            for (Map.Entry<Row, Long> entry : netted.entrySet()) {
+                long weight = entry.getValue();
+                if (adding ? weight > 0 : weight < 0) {
+                    apply(acc, entry.getKey(), weight);
                 }
             }
         }
@@ -189,6 +209,17 @@ public final class GroupAggregate extends StatefulProcessor<Row, Row, Row> {
             out.add(Weighted.of(1, output(key, acc)));
         }
         return CollectionConverters.asScala(out.iterator());
+    }
+
+    private void apply(Object[] acc, Row row, long weight) {
+        acc[0] = Math.addExact((Long) acc[0], weight);
+        for (int i = 0; i < kinds.length; i++) {
+            if (kinds[i].equals("count_rows")) {
+                acc[offsets[i] + 1] = Math.addExact((Long) acc[offsets[i] + 1], weight);
+            } else {
+                add(acc, i, row.isNullAt(inputs[i]) ? null : row.get(inputs[i]), weight);
+            }
+        }
     }
 
     private Object[] empty() {
@@ -227,12 +258,12 @@ public final class GroupAggregate extends StatefulProcessor<Row, Row, Row> {
         return out;
     }
 
-    private void add(Object[] acc, int i, Object value, int weight) {
+    private void add(Object[] acc, int i, Object value, long weight) {
         if (value == null) {
             return; // SQL's aggregates skip NULL
         }
         int at = offsets[i];
-        acc[at + 1] = Math.addExact((Long) acc[at + 1], (long) weight);
+        acc[at + 1] = Math.addExact((Long) acc[at + 1], weight);
         if ((Long) acc[at + 1] == 0 && (kinds[i].equals("sum") || kinds[i].equals("avg"))) {
             Object[] none = empty();
             System.arraycopy(none, at, acc, at, floating(types[i]) ? 5 : 2); // no rounding left over
@@ -243,7 +274,7 @@ public final class GroupAggregate extends StatefulProcessor<Row, Row, Row> {
                 return;
             case "sum":
             case "avg":
-                addToSum(acc, at, value, weight, types[i]);
+                addToSum(acc, at, value, weight, sumType(kinds[i], types[i]));
                 return;
             case "min":
             case "max":
@@ -255,10 +286,11 @@ public final class GroupAggregate extends StatefulProcessor<Row, Row, Row> {
         }
     }
 
-    private static void addToSum(Object[] acc, int at, Object value, int weight, DataType type) {
+    private static void addToSum(Object[] acc, int at, Object value, long weight, DataType type) {
         if (type instanceof DecimalType) {
             BigDecimal sum = acc[at] == null ? BigDecimal.ZERO : (BigDecimal) acc[at];
-            acc[at] = sum.add(((BigDecimal) value).multiply(BigDecimal.valueOf(weight)));
+            BigDecimal exact = value instanceof BigDecimal ? (BigDecimal) value : BigDecimal.valueOf(((Number) value).longValue());
+            acc[at] = sum.add(exact.multiply(BigDecimal.valueOf(weight)));
         } else if (floating(type)) {
             double v = ((Number) value).doubleValue();
             if (Double.isNaN(v)) {
@@ -272,11 +304,11 @@ public final class GroupAggregate extends StatefulProcessor<Row, Row, Row> {
             }
         } else {
             long sum = acc[at] == null ? 0L : (Long) acc[at];
-            acc[at] = Math.addExact(sum, Math.multiplyExact(((Number) value).longValue(), (long) weight));
+            acc[at] = Math.addExact(sum, Math.multiplyExact(((Number) value).longValue(), weight));
         }
     }
 
-    private void addToValues(Object[] acc, int i, int at, Object value, int weight) {
+    private void addToValues(Object[] acc, int i, int at, Object value, long weight) {
         MapState<Row, Long> kept = values.get(i);
         Row entry = RowFactory.create(value);
         long before = kept.containsKey(entry) ? kept.getValue(entry) : 0L;

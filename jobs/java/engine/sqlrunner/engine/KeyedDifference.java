@@ -21,14 +21,15 @@ import org.apache.spark.sql.types.StructType;
 import scala.jdk.javaapi.CollectionConverters;
 
 /**
- * The query's changes as its target takes them: the rows of each value of the target's PRIMARY KEY kept (each with how
- * many times the query gives it), so that a micro-batch's weighted rows become an insert, an update or a delete of the
- * key, or nothing when the key's row is as it was. A target without key is grouped by all its columns: a row the query
- * gives more (fewer) times than before is inserted (deleted) that many times.
+ * The query's changes as its target takes them: each value of the target's PRIMARY KEY keeps its one row, so that a
+ * micro-batch's weighted rows become an insert, an update or a delete of the key, or nothing when the key's row is as
+ * it was. A target without key is grouped by all its columns and keeps each row with how many times the query gives
+ * it: a row given more (fewer) times than before is inserted (deleted) that many times.
  *
  * <p>Input rows: {@code [weight int, <the target's columns>...]}, grouped by the key. Output rows: {@code [kind string
  * (insert, update, delete), before struct, after struct]}. A key the query gives more than one row for fails the
- * micro-batch before anything is written, as a keyed target holds one row per key.
+ * micro-batch (the job computes the whole difference before its sink writes any), as a keyed target holds one row
+ * per key.
  */
 public final class KeyedDifference extends StatefulProcessor<Row, Row, Row> {
     private static final long serialVersionUID = 1L;

@@ -57,7 +57,6 @@ import org.apache.spark.sql.execution.LogicalRDD;
 import org.apache.spark.sql.streaming.OutputMode;
 import org.apache.spark.sql.streaming.TimeMode;
 import org.apache.spark.sql.types.ArrayType;
-import org.apache.spark.sql.types.BinaryType$;
 import org.apache.spark.sql.types.BooleanType$;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
@@ -143,6 +142,11 @@ public final class Planner {
         for (Expression expression : allExpressions(analyzed)) {
             if (expression.find(e -> e instanceof CurrentTimestampLike).isDefined()) {
                 return "the current date or time (current_timestamp(), now(), current_date())";
+            }
+        }
+        for (Attribute column : CollectionConverters.asJava(optimized.output())) {
+            if (containsBinary(column.dataType())) { // the target's rows are compared by value in Java
+                return "a result with a BINARY column (" + column.name() + ")";
             }
         }
         return check(optimized);
@@ -410,7 +414,7 @@ public final class Planner {
         for (int i = 0; i < groupings.size(); i++) {
             NamedExpression grouping = groupings.get(i);
             Expression value = grouping instanceof Alias ? ((Alias) grouping).child() : (Expression) grouping;
-            prepared.add(alias(value, "__g" + i));
+            prepared.add(alias(normalised(value), "__g" + i));
         }
         String[] kinds = new String[aggregates.size()];
         int[] inputs = new int[aggregates.size()];
@@ -424,7 +428,7 @@ public final class Planner {
             Expression input = aggregates.get(j).aggregateFunction().children().head();
             inputs[j] = prepared.size();
             types[j] = input.dataType();
-            prepared.add(alias(input, "__in" + j));
+            prepared.add(alias(kinds[j].equals("count_distinct") ? normalised(input) : input, "__in" + j));
         }
         boolean global = groupings.isEmpty();
         Literal one = Literal.create(0, DataTypes.IntegerType);
@@ -589,14 +593,15 @@ public final class Planner {
         list.add(alias(side == 0 ? values : Literal.create(null, leftSchema), "__l"));
         list.add(alias(side == 1 ? values : Literal.create(null, rightSchema), "__r"));
         for (int i = 0; i < keys.size(); i++) {
-            Expression key = keys.get(i);
-            DataType type = key.dataType();
-            if (type == DoubleType$.MODULE$ || type == FloatType$.MODULE$) {
-                key = new NormalizeNaNAndZero(key); // -0.0 joins 0.0 and NaN joins NaN, as Spark's joins do
-            }
-            list.add(alias(key, "__k" + i));
+            list.add(alias(normalised(keys.get(i)), "__k" + i));
         }
         return new Project(seq(list), out.plan);
+    }
+
+    /** A FLOAT or DOUBLE value as Spark groups and joins by it: -0.0 as 0.0, every NaN as one. */
+    private static Expression normalised(Expression value) {
+        DataType type = value.dataType();
+        return type == DoubleType$.MODULE$ || type == FloatType$.MODULE$ ? new NormalizeNaNAndZero(value) : value;
     }
 
     private static Expression struct(scala.collection.immutable.Seq<Attribute> columns) {
