@@ -196,45 +196,25 @@ def spark():
     session.stop()
 
 
-# What a query with its state in RocksDB on this machine's disk needs: a LocalFileSystem to commit through
-# (sqlrunner.files.LocalFiles), set on the test process's Spark for these tests only (it reads and writes file:
-# paths through the raw local file system, and caches it).
-ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-LOCAL_FILES = {"fs.file.impl": "sqlrunner.files.LocalFiles", "fs.file.impl.disable.cache": "true"}
-STATE = {
-    "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
-    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
-    "spark.sql.shuffle.partitions": "1",
-}
-
-
 @pytest.fixture
 def rocksdb(spark):
-    """The test process's Spark set up for queries with their state in RocksDB, as the incremental operators
-    of changelog queries keep it (``jobs/java/engine/``); as it was after the test."""
-    from jobs.jvm import hadoop_configuration
+    """The test process's Spark set up, as a job's is while its changelog query starts, for queries that keep
+    their state in RocksDB (the incremental operators, ``jobs/java/engine/``); as it was after the test."""
+    from jobs.changelog.incremental import STATE_SETTINGS
     from runner.core import jars
 
     assert jars.engine_jar().is_file(), "make jars builds the runner's jar"
-    hadoop = hadoop_configuration(spark)
-    kept = {key: hadoop.get(key) for key in LOCAL_FILES}
-    for key, value in LOCAL_FILES.items():
-        hadoop.set(key, value)
-    # one state store per operator, committing a changelog of what the batch changed rather than a snapshot
-    settings = {key: spark.conf.get(key, None) for key in STATE}
-    for key, value in STATE.items():
+    # one state store per partition and operator, and few of them
+    settings = {**STATE_SETTINGS, "spark.sql.shuffle.partitions": "1"}
+    kept = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
         spark.conf.set(key, value)
     yield spark
-    for key, value in settings.items():
+    for key, value in kept.items():
         if value is None:
             spark.conf.unset(key)
         else:
             spark.conf.set(key, value)
-    for key, value in kept.items():
-        if value is None:
-            hadoop.unset(key)
-        else:
-            hadoop.set(key, value)
 
 
 class ProjectDir:

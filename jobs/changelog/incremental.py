@@ -26,14 +26,25 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from jobs.change_records import DELETE, SEQ
-from jobs.changelog.engine import KIND, SOURCE, ChangelogSource, row_column
+from jobs.changelog.engine import KIND, ORDER, SOURCE, BatchOutcome, ChangelogSource, row_column
 from jobs.filesink import HadoopFiles
-from jobs.jvm import analysed_plan, frame_of, java_array, java_class, java_frame, java_session, java_type, jvm_of
+from jobs.jvm import (
+    analysed_plan,
+    frame_of,
+    java_array,
+    java_class,
+    java_frame,
+    java_query,
+    java_session,
+    java_type,
+    jvm_of,
+    scala_list,
+)
 from runner.core.manifest import CHANGELOG_ENGINE
 
 WEIGHT = "__weight"
-ORDER = "__sql_runner_order"
 ENGINE = "sqlrunner.engine"
+CHANGES_READ = "sql_runner_changes_read"  # observed per source: f"{CHANGES_READ}_<position>"
 
 
 def batch_views(spark: SparkSession, sources: list[ChangelogSource]) -> dict[int, int]:
@@ -126,7 +137,6 @@ def changes_of(
     return transform(spark, weighted, grouped, difference, output)
 
 
-CHANGES_READ = "sql_runner_changes_read"
 # What a query with incremental operators needs of its Spark session as it starts (a started query keeps a copy):
 # the RocksDB state store (transformWithState keeps its state nowhere else), committing a changelog of what each
 # micro-batch changed; and, for a checkpoint on this machine's disk, a LocalFileSystem RocksDB can commit through
@@ -241,9 +251,6 @@ class IncrementalQuery:
         return self._outcomes.get(batch_id)
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        from jobs.changelog.engine import BatchOutcome
-        from jobs.jvm import java_query
-
         # the sink may look at the difference more than once; the operators' state moves on once per batch. All
         # of it is computed before the sink writes any: a key given two rows fails the batch with nothing written
         batch = batch.persist()
@@ -288,8 +295,6 @@ def _batch_metrics(execution: Any, count: int) -> tuple[dict[int, int], dict[int
 
 
 def _nodes(plan: Any) -> list[Any]:
-    from jobs.jvm import scala_list
-
     found = [plan]
     for child in scala_list(plan.children()):
         found.extend(_nodes(child))
