@@ -27,6 +27,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from prometheus_client.parser import text_string_to_metric_families
 
 from runner.core.bucket import LocalBucket
@@ -327,9 +328,12 @@ def preview_rows_arrive(page, url: str) -> None:
     page.goto(f"{url}/preview")
     page.fill("#editor", "SELECT id, amount FROM `demo`.`events` WHERE amount > 1")
     page.fill("#limit", "40")
-    page.fill("#timeout", "20")
+    page.fill("#timeout", "90")  # it ends at 40 rows; a loaded machine may take long to start it
     page.click("#run")
-    page.wait_for_function("document.querySelectorAll('#rows tbody tr').length > 0", timeout=60_000)
+    try:
+        page.wait_for_function("document.querySelectorAll('#rows tbody tr').length > 0", timeout=100_000)
+    except PlaywrightTimeout:
+        raise AssertionError(f"no preview rows: {page.inner_text('#preview-state')}") from None
     assert re.search(r"\d+ rows? (so far|in)", page.inner_text("#preview-state"))
     page.wait_for_function("document.querySelectorAll('#rows tbody tr').length >= 40", timeout=60_000)
     assert page.locator("#rows thead th").all_inner_texts() == ["id", "amount"]
