@@ -271,23 +271,28 @@ class Writer:
         table = qualified(self.db)
         names = ", ".join(quote_identifier(c) for c in self.columns)
         self._staging(conn, "sql_runner_changes", kind=True)
-        deletes = upserts = 0
+        deletes = upserts = null_keys = 0
+        places = [1 + self.columns.index(k) for k in self.key]
         with conn.cursor().copy(f"COPY sql_runner_changes (__sql_runner_kind, {names}) FROM STDIN") as copy:
             for change in changes:
                 copy.write_row(change)
+                null_keys += any(change[i] is None for i in places)
                 if change[0] == "delete":
                     deletes += 1
                 else:
                     upserts += 1
+        deleted = f"DELETE FROM {table} t USING sql_runner_changes d WHERE"
         if replace:
             conn.execute(f"DELETE FROM {table}")
-        elif deletes:
-            match = " AND ".join(
-                f"t.{quote_identifier(k)} IS NOT DISTINCT FROM d.{quote_identifier(k)}" for k in self.key
-            )
-            conn.execute(
-                f"DELETE FROM {table} t USING sql_runner_changes d WHERE d.__sql_runner_kind = 'delete' AND {match}"
-            )
+        elif deletes:  # by equality, which the key's index serves
+            equal = " AND ".join(f"t.{k} = d.{k}" for k in map(quote_identifier, self.key))
+            conn.execute(f"{deleted} d.__sql_runner_kind = 'delete' AND {equal}")
+        if null_keys and not replace:
+            # A key with a NULL part (a UNIQUE constraint takes one): no conflict on it, so its row is removed by
+            # IS NOT DISTINCT FROM (no index serves that: only for such changes) and an upsert inserts it again
+            nulls = " OR ".join(f"d.{quote_identifier(k)} IS NULL" for k in self.key)
+            match = " AND ".join(f"t.{k} IS NOT DISTINCT FROM d.{k}" for k in map(quote_identifier, self.key))
+            conn.execute(f"{deleted} ({nulls}) AND {match}")
         if upserts:
             self._upsert(conn, "sql_runner_changes", "__sql_runner_kind <> 'delete'")
         return upserts, deletes
