@@ -58,6 +58,7 @@ class ChangelogPlan:
     sql: str  # the query's SQL over the tables' views
     stream: DataFrame  # jobs/changelog/stream.py:changes
     views: tuple[tuple[str, TableDef], ...]  # (view, table), in the stream's source order
+    frames: tuple[DataFrame, ...] = ()  # each source's own changes (stream.rows), in the same order
 
 
 @dataclass
@@ -220,7 +221,7 @@ class _Sources:
             )
         views = tuple(bound.tables.items())
         frames = [self.changes(table) for _, table in views]
-        return ChangelogPlan(bound.text, stream.changes(frames), views)
+        return ChangelogPlan(bound.text, stream.changes(frames), views, tuple(frames))
 
     def bind_sql(self, sql: str, where: Location) -> BoundSql:
         bound = bind(self.spark, sql, self.catalog, where)

@@ -17,6 +17,7 @@ A query with a shape the operators do not cover (:func:`not_covered` says which)
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,7 +27,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from jobs.change_records import DELETE, SEQ
-from jobs.changelog.engine import KIND, ORDER, SOURCE, BatchOutcome, ChangelogSource, row_column
+from jobs.changelog.engine import KIND, ORDER, BatchOutcome, ChangelogSource
 from jobs.filesink import HadoopFiles
 from jobs.jvm import (
     analysed_plan,
@@ -87,15 +88,19 @@ def numbered(spark: SparkSession, stream: DataFrame) -> DataFrame:
     return frame_of(java_frame(stream).mapPartitions(java_class(jvm, f"{ENGINE}.Numbered")(), encoder), spark)
 
 
-def weighted_rows(spark: SparkSession, changes: DataFrame, index: int, source: ChangelogSource) -> DataFrame:
-    """Source ``index``'s rows as weighted rows (``[__weight, <columns>...]``) from the numbered change stream."""
-    mine = changes.where(F.col(SOURCE) == index)
-    mine = mine.observe(f"{CHANGES_READ}_{index}", F.count(F.lit(1)).alias("changes")).select(
+def weighted_rows(spark: SparkSession, frame: DataFrame, index: int, source: ChangelogSource) -> DataFrame:
+    """Source ``index``'s changes (``frame``: its own stream, ``jobs/changelog/stream.py:rows``) as weighted rows
+    (``[__weight, <columns>...]``). Each source's branch reads only its own stream: picking a source's records
+    out of the stream of all of them would read and parse every source's records in every branch (the
+    filter that would pick them cannot pass the taps under it, whose conditions are not deterministic)."""
+    columns = [F.col(f"`{name}`") for name in source.schema.names]
+    mine = numbered(spark, frame).observe(f"{CHANGES_READ}_{index}", F.count(F.lit(1)).alias("changes"))
+    mine = mine.select(
         F.col(DELETE).alias("delete"),
         F.col(f"{SEQ}.place").alias("place"),
         F.col(f"{SEQ}.position").alias("position"),
         F.col(ORDER).alias("order"),
-        F.col(f"{row_column(index)}.*"),
+        *columns,
     )
     names = source.schema.names
     key = [4 + names.index(k) for k in source.table.primary_key]
@@ -106,7 +111,7 @@ def weighted_rows(spark: SparkSession, changes: DataFrame, index: int, source: C
 
 def changes_of(
     spark: SparkSession,
-    stream: DataFrame,
+    frames: tuple[DataFrame, ...],
     sources: list[ChangelogSource],
     rdd_ids: dict[int, int],
     result: DataFrame,
@@ -115,11 +120,12 @@ def changes_of(
     """The query's changes as its target takes them (KIND, ``before``, ``after``), one streaming DataFrame:
     ``result`` is the query over :func:`batch_views` (every shape of it covered), ``key`` the target's."""
     jvm = jvm_of(spark)
-    changes = numbered(spark, stream)
     planner = java_class(jvm, f"{ENGINE}.Planner")(java_session(spark))
     for index, source in enumerate(sources):
-        planner.source(rdd_ids[index], java_frame(weighted_rows(spark, changes, index, source)))
-    planner.ticks(java_frame(changes.select(F.lit(0).alias(WEIGHT))))
+        planner.source(rdd_ids[index], java_frame(weighted_rows(spark, frames[index], index, source)))
+    # an aggregate without GROUP BY: a tick per change read, of every source (read again for them)
+    ticks = [frame.select(F.lit(0).alias(WEIGHT)) for frame in frames]
+    planner.ticks(java_frame(functools.reduce(DataFrame.unionByName, ticks)))
     weighted = frame_of(planner.plan(java_frame(result).queryExecution().optimizedPlan()), spark)
     columns = T.StructType(weighted.schema.fields[1:])
     names = columns.names
