@@ -144,15 +144,21 @@ class Users:
         return found
 
 
-def tranche(folder: Path, name: str, lines: list[str]) -> steady.Tranche:
+def table_files(folder: Path, name: str, lines: list[str]) -> list[Path]:
+    """``lines`` in ``FILES`` files named ``<name>-<part>.json`` in ``folder``, in order: a key's last change is
+    in the last file by name, on its last line."""
     folder.mkdir(parents=True, exist_ok=True)
     files = []
     size = -(-len(lines) // FILES)
-    for part in range(FILES):  # in order: a key's last change is in the last file by name, on its last line
+    for part in range(FILES):
         path = folder / f"{name}-{part}.json"
         path.write_text("\n".join(lines[part * size : (part + 1) * size]) + "\n")
         files.append(path)
-    return steady.Tranche({"users": files}, {"users": len(lines)})
+    return files
+
+
+def tranche(folder: Path, name: str, lines: list[str]) -> steady.Tranche:
+    return steady.Tranche({"users": table_files(folder, name, lines)}, {"users": len(lines)})
 
 
 def ours(folder: Path, server: PostgresServer, name: str, engine: str, table: str) -> steady.Side:
