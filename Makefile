@@ -89,7 +89,7 @@ test: jars postgres chromium node-python $(CHECKOV_STAMP)
 # Benchmarks, side by side, each with its own rounds (never part of `make test`); bench/results/latest.json.
 bench: jars postgres
 	@began=$$(date +%s); \
-	for bench in plan metadata overhead nexmark kafka changelog lookup startup; do \
+	for bench in plan metadata overhead nexmark kafka changelog changelog_join lookup startup; do \
 		start=$$(date +%s); \
 		$(BIN)/python bench/$$bench.py || exit 1; \
 		echo "bench/$$bench.py took $$(( $$(date +%s) - start )) s"; \
