@@ -329,7 +329,8 @@ def main() -> int:
     finally:
         server.stop()
         shutil.rmtree(folder, ignore_errors=True)
-    path = results.write("changelog", records)
+    # a run at another size than make bench's is kept beside it
+    path = results.write("changelog" if args.keys == 1_000_000 else f"changelog-{args.keys}", records)
     print(f"\n{results.table(records)}\nwritten to {path}")
     return 0
 

@@ -287,7 +287,7 @@ def main() -> int:
     finally:
         server.stop()
         shutil.rmtree(folder, ignore_errors=True)
-    path = results.write("changelog-join", records)
+    path = results.write("changelog-join" if args.keys == 1_000_000 else f"changelog-join-{args.keys}", records)
     print(f"\n{results.table(records)}\nwritten to {path}")
     return 0
 
