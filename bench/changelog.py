@@ -225,6 +225,32 @@ def flat_cost(
     return pairs
 
 
+def measure(sides: list[steady.Side], rounds: list[steady.Tranche], changes: int, timeout: float) -> list[dict]:
+    """Each round handed to every side in turn (the side that goes first alternates): per round, each side's
+    changes per second."""
+    measured: list[dict[str, float]] = []
+    for number, tranche_ in enumerate(rounds):
+        order = sides if number % 2 == 0 else list(reversed(sides))
+        took = {side.name: steady.feed(side, tranche_, timeout) for side in order}
+        rates = {name: changes / seconds for name, seconds in took.items()}
+        measured.append(rates)
+        shown = ", ".join(f"{n} {r:,.0f} changes/s" for n, r in rates.items())
+        print(f"round {number + 1}: {shown}", flush=True)
+    return measured
+
+
+def engine_records(name: str, label: str, measured: list[dict]) -> list[results.Record]:
+    """The incremental side's changes/s against the hand-written job's and against the recomputing engine's."""
+    return [
+        results.record(
+            f"{name}, incremental against {other}, {label}",
+            [(r["incremental"], r[other]) for r in measured],
+            "changes/s",
+        )
+        for other in ("by hand", "recomputed")
+    ]
+
+
 def compare(server: PostgresServer, table: str, column: str, users: Users) -> None:
     found = server.execute(f"SELECT {column}, users FROM {table} ORDER BY {column}")
     if sorted(found) != sorted(users.counts().items()):
@@ -259,14 +285,7 @@ def main() -> int:
         records: list[results.Record] = []
         try:
             steady.launch(sides, warm_up, args.timeout, timed=False)
-            measured: list[dict[str, float]] = []
-            for number, changes in enumerate(rounds):
-                order = sides if number % 2 == 0 else list(reversed(sides))
-                took = {side.name: steady.feed(side, changes, args.timeout) for side in order}
-                rates = {name: args.changes / seconds for name, seconds in took.items()}
-                measured.append(rates)
-                shown = ", ".join(f"{n} {r:,.0f} changes/s" for n, r in rates.items())
-                print(f"round {number + 1}: {shown}", flush=True)
+            measured = measure(sides, rounds, args.changes, args.timeout)
             millions = args.keys / 1_000_000
             memory = {side.name: resident_mb(side) / millions for side in sides}
             compare(server, "incremental_counts", "accountid", users)
@@ -285,16 +304,7 @@ def main() -> int:
         label = f"{args.keys:,} keys, {args.changes:,} mixed changes a round"
         name = "changelog COUNT GROUP BY into PostgreSQL"
         records = [
-            results.record(
-                f"{name}, incremental against by hand, {label}",
-                [(r["incremental"], r["by hand"]) for r in measured],
-                "changes/s",
-            ),
-            results.record(
-                f"{name}, incremental against recomputed, {label}",
-                [(r["incremental"], r["recomputed"]) for r in measured],
-                "changes/s",
-            ),
+            *engine_records(name, label, measured),
             results.record(
                 f"changelog: a micro-batch of 1,000 changes, {args.flat_keys:,} keys held against {args.keys:,}",
                 flat,

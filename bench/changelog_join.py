@@ -42,8 +42,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import results, steady  # noqa: E402
-from bench.changelog import PG_METADATA, TRIGGER, resident_mb, table_files  # noqa: E402
-from bench.overhead import METADATA, PRINT_PROGRESS, hand_written_submit  # noqa: E402
+from bench.changelog import PG_METADATA, TRIGGER, engine_records, measure, resident_mb, table_files  # noqa: E402
+from bench.overhead import METADATA, PRINT_PROGRESS, postgres_job  # noqa: E402
 from demo.postgres_server import PostgresServer  # noqa: E402
 
 TABLES = ("users", "color", "cheese")
@@ -192,29 +192,7 @@ def ours(folder: Path, server: PostgresServer, name: str, engine: str, table: st
 
 
 def by_hand(folder: Path, server: PostgresServer) -> steady.Side:
-    here = folder / "by-hand"
-    here.mkdir(parents=True)
-    (here / "handwritten.py").write_text(HANDWRITTEN)
-    checkpoint = here / "checkpoint"
-    args = [
-        *hand_written_submit(str(checkpoint)),
-        "--driver-memory",
-        "2g",
-        str(here / "handwritten.py"),
-        str(here / "in"),
-        str(checkpoint),
-        TRIGGER,
-        str(server.port),
-    ]
-    return steady.Side(
-        "by hand",
-        args,
-        here,
-        {table: here / "in" / table for table in TABLES},
-        lambda: checkpoint if (checkpoint / "commits").exists() else None,
-        steady.printed_progress,
-        env={"PG_PASSWORD": server.password},
-    )
+    return postgres_job(folder, HANDWRITTEN, TABLES, TRIGGER, server)
 
 
 def compare(server: PostgresServer, table: str, tables: Tables) -> None:
@@ -250,14 +228,7 @@ def main() -> int:
         sides = [incremental, recomputed, hand]
         try:
             steady.launch(sides, warm_up, args.timeout, timed=False)
-            measured: list[dict[str, float]] = []
-            for number, changes in enumerate(rounds):
-                order = sides if number % 2 == 0 else list(reversed(sides))
-                took = {side.name: steady.feed(side, changes, args.timeout) for side in order}
-                rates = {name: args.changes / seconds for name, seconds in took.items()}
-                measured.append(rates)
-                shown = ", ".join(f"{n} {r:,.0f} changes/s" for n, r in rates.items())
-                print(f"round {number + 1}: {shown}", flush=True)
+            measured = measure(sides, rounds, args.changes, args.timeout)
             millions = args.keys / 1_000_000
             memory = {side.name: resident_mb(side) / millions for side in sides}
             for table in ("incremental_joined", "recomputed_joined", "by_hand_joined"):
@@ -267,16 +238,7 @@ def main() -> int:
         label = f"{args.keys:,} keys a table, {args.changes:,} mixed changes a round"
         name = "changelog three-table LEFT JOIN into PostgreSQL"
         records = [
-            results.record(
-                f"{name}, incremental against by hand, {label}",
-                [(r["incremental"], r["by hand"]) for r in measured],
-                "changes/s",
-            ),
-            results.record(
-                f"{name}, incremental against recomputed, {label}",
-                [(r["incremental"], r["recomputed"]) for r in measured],
-                "changes/s",
-            ),
+            *engine_records(name, label, measured),
             results.record(
                 f"changelog LEFT JOIN: resident memory per million keys a table, incremental against by hand, {label}",
                 [(memory["incremental"], memory["by hand"])],

@@ -289,10 +289,11 @@ def hand_written_submit(checkpoint: str) -> list[str]:
     ]
 
 
-def postgres_job(folder: Path, script: str, table: str, trigger: str, server: Any) -> steady.Side:
+def postgres_job(folder: Path, script: str, table: str | tuple[str, ...], trigger: str, server: Any) -> steady.Side:
     """A hand-written job over PostgreSQL (``server``, a ``demo/postgres_server.py`` server): ``script`` run by
-    spark-submit with 2 GiB of driver memory, reading ``folder/by-hand/in`` as ``table``'s folder, given its
-    checkpoint, the trigger and the server's port; its password in the environment only."""
+    spark-submit with 2 GiB of driver memory, reading ``folder/by-hand/in`` as ``table``'s folder (several
+    tables: each one's folder in it, by name), given its checkpoint, the trigger and the server's port; its
+    password in the environment only."""
     here = folder / "by-hand"
     here.mkdir(parents=True)
     (here / "handwritten.py").write_text(script)
@@ -311,7 +312,7 @@ def postgres_job(folder: Path, script: str, table: str, trigger: str, server: An
         "by hand",
         args,
         here,
-        {table: here / "in"},
+        {table: here / "in"} if isinstance(table, str) else {name: here / "in" / name for name in table},
         lambda: checkpoint if (checkpoint / "commits").exists() else None,
         steady.printed_progress,
         env={"PG_PASSWORD": server.password},
