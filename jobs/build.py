@@ -58,7 +58,7 @@ class ChangelogPlan:
     sql: str  # the query's SQL over the tables' views
     stream: DataFrame  # jobs/changelog/stream.py:changes
     views: tuple[tuple[str, TableDef], ...]  # (view, table), in the stream's source order
-    frames: tuple[DataFrame, ...] = ()  # each source's own changes (stream.rows), in the same order
+    frames: tuple[DataFrame, ...]  # each source's own changes (stream.rows), in the same order
 
 
 @dataclass

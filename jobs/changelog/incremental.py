@@ -93,16 +93,15 @@ def weighted_rows(spark: SparkSession, frame: DataFrame, index: int, source: Cha
     (``[__weight, <columns>...]``). Each source's branch reads only its own stream: picking a source's records
     out of the stream of all of them would read and parse every source's records in every branch (the
     filter that would pick them cannot pass the taps under it, whose conditions are not deterministic)."""
-    columns = [F.col(f"`{name}`") for name in source.schema.names]
+    names = source.schema.names
     mine = numbered(spark, frame).observe(f"{CHANGES_READ}_{index}", F.count(F.lit(1)).alias("changes"))
     mine = mine.select(
         F.col(DELETE).alias("delete"),
         F.col(f"{SEQ}.place").alias("place"),
         F.col(f"{SEQ}.position").alias("position"),
         F.col(ORDER).alias("order"),
-        *columns,
+        *[F.col(f"`{name}`") for name in names],
     )
-    names = source.schema.names
     key = [4 + names.index(k) for k in source.table.primary_key]
     normaliser = java_class(jvm_of(spark), f"{ENGINE}.UpsertNormaliser")(java_type(spark, source.schema), index)
     output = T.StructType([T.StructField(WEIGHT, T.IntegerType(), False), *source.schema.fields])
