@@ -10,7 +10,9 @@ target uses, the way Hadoop's ResourceManager does:
   when none);
 - ``GET /ws/v1/cluster/apps/<id>/appattempts``: one attempt;
 - ``PUT /ws/v1/cluster/apps/<id>/state`` with ``{"state": "KILLED"}``: 202 and the app
-  becomes KILLED; 404 for an unknown application.
+  becomes KILLED; 404 for an unknown application;
+- while ``unavailable`` is above 0, each GET is answered 503 with a ``RemoteException`` message (and counts it
+  down), as a busy ResourceManager may answer.
 
 ``fake_spark_submit(path, rm_url)`` writes an executable that stands in for
 ``spark-submit --master yarn --deploy-mode cluster``: it records its argument list and
@@ -38,6 +40,8 @@ class FakeResourceManager:
         self.kills: list[str] = []
         self.submissions: list[list[str]] = []
         self.fail_kills = False
+        self.unavailable = 0  # the next GETs answered 503
+        self.gets = 0  # every GET answered, refused or not
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -92,6 +96,14 @@ class FakeResourceManager:
                 return json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
 
             def do_GET(self) -> None:
+                with rm._lock:
+                    busy = rm.unavailable > 0
+                    rm.unavailable -= busy
+                    rm.gets += 1
+                if busy:
+                    busy = {"exception": "ConcurrentModificationException", "message": "attempts changed,\n try again"}
+                    self._reply(503, {"RemoteException": busy})
+                    return
                 url = urllib.parse.urlparse(self.path)
                 parts = url.path.strip("/").split("/")
                 if parts[:4] == ["ws", "v1", "cluster", "apps"] and parts[5:] == ["appattempts"]:

@@ -1,11 +1,11 @@
 """The yarn target through the real CLI, against a FAKE ResourceManager and a FAKE spark-submit, for what the
 real one (tests/test_yarn_cluster.py and the other yarn tests) cannot show: a kill the ResourceManager refuses,
 a submission failing in a way the test chooses, decoy applications set up at will, and a ResourceManager that
-does not answer at all.
+does not answer at all or answers 503.
 
 Bad inputs tried: a spark-submit that fails, an unreachable ResourceManager, a kill the
-ResourceManager refuses; decoy applications with a neighbouring name, another team, the
-same name without our tags, and a finished one.
+ResourceManager refuses, a ResourceManager answering 503 for a while and for ever, a 404; decoy
+applications with a neighbouring name, another team, the same name without our tags, and a finished one.
 """
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 
 from runner.core.bucket import LocalBucket
+from runner.core.errors import UserError
 from runner.state.records import read_deployed
+from runner.targets.yarn import YarnTarget
 from tests.clihelpers import cli, status
 from tests.conftest import ProjectDir
 from tests.fake_yarn import FakeResourceManager, fake_spark_submit
@@ -128,3 +130,34 @@ def test_an_unreachable_resource_manager_stops_the_deploy_before_anything_change
     assert "check --resource-manager" in result.stderr, "it names the setting"
     record, _ = read_deployed(LocalBucket(demo_project.root / ".sql-runner" / "manifests"), "high-value")
     assert record is None, "nothing deployed"
+
+
+def test_a_busy_resource_manager_is_asked_again_and_one_that_stays_busy_or_refuses_is_a_clear_error(
+    demo_project: ProjectDir, tmp_path: Path
+):
+    with FakeResourceManager() as rm:
+        options = ["--target", "yarn", "--resource-manager", rm.url, "--team", "analytics"]
+        submit = fake_spark_submit(tmp_path / "spark-submit", rm.url)
+        cli(demo_project, "deploy", *options, "--spark-submit", str(submit))
+        [app] = rm.apps
+
+        # three answers of 503, as a loaded ResourceManager gives: status waits them out and reads the job
+        rm.unavailable = 3
+        assert status(demo_project, "high-value", *options)["job"] == app
+        assert rm.unavailable == 0, "each 503 was asked again"
+
+        # a ResourceManager that stays busy: the error names the request and quotes the ResourceManager
+        target = YarnTarget(rm.url, LocalBucket(tmp_path / "records"), retry_for=1.0)
+        rm.unavailable, before = 10_000, rm.gets
+        with pytest.raises(UserError) as busy:
+            target.find("analytics", "high-value")
+        said = "HTTP 503 to GET /ws/v1/cluster/apps: ConcurrentModificationException: attempts changed, try again"
+        assert said in str(busy.value)
+        assert 2 <= rm.gets - before < 10, "asked again with growing pauses, within its second"
+
+        # an answer that is no "try again" is not asked again
+        rm.unavailable, before = 0, rm.gets
+        with pytest.raises(UserError) as missing:
+            target.attempts("application_1_0404")
+        assert "HTTP 404 to GET /ws/v1/cluster/apps/application_1_0404/appattempts" in str(missing.value)
+        assert rm.gets - before == 1

@@ -396,7 +396,7 @@ _ENTRIES = (
         "spark-submit succeeded but no active application is tagged {tags}",
         "check that spark.yarn.tags reaches YARN and the application was accepted",
     ),
-    ErrorCode("RESOURCE_MANAGER_ERROR", "ResourceManager {url} answered HTTP {status} to {request}"),
+    ErrorCode("RESOURCE_MANAGER_ERROR", "ResourceManager {url} answered HTTP {status} to {request}{said}"),
     ErrorCode(
         "RESOURCE_MANAGER_UNREACHABLE",
         "cannot reach the ResourceManager at {url}{purpose}: {reason}",

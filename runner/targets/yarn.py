@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -28,6 +29,8 @@ ENDED_STATES = "FINISHED,FAILED,KILLED"
 # The most application attempts a job asks YARN for; the team's EMR cluster allows this many
 # (yarn.resourcemanager.am.max-attempts, infra/stack.py), YARN's own default is 2.
 YARN_MAX_ATTEMPTS = 10
+# The ResourceManager's answers that mean "not now, ask again": retried for a while before they are an error.
+RETRIED_STATUSES = frozenset({502, 503, 504})
 
 
 _CAUSE = re.compile(r"^(Exception in thread \S+ |Caused by: )?[\w.$]+(Exception|Error)\b:?")
@@ -90,14 +93,31 @@ def refusal(status: int, output: str) -> UserError:
     return UserError.of("SUBMIT_FAILED", status=status, output=quoted)
 
 
+def _remote_message(error: urllib.error.HTTPError) -> str:
+    """What the ResourceManager's error answer says (``{"RemoteException": {"exception": ..., "message": ...}}``;
+    its web services answer any unexpected exception, such as one met while an application changes attempts,
+    with 503), on one line and clipped; empty when the answer carries nothing."""
+    try:
+        body = json.loads(error.read() or b"{}")
+    except (ValueError, OSError):
+        return ""
+    remote = (body.get("RemoteException") or {}) if isinstance(body, dict) else {}
+    said = [str(remote[part]) for part in ("exception", "message") if remote.get(part)]
+    message = " ".join(": ".join(said).split())
+    return message if len(message) <= 300 else message[:297] + "..."
+
+
 class YarnTarget:
     kind = "yarn"
     judges = False  # the driver runs in a YARN container: the runner judges on its own Spark, or the session's
 
-    def __init__(self, resource_manager: str, records: Bucket, *, submit_timeout: float = 300.0):
+    def __init__(
+        self, resource_manager: str, records: Bucket, *, submit_timeout: float = 300.0, retry_for: float = 30.0
+    ):
         self.records = records  # the manifests bucket, where stop requests and answers go
         self.resource_manager = resource_manager.rstrip("/")
         self.submit_timeout = submit_timeout
+        self.retry_for = retry_for
 
     def master(self) -> str:
         return "yarn"
@@ -137,21 +157,33 @@ class YarnTarget:
         return job
 
     def _get(self, path: str) -> dict:
-        try:
-            with urllib.request.urlopen(f"{self.resource_manager}{path}", timeout=10) as response:
-                return json.load(response)
-        except urllib.error.HTTPError as error:
-            raise UserError.of(
-                "RESOURCE_MANAGER_ERROR",
-                url=self.resource_manager,
-                status=error.code,
-                request=f"GET {path.split('?')[0]}",
-            ) from None
-        except (urllib.error.URLError, OSError) as error:
-            reason = getattr(error, "reason", error)
-            raise UserError.of(
-                "RESOURCE_MANAGER_UNREACHABLE", url=self.resource_manager, purpose="", reason=reason
-            ) from None
+        """GET ``path`` from the ResourceManager. An answer that says "try again" (502, 503, 504: a busy or
+        restarting ResourceManager, or a proxy in front of it) is retried with a growing pause, for at most
+        ``retry_for`` seconds; any other error, or one that outlasts that, is the user's error with the
+        ResourceManager's own message."""
+        deadline, pause = time.monotonic() + self.retry_for, 0.25
+        while True:
+            try:
+                with urllib.request.urlopen(f"{self.resource_manager}{path}", timeout=10) as response:
+                    return json.load(response)
+            except urllib.error.HTTPError as error:
+                if error.code in RETRIED_STATUSES and time.monotonic() + pause < deadline:
+                    time.sleep(pause)
+                    pause = min(pause * 2, 4.0)
+                    continue
+                said = _remote_message(error)
+                raise UserError.of(
+                    "RESOURCE_MANAGER_ERROR",
+                    url=self.resource_manager,
+                    status=error.code,
+                    request=f"GET {path.split('?')[0]}",
+                    said=f": {said}" if said else "",
+                ) from None
+            except (urllib.error.URLError, OSError) as error:
+                reason = getattr(error, "reason", error)
+                raise UserError.of(
+                    "RESOURCE_MANAGER_UNREACHABLE", url=self.resource_manager, purpose="", reason=reason
+                ) from None
 
     def applications(self, team: str, name: str, states: str = ACTIVE_STATES) -> list[dict]:
         """Applications in ``states`` (by default the active ones) whose tags are exactly this team's and name's."""
