@@ -11,7 +11,7 @@ target uses, the way Hadoop's ResourceManager does:
 - ``GET /ws/v1/cluster/apps/<id>/appattempts``: one attempt;
 - ``PUT /ws/v1/cluster/apps/<id>/state`` with ``{"state": "KILLED"}``: 202 and the app
   becomes KILLED; 404 for an unknown application;
-- while ``unavailable`` is above 0, each GET is answered 503 with a ``RemoteException`` message (and counts it
+- while ``unavailable`` is above 0, each GET or PUT is answered 503 with a ``RemoteException`` message (and counts it
   down), as a busy ResourceManager may answer.
 
 ``fake_spark_submit(path, rm_url)`` writes an executable that stands in for
@@ -95,14 +95,20 @@ class FakeResourceManager:
             def _body(self) -> dict:
                 return json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
 
-            def do_GET(self) -> None:
+            def _busy(self) -> bool:
+                """Answered 503, as a busy ResourceManager may, while ``rm.unavailable`` counts down."""
                 with rm._lock:
                     busy = rm.unavailable > 0
                     rm.unavailable -= busy
-                    rm.gets += 1
                 if busy:
-                    busy = {"exception": "ConcurrentModificationException", "message": "attempts changed,\n try again"}
-                    self._reply(503, {"RemoteException": busy})
+                    said = {"exception": "ConcurrentModificationException", "message": "attempts changed,\n try again"}
+                    self._reply(503, {"RemoteException": said})
+                return busy
+
+            def do_GET(self) -> None:
+                with rm._lock:
+                    rm.gets += 1
+                if self._busy():
                     return
                 url = urllib.parse.urlparse(self.path)
                 parts = url.path.strip("/").split("/")
@@ -128,6 +134,8 @@ class FakeResourceManager:
                 self._reply(200, {"apps": {"app": apps} if apps else None})
 
             def do_PUT(self) -> None:
+                if self._busy():
+                    return
                 parts = urllib.parse.urlparse(self.path).path.strip("/").split("/")
                 if parts[:4] != ["ws", "v1", "cluster", "apps"] or len(parts) != 6 or parts[5] != "state":
                     self._reply(404, {"RemoteException": {"message": "no such resource"}})

@@ -161,3 +161,9 @@ def test_a_busy_resource_manager_is_asked_again_and_one_that_stays_busy_or_refus
             target.attempts("application_1_0404")
         assert "HTTP 404 to GET /ws/v1/cluster/apps/application_1_0404/appattempts" in str(missing.value)
         assert rm.gets - before == 1
+
+        # a kill answered 503 twice is asked again and kills the application
+        job = target.find("analytics", "high-value")
+        rm.unavailable = 2
+        target.stop(job, force=True)
+        assert rm.kills == [app] and rm.unavailable == 0

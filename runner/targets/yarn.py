@@ -156,34 +156,40 @@ class YarnTarget:
             raise UserError.of("SUBMITTED_APP_NOT_FOUND", tags=", ".join(identity.tags))
         return job
 
-    def _get(self, path: str) -> dict:
-        """GET ``path`` from the ResourceManager. An answer that says "try again" (502, 503, 504: a busy or
-        restarting ResourceManager, or a proxy in front of it) is retried with a growing pause, for at most
-        ``retry_for`` seconds; any other error, or one that outlasts that, is the user's error with the
-        ResourceManager's own message."""
+    def _answer(self, request: urllib.request.Request | str) -> bytes:
+        """The ResourceManager's answer to ``request``. An answer that says "try again" (502, 503, 504: a busy or
+        restarting ResourceManager, or a proxy in front of it) is asked again with a growing pause, for at most
+        ``retry_for`` seconds; any other error answer, or one that outlasts that, is raised."""
         deadline, pause = time.monotonic() + self.retry_for, 0.25
         while True:
             try:
-                with urllib.request.urlopen(f"{self.resource_manager}{path}", timeout=10) as response:
-                    return json.load(response)
+                with urllib.request.urlopen(request, timeout=10) as response:
+                    return response.read()
             except urllib.error.HTTPError as error:
-                if error.code in RETRIED_STATUSES and time.monotonic() + pause < deadline:
-                    time.sleep(pause)
-                    pause = min(pause * 2, 4.0)
-                    continue
-                said = _remote_message(error)
-                raise UserError.of(
-                    "RESOURCE_MANAGER_ERROR",
-                    url=self.resource_manager,
-                    status=error.code,
-                    request=f"GET {path.split('?')[0]}",
-                    said=f": {said}" if said else "",
-                ) from None
-            except (urllib.error.URLError, OSError) as error:
-                reason = getattr(error, "reason", error)
-                raise UserError.of(
-                    "RESOURCE_MANAGER_UNREACHABLE", url=self.resource_manager, purpose="", reason=reason
-                ) from None
+                if error.code not in RETRIED_STATUSES or time.monotonic() + pause >= deadline:
+                    raise
+                time.sleep(pause)
+                pause = min(pause * 2, 4.0)
+
+    def _get(self, path: str) -> dict:
+        """GET ``path`` from the ResourceManager (busy answers asked again); an error answer is the user's error
+        with the ResourceManager's own message."""
+        try:
+            return json.loads(self._answer(f"{self.resource_manager}{path}"))
+        except urllib.error.HTTPError as error:
+            said = _remote_message(error)
+            raise UserError.of(
+                "RESOURCE_MANAGER_ERROR",
+                url=self.resource_manager,
+                status=error.code,
+                request=f"GET {path.split('?')[0]}",
+                said=f": {said}" if said else "",
+            ) from None
+        except (urllib.error.URLError, OSError) as error:
+            reason = getattr(error, "reason", error)
+            raise UserError.of(
+                "RESOURCE_MANAGER_UNREACHABLE", url=self.resource_manager, purpose="", reason=reason
+            ) from None
 
     def applications(self, team: str, name: str, states: str = ACTIVE_STATES) -> list[dict]:
         """Applications in ``states`` (by default the active ones) whose tags are exactly this team's and name's."""
@@ -250,8 +256,7 @@ class YarnTarget:
             headers={"Content-Type": "application/json"},
         )
         try:
-            with urllib.request.urlopen(request, timeout=10) as response:
-                response.read()
+            self._answer(request)  # a kill is the same request asked twice: a busy answer is asked again
         except urllib.error.HTTPError as error:
             raise UserError.of("KILL_REFUSED", app=job.job_id, status=error.code) from None
         except (urllib.error.URLError, OSError) as error:
