@@ -74,6 +74,7 @@ def test_deploy_submits_in_cluster_mode_finds_the_app_by_exact_tags_and_kills_on
             demo_project, "stop", "high-value", "--no-savepoint", *options, "--stop-timeout", "1", check=False
         )
         assert refused.returncode == 2 and "KILL_REFUSED" in refused.stderr and ours in refused.stderr
+        assert f"refused to kill {ours}: HTTP 403: not allowed" in refused.stderr, "with what it said"
         assert rm.state(ours) == "ACCEPTED"
 
         rm.fail_kills = False

@@ -402,7 +402,7 @@ _ENTRIES = (
         "cannot reach the ResourceManager at {url}{purpose}: {reason}",
         "check --resource-manager (e.g. http://<emr-master>:8088)",
     ),
-    ErrorCode("KILL_REFUSED", "ResourceManager refused to kill {app}: HTTP {status}"),
+    ErrorCode("KILL_REFUSED", "ResourceManager refused to kill {app}: HTTP {status}{said}"),
     # ---- session mode --------------------------------------------------------------------------------
     ErrorCode(
         "SESSION_TARGET_UNAVAILABLE",

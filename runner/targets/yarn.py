@@ -93,18 +93,18 @@ def refusal(status: int, output: str) -> UserError:
     return UserError.of("SUBMIT_FAILED", status=status, output=quoted)
 
 
-def _remote_message(error: urllib.error.HTTPError) -> str:
+def _said(error: urllib.error.HTTPError) -> str:
     """What the ResourceManager's error answer says (``{"RemoteException": {"exception": ..., "message": ...}}``;
-    its web services answer any unexpected exception, such as one met while an application changes attempts,
-    with 503), on one line and clipped; empty when the answer carries nothing."""
+    its web services answer any exception they did not expect with 503), as ``": <exception>: <message>"`` on
+    one line and clipped; empty when the answer carries nothing."""
     try:
         body = json.loads(error.read() or b"{}")
     except (ValueError, OSError):
         return ""
     remote = (body.get("RemoteException") or {}) if isinstance(body, dict) else {}
-    said = [str(remote[part]) for part in ("exception", "message") if remote.get(part)]
-    message = " ".join(": ".join(said).split())
-    return message if len(message) <= 300 else message[:297] + "..."
+    said = " ".join(": ".join(str(remote[part]) for part in ("exception", "message") if remote.get(part)).split())
+    said = said if len(said) <= 300 else said[:297] + "..."
+    return f": {said}" if said else ""
 
 
 class YarnTarget:
@@ -177,13 +177,12 @@ class YarnTarget:
         try:
             return json.loads(self._answer(f"{self.resource_manager}{path}"))
         except urllib.error.HTTPError as error:
-            said = _remote_message(error)
             raise UserError.of(
                 "RESOURCE_MANAGER_ERROR",
                 url=self.resource_manager,
                 status=error.code,
                 request=f"GET {path.split('?')[0]}",
-                said=f": {said}" if said else "",
+                said=_said(error),
             ) from None
         except (urllib.error.URLError, OSError) as error:
             reason = getattr(error, "reason", error)
@@ -256,9 +255,9 @@ class YarnTarget:
             headers={"Content-Type": "application/json"},
         )
         try:
-            self._answer(request)  # a kill is the same request asked twice: a busy answer is asked again
+            self._answer(request)  # killing twice kills once: a busy answer can be asked again
         except urllib.error.HTTPError as error:
-            raise UserError.of("KILL_REFUSED", app=job.job_id, status=error.code) from None
+            raise UserError.of("KILL_REFUSED", app=job.job_id, status=error.code, said=_said(error)) from None
         except (urllib.error.URLError, OSError) as error:
             reason = getattr(error, "reason", error)
             raise UserError.of(
