@@ -192,6 +192,11 @@ def spark():
     from runner.analysis.session import local_session
 
     session = local_session("sql-runner-tests")
+    # The tests' own streaming queries run with the default trigger, which looks for new input every 10 ms while
+    # idle; a file source lists its folder and builds two Hadoop configurations each time, so eleven idle queries
+    # took half the CPU of the test that runs them. A tenth of a second is as prompt for a test that writes input
+    # and then waits for it to be processed.
+    session.conf.set("spark.sql.streaming.pollingDelay", "100ms")
     yield session
     session.stop()
 

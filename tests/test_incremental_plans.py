@@ -244,9 +244,6 @@ def current_views(spark: SparkSession, current: list[dict]) -> None:
         spark.createDataFrame(rows, schema).createOrReplaceTempView(table.parts[-1])
 
 
-# eleven queries' micro-batches through RocksDB state, each checked against the batch answer: 295 s in a fresh
-# clone's make test beside the other tests (about 120 s alone), so more than the suite's 600 s on a slower machine
-@pytest.mark.timeout(1200)
 def test_every_covered_shape_leaves_its_target_as_the_batch_answer_after_every_micro_batch_and_a_restart(
     rocksdb: SparkSession, tmp_path: Path
 ):
