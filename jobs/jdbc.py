@@ -244,33 +244,46 @@ class Writer:
                 self._conn = None
             raise ConnectionError(f"PostgreSQL {self.db.where}: {first_line(error)}") from error
 
-    def _staging(self, conn, name: str, *, kind: bool) -> None:
-        """A temporary table of the target's columns (no constraints: a delete's row is only its key)."""
+    def _staging(self, conn, name: str, extra: str) -> None:
+        """A temporary table of ``extra`` (a column of its own) and the target's columns (no constraints: a
+        delete's row is only its key)."""
         table = qualified(self.db)
         names = ", ".join(quote_identifier(c) for c in self.columns)
-        extra = "''::text AS __sql_runner_kind, " if kind else ""
-        conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {name} AS SELECT {extra}{names} FROM {table} WITH NO DATA")
+        conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {name} AS SELECT {extra}, {names} FROM {table} WITH NO DATA")
         conn.execute(f"TRUNCATE {name}")
 
     def _copy_rows(self, conn, rows: Iterable[Sequence]) -> int:
         table = qualified(self.db)
         names = ", ".join(quote_identifier(c) for c in self.columns)
-        count = 0
-        target = table if not self.key else "sql_runner_rows"
-        if self.key:
-            self._staging(conn, "sql_runner_rows", kind=False)
-        with conn.cursor().copy(f"COPY {target} ({names}) FROM STDIN") as copy:
+        count = null_keys = 0
+        if not self.key:
+            with conn.cursor().copy(f"COPY {table} ({names}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+                    count += 1
+            return count
+        self._staging(conn, "sql_runner_rows", "0::bigint AS __sql_runner_order")
+        places = [self.columns.index(k) for k in self.key]
+        with conn.cursor().copy(f"COPY sql_runner_rows (__sql_runner_order, {names}) FROM STDIN") as copy:
             for row in rows:
-                copy.write_row(row)
                 count += 1
-        if self.key:
-            self._upsert(conn, "sql_runner_rows", "TRUE")
+                copy.write_row((count, *row))
+                null_keys += any(row[i] is None for i in places)
+        if null_keys:
+            self._delete_null_keys(conn, "sql_runner_rows")
+        # Upserted as if one by one in the batch's order: the last row of a key wins (one INSERT may not update a
+        # row twice), and the rows of a key with a NULL part are one key, as GROUP BY takes them
+        keys = ", ".join(quote_identifier(k) for k in self.key)
+        last = (
+            f"(SELECT DISTINCT ON ({keys}) {names} FROM sql_runner_rows ORDER BY {keys}, __sql_runner_order DESC) AS r"
+        )
+        self._upsert(conn, last, "TRUE")
         return count
 
     def _copy_changes(self, conn, changes: Iterable[Sequence], replace: bool) -> tuple[int, int]:
         table = qualified(self.db)
         names = ", ".join(quote_identifier(c) for c in self.columns)
-        self._staging(conn, "sql_runner_changes", kind=True)
+        self._staging(conn, "sql_runner_changes", "''::text AS __sql_runner_kind")
         deletes = upserts = null_keys = 0
         places = [1 + self.columns.index(k) for k in self.key]
         with conn.cursor().copy(f"COPY sql_runner_changes (__sql_runner_kind, {names}) FROM STDIN") as copy:
@@ -288,14 +301,18 @@ class Writer:
             equal = " AND ".join(f"t.{k} = d.{k}" for k in map(quote_identifier, self.key))
             conn.execute(f"{deleted} d.__sql_runner_kind = 'delete' AND {equal}")
         if null_keys and not replace:
-            # A key with a NULL part (a UNIQUE constraint takes one): no conflict on it, so its row is removed by
-            # IS NOT DISTINCT FROM (no index serves that: only for such changes) and an upsert inserts it again
-            nulls = " OR ".join(f"d.{quote_identifier(k)} IS NULL" for k in self.key)
-            match = " AND ".join(f"t.{k} IS NOT DISTINCT FROM d.{k}" for k in map(quote_identifier, self.key))
-            conn.execute(f"{deleted} ({nulls}) AND {match}")
+            self._delete_null_keys(conn, "sql_runner_changes")
         if upserts:
             self._upsert(conn, "sql_runner_changes", "__sql_runner_kind <> 'delete'")
         return upserts, deletes
+
+    def _delete_null_keys(self, conn, staged: str) -> None:
+        """A key with a NULL part (a UNIQUE constraint takes one) meets no conflict, so the target's row of each
+        such key staged is removed by IS NOT DISTINCT FROM (no index serves that: only for such keys); an upsert
+        then inserts it again."""
+        nulls = " OR ".join(f"d.{quote_identifier(k)} IS NULL" for k in self.key)
+        match = " AND ".join(f"t.{k} IS NOT DISTINCT FROM d.{k}" for k in map(quote_identifier, self.key))
+        conn.execute(f"DELETE FROM {qualified(self.db)} t USING {staged} d WHERE ({nulls}) AND {match}")
 
     def _upsert(self, conn, staged: str, which: str) -> None:
         table = qualified(self.db)

@@ -1,0 +1,101 @@
+"""An ordinary query's micro-batches into a keyed PostgreSQL table (jobs/jdbc.py's Writer, on the run's server).
+
+A query that is not a changelog query upserts its rows by the target's key: the table ends as if each batch's
+rows were upserted one by one in the batch's order. So a key given several rows in one batch ends with the
+last (PostgreSQL refuses one INSERT ... ON CONFLICT that updates a row twice: the batch would fail on every
+retry), and a key with a NULL part, which a UNIQUE constraint takes and which never conflicts, is one key like
+any other instead of a new row each time.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from jobs import jdbc
+from runner.authoring.ddl import parse_ddl
+from runner.core.placeholders import resolved_options
+from tests.conftest import METADATA_DDL
+from tests.tablehelpers import PG_METADATA
+
+NO_METADATA = (None,) * 6  # the six metadata columns: what they hold does not matter here
+
+
+def writer(postgres, columns: str, pg_columns: str, key: str | None) -> tuple[jdbc.Writer, str]:
+    """A Writer of a new table declared with ``columns`` (and ``key``) and created with ``pg_columns``."""
+    name = f"s_{uuid.uuid4().hex[:10]}"
+    postgres.execute(f"CREATE TABLE {name} ({pg_columns}{PG_METADATA})")
+    declared_key = f", PRIMARY KEY ({key}) NOT ENFORCED" if key else ""
+    (target,) = parse_ddl(
+        f"""CREATE TABLE t ({columns}{METADATA_DDL}{declared_key})
+        WITH ('connector' = 'jdbc', 'url' = '{postgres.url}', 'table-name' = '{name}',
+              'username' = 'runner', 'password' = '${{PG_PASSWORD}}')"""
+    )
+    db = jdbc.database(target, resolved_options(target, {"PG_PASSWORD": postgres.password}))
+    return jdbc.Writer(target, db, f"query-{name}", jdbc.check_table(target, db)), name
+
+
+def rows(*values: tuple) -> list[tuple]:
+    return [(*v, *NO_METADATA) for v in values]
+
+
+def test_the_last_row_of_a_key_in_a_batch_wins_and_a_null_key_is_one_key(postgres):
+    write, table = writer(postgres, "k STRING, n BIGINT", "k TEXT UNIQUE, n BIGINT", "k")
+
+    def held() -> list[tuple]:
+        return postgres.execute(f"SELECT k, n FROM {table} ORDER BY k NULLS FIRST")
+
+    assert write.write(0, rows(("a", 1), (None, 2), ("b", 3)))
+    assert held() == [(None, 2), ("a", 1), ("b", 3)]
+    # one key twice in a batch (a NULL key too): committed, the later row kept
+    assert write.write(1, rows(("a", 4), (None, 5), ("a", 6), (None, 7), ("c", 8)))
+    assert held() == [(None, 7), ("a", 6), ("b", 3), ("c", 8)]
+    # the batch again, as after a crash before the checkpoint's commit: the fence skips it
+    assert not write.write(1, rows(("a", 100), (None, 100)))
+    assert held() == [(None, 7), ("a", 6), ("b", 3), ("c", 8)]
+    assert write.write(2, rows((None, 9), ("b", 10), ("b", 11), (None, 12)))
+    assert held() == [(None, 12), ("a", 6), ("b", 11), ("c", 8)]
+
+
+def test_a_composite_key_with_a_null_part_and_a_table_without_key(postgres):
+    write, table = writer(
+        postgres,
+        "region STRING, city STRING, n BIGINT",
+        "region TEXT, city TEXT, n BIGINT, UNIQUE (region, city)",
+        "region, city",
+    )
+    assert write.write(0, rows(("eu", None, 1), ("eu", "paris", 2), (None, None, 3), ("eu", None, 4)))
+    assert write.write(1, rows(("eu", None, 5), (None, None, 6), ("us", None, 7)))
+    assert postgres.execute(f"SELECT region, city, n FROM {table} ORDER BY n") == [
+        ("eu", "paris", 2),
+        ("eu", None, 5),
+        (None, None, 6),
+        ("us", None, 7),
+    ]
+
+    # without a key every row is appended, the same row twice too
+    append, log = writer(postgres, "k STRING, n BIGINT", "k TEXT, n BIGINT", None)
+    assert append.write(0, rows(("a", 1), ("a", 1), (None, 2)))
+    assert append.write(1, rows(("a", 1)))
+    assert postgres.execute(f"SELECT k, n FROM {log} ORDER BY k NULLS FIRST, n") == [
+        (None, 2),
+        ("a", 1),
+        ("a", 1),
+        ("a", 1),
+    ]
+
+
+@pytest.mark.parametrize("bad", ["a row of too few columns", "a value of the wrong type"])
+def test_a_batch_postgres_refuses_changes_nothing(postgres, bad):
+    """Bad input tried: a row shorter than the table's columns, and text where a BIGINT goes; the batch fails
+    with PostgreSQL's words and the table and the fence are as before it."""
+    write, table = writer(postgres, "k STRING, n BIGINT", "k TEXT UNIQUE, n BIGINT", "k")
+    assert write.write(0, rows(("a", 1)))
+    broken = [("a", 2)] if bad == "a row of too few columns" else rows(("a", "two"))
+    with pytest.raises(ConnectionError, match="PostgreSQL"):
+        write.write(1, rows(("b", 3)) + broken)
+    assert postgres.execute(f"SELECT k, n FROM {table}") == [("a", 1)]
+    assert not write.committed(1)
+    assert write.write(1, rows(("b", 3)))
+    assert postgres.execute(f"SELECT k, n FROM {table} ORDER BY k") == [("a", 1), ("b", 3)]
