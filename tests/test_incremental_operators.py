@@ -7,7 +7,7 @@ After every micro-batch the operators' output, summed by weight, must be exactly
 batch over the table's current rows. Bad inputs tried, in random changes with a fixed seed: deletes of keys
 never seen, the same change twice, a key's row moving to another group, several changes to one key in one
 micro-batch in shuffled order (the last by place, position and order counts), NULL group keys, NULL aggregate
-inputs, a group whose rows all go, NaN and infinities in a DOUBLE sum.
+inputs, a group whose rows all go, NaN and infinities in a DOUBLE sum, and huge values in it that come and go.
 """
 
 from __future__ import annotations
@@ -98,14 +98,15 @@ def final(row: tuple) -> tuple:
     values: list = [account]
     for kind, column in AGGREGATES:
         floating = kind in ("sum", "avg") and column == "score"
-        slots, rest = rest[: 5 if floating else 2], rest[5 if floating else 2 :]
+        width = 6 if floating else 2  # a floating point sum: its double, count, NaNs, infinities and exact sum
+        slots, rest = rest[:width], rest[width:]
         a, n = slots[0], slots[1]
         if kind in ("count_rows", "count"):
             values.append(n)
         elif kind == "count_distinct" or kind in ("min", "max"):
             values.append(a)
         elif floating:
-            nan, positive, negative = slots[2:]
+            nan, positive, negative = slots[2:5]
             if n == 0:
                 values.append(None)
             elif nan or (positive and negative):
@@ -129,7 +130,10 @@ NAN = "NaN"  # NaN is not equal to itself: rows holding one are compared and cou
 
 
 def canonical(row) -> tuple:
-    return tuple(NAN if isinstance(v, float) and math.isnan(v) else v for v in row)
+    """A row as a counter's key: NaN as above, and a binary slot (a floating point sum's exact value) as bytes."""
+    return tuple(
+        NAN if isinstance(v, float) and math.isnan(v) else bytes(v) if isinstance(v, bytearray) else v for v in row
+    )
 
 
 class Collected:
@@ -158,7 +162,9 @@ def random_changes(rng: random.Random, batch: int, current: dict, row=None, keys
         elif row is not None:
             change = {"delete": False, "id": key, **row(rng)}
         else:
-            score = rng.choice([rng.uniform(-5, 5), rng.uniform(-5, 5), math.nan, math.inf, -math.inf, None])
+            # a huge score now and then: once it goes, the small ones' sum must be left as summing them gives it
+            huge = rng.choice([1e20, -3e19])
+            score = rng.choice([rng.uniform(-5, 5), rng.uniform(-5, 5), huge, math.nan, math.inf, -math.inf, None])
             amount = rng.choice([None, f"{rng.randrange(-5000, 90000) / 100:.2f}"])
             change = {
                 "delete": False,
@@ -274,6 +280,37 @@ def joined(spark: SparkSession, users: DataFrame, accounts: DataFrame, join_type
         ]
     )
     return transform(spark, sides, [4], join, output)
+
+
+def test_a_double_sum_keeps_the_small_values_when_a_huge_one_goes(rocksdb: SparkSession, tmp_path: Path):
+    """A double accumulator that adds 1e20 to 1.5 holds 1e20, and taking 1e20 away leaves 0: the 1.5 is gone for
+    good. The sum is kept exactly instead, so each micro-batch's SUM and AVG are those of the rows left."""
+    spark = rocksdb
+    source = tmp_path / "changes"
+    source.mkdir()
+    _rows, aggregates = pipeline(spark, source)
+    groups = Collected()
+    query = aggregates.writeStream.foreachBatch(groups).option("checkpointLocation", str(tmp_path / "c")).start()
+    batches = [
+        [(1, "a", 1e20), (2, "a", 1.5), (3, "b", 2.25), (4, "b", -3e19)],
+        [(1, "a", None), (4, "b", None)],  # the huge ones go
+        [(5, "a", -3e19), (6, "a", 0.1), (7, "b", 1e-300)],
+        [(5, "a", None), (3, "b", 7.0)],
+    ]
+    expected_sums = [{"a": 1e20, "b": -3e19}, {"a": 1.5, "b": 2.25}, {"a": -3e19, "b": 2.25}, {"a": 1.6, "b": 7.0}]
+    try:
+        for number, (changes, expected) in enumerate(zip(batches, expected_sums, strict=True)):
+            lines = [
+                {"delete": score is None, "id": key, "account": account, "score": score, "place": "p0"}
+                | {"position": position, "order": number * 1000 + position, "name": None, "amount": None}
+                for position, (key, account, score) in enumerate(changes)
+            ]
+            (source / f"{number:03}.json").write_text("".join(json.dumps(line) + "\n" for line in lines))
+            query.processAllAvailable()
+            sums = {row[0]: row[5] for row in map(final, groups.rows())}  # SUM(score)
+            assert sums == pytest.approx(expected, rel=1e-12, abs=0), f"micro-batch {number}: {sums}"
+    finally:
+        query.stop()
 
 
 def test_every_kind_of_equi_join_equals_the_batch_answer_as_rows_and_partners_come_and_go(

@@ -1,6 +1,8 @@
 package sqlrunner.engine;
 
 import java.math.BigDecimal;
+import java.math.BigInteger;
+import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
@@ -39,8 +41,11 @@ import scala.jdk.javaapi.CollectionConverters;
  *   <li>{@code count}: {@code [unused long, non-null values long]};
  *   <li>{@code sum}, {@code avg} over integers: {@code [sum long, non-null values long]}; over decimals:
  *       {@code [sum decimal(38, s), non-null values]}; over floating point: {@code [sum of the finite values double,
- *       non-null values, NaNs long, +Infinities long, -Infinities long]}, so that taking a NaN or an infinity away
- *       gives the sum of what is left;
+ *       non-null values, NaNs long, +Infinities long, -Infinities long, exact sum of the finite values binary]}, so
+ *       that taking a NaN or an infinity away gives the sum of what is left, and taking a value away leaves no
+ *       rounding behind: the sum is kept exactly (every finite double is a decimal fraction) and the double slot is
+ *       it rounded once, so that adding 1e20 and taking it away again leaves the small values' sum, as summing the
+ *       rows left would, instead of the 0 a double accumulator is left with;
  *   <li>{@code min}, {@code max}: {@code [the extreme, non-null values]}, the values kept with their counts
  *       (MapState) so that taking the extreme away finds the next one;
  *   <li>{@code count_distinct}: {@code [distinct non-null values long, non-null values long]}, the values kept with
@@ -54,6 +59,8 @@ import scala.jdk.javaapi.CollectionConverters;
  */
 public final class GroupAggregate extends StatefulProcessor<Row, Row, Row> {
     private static final long serialVersionUID = 1L;
+
+    private static final int FLOATING_SLOTS = 6; // a floating point sum's slots (see above)
 
     private final String[] kinds;
     private final int[] inputs;
@@ -104,7 +111,8 @@ public final class GroupAggregate extends StatefulProcessor<Row, Row, Row> {
                         DataTypes.createStructField(a, DataTypes.DoubleType, true), count,
                         DataTypes.createStructField("nan" + index, DataTypes.LongType, false),
                         DataTypes.createStructField("pinf" + index, DataTypes.LongType, false),
-                        DataTypes.createStructField("ninf" + index, DataTypes.LongType, false)
+                        DataTypes.createStructField("ninf" + index, DataTypes.LongType, false),
+                        DataTypes.createStructField("x" + index, DataTypes.BinaryType, true)
                     };
                 }
                 return new StructField[] {DataTypes.createStructField(a, sumType(kind, type), true), count};
@@ -266,7 +274,7 @@ public final class GroupAggregate extends StatefulProcessor<Row, Row, Row> {
         acc[at + 1] = Math.addExact((Long) acc[at + 1], weight);
         if ((Long) acc[at + 1] == 0 && (kinds[i].equals("sum") || kinds[i].equals("avg"))) {
             Object[] none = empty();
-            System.arraycopy(none, at, acc, at, floating(types[i]) ? 5 : 2); // no rounding left over
+            System.arraycopy(none, at, acc, at, floating(types[i]) ? FLOATING_SLOTS : 2); // nothing left over
             return;
         }
         switch (kinds[i]) {
@@ -300,12 +308,32 @@ public final class GroupAggregate extends StatefulProcessor<Row, Row, Row> {
             } else if (v == Double.NEGATIVE_INFINITY) {
                 acc[at + 4] = (Long) acc[at + 4] + weight;
             } else {
-                acc[at] = (Double) acc[at] + weight * v;
+                BigDecimal exact = exact(acc[at + 5]).add(new BigDecimal(v).multiply(BigDecimal.valueOf(weight)));
+                acc[at + 5] = exactBytes(exact);
+                acc[at] = exact.doubleValue(); // rounded once, from the exact sum
             }
         } else {
             long sum = acc[at] == null ? 0L : (Long) acc[at];
             acc[at] = Math.addExact(sum, Math.multiplyExact(((Number) value).longValue(), weight));
         }
+    }
+
+    /** The exact sum a floating point sum's last slot holds (null: none yet): its scale, then its unscaled digits. */
+    private static BigDecimal exact(Object slot) {
+        if (slot == null) {
+            return BigDecimal.ZERO;
+        }
+        ByteBuffer bytes = ByteBuffer.wrap((byte[]) slot);
+        int scale = bytes.getInt();
+        byte[] unscaled = new byte[bytes.remaining()];
+        bytes.get(unscaled);
+        return new BigDecimal(new BigInteger(unscaled), scale);
+    }
+
+    private static byte[] exactBytes(BigDecimal exact) {
+        BigDecimal kept = exact.signum() == 0 ? BigDecimal.ZERO : exact.stripTrailingZeros();
+        byte[] unscaled = kept.unscaledValue().toByteArray();
+        return ByteBuffer.allocate(4 + unscaled.length).putInt(kept.scale()).put(unscaled).array();
     }
 
     private void addToValues(Object[] acc, int i, int at, Object value, long weight) {
