@@ -269,15 +269,11 @@ class Writer:
                 count += 1
                 copy.write_row((count, *row))
                 null_keys += any(row[i] is None for i in places)
-        if null_keys:
-            self._delete_null_keys(conn, "sql_runner_rows")
         # Upserted as if one by one in the batch's order: the last row of a key wins (one INSERT may not update a
         # row twice), and the rows of a key with a NULL part are one key, as GROUP BY takes them
         keys = ", ".join(quote_identifier(k) for k in self.key)
-        last = (
-            f"(SELECT DISTINCT ON ({keys}) {names} FROM sql_runner_rows ORDER BY {keys}, __sql_runner_order DESC) AS r"
-        )
-        self._upsert(conn, last, "TRUE")
+        last = f"(SELECT DISTINCT ON ({keys}) {names} FROM sql_runner_rows ORDER BY {keys}, __sql_runner_order DESC)"
+        self._upsert(conn, last, "TRUE", null_keys=null_keys > 0)
         return count
 
     def _copy_changes(self, conn, changes: Iterable[Sequence], replace: bool) -> tuple[int, int]:
@@ -294,38 +290,53 @@ class Writer:
                     deletes += 1
                 else:
                     upserts += 1
-        deleted = f"DELETE FROM {table} t USING sql_runner_changes d WHERE"
         if replace:
             conn.execute(f"DELETE FROM {table}")
-        elif deletes:  # by equality, which the key's index serves
-            equal = " AND ".join(f"t.{k} = d.{k}" for k in map(quote_identifier, self.key))
-            conn.execute(f"{deleted} d.__sql_runner_kind = 'delete' AND {equal}")
-        if null_keys and not replace:
-            self._delete_null_keys(conn, "sql_runner_changes")
+        elif deletes:  # by equality, which the key's index serves; a key with a NULL part only if the batch holds one
+            deleted = f"DELETE FROM {table} t USING sql_runner_changes d WHERE d.__sql_runner_kind = 'delete' AND"
+            conn.execute(f"{deleted} {' AND '.join(f't.{k} = d.{k}' for k in self._quoted_key())}")
+            if null_keys:
+                conn.execute(f"{deleted} ({self._null_key()}) AND {self._same_key()}")
         if upserts:
-            self._upsert(conn, "sql_runner_changes", "__sql_runner_kind <> 'delete'")
+            self._upsert(
+                conn, "sql_runner_changes", "__sql_runner_kind <> 'delete'", null_keys=null_keys > 0 and not replace
+            )
         return upserts, deletes
 
-    def _delete_null_keys(self, conn, staged: str) -> None:
-        """A key with a NULL part (a UNIQUE constraint takes one) meets no conflict, so the target's row of each
-        such key staged is removed by IS NOT DISTINCT FROM (no index serves that: only for such keys); an upsert
-        then inserts it again."""
-        nulls = " OR ".join(f"d.{quote_identifier(k)} IS NULL" for k in self.key)
-        match = " AND ".join(f"t.{k} IS NOT DISTINCT FROM d.{k}" for k in map(quote_identifier, self.key))
-        conn.execute(f"DELETE FROM {qualified(self.db)} t USING {staged} d WHERE ({nulls}) AND {match}")
+    def _quoted_key(self) -> list[str]:
+        return [quote_identifier(k) for k in self.key]
 
-    def _upsert(self, conn, staged: str, which: str) -> None:
+    def _null_key(self) -> str:
+        """The staged row ``d``'s key has a NULL part."""
+        return " OR ".join(f"d.{k} IS NULL" for k in self._quoted_key())
+
+    def _same_key(self) -> str:
+        """The target's row ``t`` and the staged row ``d`` have the same key, a NULL part equal to a NULL part."""
+        return " AND ".join(f"t.{k} IS NOT DISTINCT FROM d.{k}" for k in self._quoted_key())
+
+    def _upsert(self, conn, staged: str, which: str, *, null_keys: bool) -> None:
+        """Insert the ``staged`` rows ``which`` are upserts, or update the target's row of their key.
+
+        A key with a NULL part (a UNIQUE constraint takes one) meets no conflict: with ``null_keys`` (the batch
+        holds such a key) the target's rows of such keys are updated first, by IS NOT DISTINCT FROM (no index
+        serves that), and only those without a row are inserted. Either way a row is updated in place, never
+        deleted and inserted again: the columns the query does not write keep their values and nothing that
+        references the row sees it go."""
         table = qualified(self.db)
         names = ", ".join(quote_identifier(c) for c in self.columns)
-        keys = ", ".join(quote_identifier(k) for k in self.key)
-        others = [c for c in self.columns if c not in self.key]
-        update = (
-            "DO UPDATE SET " + ", ".join(f"{quote_identifier(c)} = EXCLUDED.{quote_identifier(c)}" for c in others)
-            if others
-            else "DO NOTHING"
-        )
+        others = [quote_identifier(c) for c in self.columns if c not in self.key]
+        update = "DO UPDATE SET " + ", ".join(f"{c} = EXCLUDED.{c}" for c in others) if others else "DO NOTHING"
+        if null_keys:
+            nulls = self._null_key()
+            if others:
+                conn.execute(
+                    f"UPDATE {table} t SET {', '.join(f'{c} = d.{c}' for c in others)} FROM {staged} d "
+                    f"WHERE ({which}) AND ({nulls}) AND {self._same_key()}"
+                )
+            which = f"({which}) AND NOT (({nulls}) AND EXISTS (SELECT 1 FROM {table} t WHERE {self._same_key()}))"
         conn.execute(
-            f"INSERT INTO {table} ({names}) SELECT {names} FROM {staged} WHERE {which} ON CONFLICT ({keys}) {update}"
+            f"INSERT INTO {table} ({names}) SELECT {names} FROM {staged} d WHERE {which} "
+            f"ON CONFLICT ({', '.join(self._quoted_key())}) {update}"
         )
 
     def close(self) -> None:

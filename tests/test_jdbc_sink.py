@@ -41,7 +41,9 @@ def rows(*values: tuple) -> list[tuple]:
 
 
 def test_the_last_row_of_a_key_in_a_batch_wins_and_a_null_key_is_one_key(postgres):
-    write, table = writer(postgres, "k STRING, n BIGINT", "k TEXT UNIQUE, n BIGINT", "k")
+    # a column of the database's own that the query does not write: an upsert updates a row in place, so it
+    # keeps what was set in it, for a key with a NULL part too
+    write, table = writer(postgres, "k STRING, n BIGINT", "k TEXT UNIQUE, n BIGINT, note TEXT DEFAULT 'new'", "k")
 
     def held() -> list[tuple]:
         return postgres.execute(f"SELECT k, n FROM {table} ORDER BY k NULLS FIRST")
@@ -54,8 +56,30 @@ def test_the_last_row_of_a_key_in_a_batch_wins_and_a_null_key_is_one_key(postgre
     # the batch again, as after a crash before the checkpoint's commit: the fence skips it
     assert not write.write(1, rows(("a", 100), (None, 100)))
     assert held() == [(None, 7), ("a", 6), ("b", 3), ("c", 8)]
-    assert write.write(2, rows((None, 9), ("b", 10), ("b", 11), (None, 12)))
-    assert held() == [(None, 12), ("a", 6), ("b", 11), ("c", 8)]
+    postgres.execute(f"UPDATE {table} SET note = 'by hand'")
+    # the last row of a key has the smaller value: the order in the batch decides, not the value
+    assert write.write(2, rows((None, 12), ("b", 11), ("b", 10), (None, 9)))
+    assert held() == [(None, 9), ("a", 6), ("b", 10), ("c", 8)]
+    assert postgres.execute(f"SELECT DISTINCT note FROM {table}") == [("by hand",)]
+
+
+def test_a_changelog_querys_changes_to_a_null_key_update_its_row_in_place_and_delete_it(postgres):
+    write, table = writer(postgres, "k STRING, n BIGINT", "k TEXT UNIQUE, n BIGINT, note TEXT DEFAULT 'new'", "k")
+
+    def held() -> list[tuple]:
+        return postgres.execute(f"SELECT k, n, note FROM {table} ORDER BY k NULLS FIRST")
+
+    def change(kind: str, key, n=None) -> tuple:
+        return (kind, key, n, *NO_METADATA)
+
+    assert write.write_changes(0, [change("insert", None, 1), change("insert", "a", 2)], replace=True) == (2, 0)
+    postgres.execute(f"UPDATE {table} SET note = 'by hand'")
+    assert write.write_changes(1, [change("update", None, 3), change("update", "a", 4)], replace=False) == (2, 0)
+    assert held() == [(None, 3, "by hand"), ("a", 4, "by hand")]
+    assert write.write_changes(2, [change("delete", None), change("insert", "b", 5)], replace=False) == (1, 1)
+    assert held() == [("a", 4, "by hand"), ("b", 5, "new")]
+    assert write.write_changes(3, [change("insert", None, 6), change("delete", "a")], replace=False) == (1, 1)
+    assert held() == [(None, 6, "new"), ("b", 5, "new")]
 
 
 def test_a_composite_key_with_a_null_part_and_a_table_without_key(postgres):
