@@ -271,7 +271,7 @@ class Writer:
                 null_keys += any(row[i] is None for i in places)
         # Upserted as if one by one in the batch's order: the last row of a key wins (one INSERT may not update a
         # row twice), and the rows of a key with a NULL part are one key, as GROUP BY takes them
-        keys = ", ".join(quote_identifier(k) for k in self.key)
+        keys = ", ".join(self._quoted_key())
         last = f"(SELECT DISTINCT ON ({keys}) {names} FROM sql_runner_rows ORDER BY {keys}, __sql_runner_order DESC)"
         self._upsert(conn, last, "TRUE", null_keys=null_keys > 0)
         return count

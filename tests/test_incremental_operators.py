@@ -5,10 +5,11 @@ state store (RocksDB), across micro-batches and a restart from the checkpoint.
 
 After every micro-batch the operators' output, summed by weight, must be what the same SQL gives in batch over
 the table's current rows: exactly, but for a floating point sum, which is rounded once from the exact sum where
-Spark's batch SUM rounds after each value (they are compared to a relative 1e-9). Bad inputs tried, in random changes with a fixed seed: deletes of keys
-never seen, the same change twice, a key's row moving to another group, several changes to one key in one
-micro-batch in shuffled order (the last by place, position and order counts), NULL group keys, NULL aggregate
-inputs, a group whose rows all go, NaN and infinities in a DOUBLE sum, and huge values in it that come and go.
+Spark's batch SUM rounds after each value (they are compared to a relative 1e-9). Bad inputs tried, in random
+changes with a fixed seed: deletes of keys never seen, the same change twice, a key's row moving to another
+group, several changes to one key in one micro-batch in shuffled order (the last by place, position and order
+counts), NULL group keys, NULL aggregate inputs, a group whose rows all go, NaN and infinities in a DOUBLE sum,
+and huge values in it that come and go.
 """
 
 from __future__ import annotations
