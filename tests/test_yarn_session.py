@@ -2,10 +2,10 @@
 
 ``sql-runner session start --target yarn`` submits the session as a YARN application in cluster mode with several
 attempts (``spark.yarn.maxAppAttempts``); its driver, and so its control endpoint, runs in the ApplicationMaster's
-container on a NodeManager. Queries are added, changed and removed live; the driver is killed with SIGKILL, YARN
-starts the application's next attempt, which resumes every hosted query from its state; ``session status`` says
-which attempt runs and why the one before it ended; outputs exact. The seconds each change took to take effect
-are printed (``-s``)."""
+container on a NodeManager. Queries are added, changed and removed live; a changelog query runs on the incremental
+operators from the cluster's classpath; the driver is killed with SIGKILL, YARN starts the application's next
+attempt, which resumes every hosted query from its state; ``session status`` says which attempt runs and why the
+one before it ended; outputs exact. The seconds each change took to take effect are printed (``-s``)."""
 
 from __future__ import annotations
 
@@ -20,9 +20,11 @@ from datetime import datetime
 import pytest
 
 from demo.yarn_cluster import YarnCluster
+from jobs.changelog.incremental import ENGINE_FILE
 from tests.clihelpers import batch, cli, history, status_file, wait_for
-from tests.conftest import ProjectDir
+from tests.conftest import METADATA_DDL, ProjectDir
 from tests.sessionhelpers import DDL, TEMPLATE, Feeder, dedup, query, record_status, rows
+from tests.tablehelpers import compacted
 
 pytestmark = [pytest.mark.spark, pytest.mark.e2e]
 
@@ -33,18 +35,55 @@ def parsed(stamp: str) -> datetime:
 
 TEAM = "sessioners"  # a team of its own: the other tests share the cluster
 ATTEMPT = 240  # seconds: YARN noticing the lost container, a new one launched and the session's queries resumed
+# a changelog query beside the others: users kept by key (Debezium's changes in files), counted per account into an
+# upsert-kafka topic by the incremental operators, whose jar the containers have from the cluster's classpath
+USERS_DDL = """
+CREATE TABLE `demo`.`users` (uid STRING, accountId STRING, PRIMARY KEY (uid) NOT ENFORCED)
+WITH ('connector' = 'filesystem', 'path' = 'data/users', 'format' = 'debezium-json');
+CREATE TABLE `demo`.`per_account` (accountId STRING, users BIGINT{metadata}, PRIMARY KEY (accountId) NOT ENFORCED)
+WITH ('connector' = 'upsert-kafka', 'topic' = '{topic}', 'properties.bootstrap.servers' = '{bootstrap}',
+      'key.format' = 'json', 'value.format' = 'json');
+"""
+PER_ACCOUNT = "SELECT accountId, COUNT(1) AS users FROM `demo`.`users` GROUP BY accountId"
+
+
+def changes(project: ProjectDir, name: str, records: list[tuple[str, str | None, str | None]]) -> None:
+    """Debezium's changes of users, as (uid, account before, account after): None where there is no row."""
+    lines = []
+    for uid, before, after in records:
+        op = "c" if before is None else "d" if after is None else "u"
+        lines.append(
+            {
+                "op": op,
+                "before": None if before is None else {"uid": uid, "accountId": before},
+                "after": None if after is None else {"uid": uid, "accountId": after},
+            }
+        )
+    folder = project.root / "data" / "users"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f".{name}.tmp").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    (folder / f".{name}.tmp").rename(folder / f"{name}.json")
 
 
 def test_a_session_on_yarn_applies_changes_live_and_its_next_attempt_resumes_every_query(
-    yarn: YarnCluster, project: ProjectDir
+    yarn: YarnCluster, project: ProjectDir, kafka, topic
 ):
     env = yarn.runner_env(TEAM)
-    project.ddl("tables", DDL)
+    out = topic("per-account")
+    project.ddl("tables", DDL + USERS_DDL.format(metadata=METADATA_DDL, topic=out, bootstrap=kafka.bootstrap))
     project.template(TEMPLATE)
     feeder = Feeder(project.root / "data" / "events")
     feeder.write()
     project.manifest("q-a", query("q-a", "out-a", "SELECT id, amount FROM `demo`.`events` WHERE amount > 10"))
     project.manifest("q-b", dedup("q-b", "out-b", '"id"'))
+    # u4 moves from a2 to a1 in the same file it was added in
+    changes(project, "001", [("u1", None, "a1"), ("u2", None, "a1"), ("u3", None, "a2"), ("u4", None, "a2")])
+    changes(project, "002", [("u4", "a2", "a1")])
+    project.manifest("q-cl", query("q-cl", "per_account", PER_ACCOUNT))
+
+    def per_account() -> dict:
+        return {row["accountId"]: row["users"] for row in compacted(kafka, out).values()}
+
     health_file = project.root / ".sql-runner" / "manifests" / "session" / "health.json"
     took: dict[str, float] = {}
 
@@ -74,8 +113,12 @@ def test_a_session_on_yarn_applies_changes_live_and_its_next_attempt_resumes_eve
         stamp = (status.get("progress") or {}).get("timestamp")
         return status.get("session-run") == run_id and stamp is not None and parsed(stamp).timestamp() >= since
 
-    wait_for(lambda: all(batch(project, n) >= 0 for n in ("q-a", "q-b")), "both queries running", ATTEMPT)
+    wait_for(lambda: all(batch(project, n) >= 0 for n in ("q-a", "q-b", "q-cl")), "the queries running", ATTEMPT)
     assert status_file(project, "q-a")["session-run"] == run_id
+    wait_for(lambda: per_account() == {"a1": 3, "a2": 1}, "the users per account", ATTEMPT, explain=per_account)
+    made = (project.root / ".sql-runner" / "checkpoints").rglob(ENGINE_FILE)
+    [engine] = [path.read_text().strip() for path in made if "q-cl" in path.parts]
+    assert engine == "incremental", "the changelog query runs on the incremental operators, not recomputed"
 
     # previews and the console reach the endpoint where the driver runs: the node's address, not this host's loopback
     control = json.loads((project.root / ".sql-runner" / "manifests" / "session" / "control.json").read_text())
@@ -86,7 +129,7 @@ def test_a_session_on_yarn_applies_changes_live_and_its_next_attempt_resumes_eve
     bearer = {"Authorization": f"Bearer {control['token']}"}
     with urllib.request.urlopen(urllib.request.Request(f"{control['url']}/api/overview", headers=bearer)) as answer:
         overview = json.loads(answer.read())  # the console the session serves there
-    assert {row["name"] for row in overview["rows"]} == {"q-a", "q-b"} and overview["team"] == TEAM, overview
+    assert {row["name"] for row in overview["rows"]} == {"q-a", "q-b", "q-cl"} and overview["team"] == TEAM, overview
 
     # an application-mode job deployed to YARN meanwhile is judged on the session's warm Spark, not a Spark started
     # by the deploy: a query naming a column the table lacks is refused, nothing deployed; a good one starts
@@ -158,6 +201,14 @@ def test_a_session_on_yarn_applies_changes_live_and_its_next_attempt_resumes_eve
             assert entry.outcome.resumed_checkpoint or entry.outcome.restored_from, (name, entry)
         preview = cli(project, "preview", "--sql", "SELECT id FROM `demo`.`events` WHERE id = 'e00003'", env=env)
         assert f"answered by session {run_id}" in preview.stderr and "1 row(s)" in preview.stdout
+        # the changelog query goes on from its state: a2's last user deleted, a3's first added
+        changes(project, "003", [("u3", "a2", None), ("u5", None, "a3"), ("u6", None, "a3"), ("u6", "a3", None)])
+        wait_for(
+            lambda: per_account() == {"a1": 3, "a3": 1}, "the changes after the kill", ATTEMPT, explain=per_account
+        )
+        entry = history(project, "q-cl")[-1]
+        assert entry.decision == "restore" and parsed(entry.at).timestamp() >= killed, entry
+        assert entry.outcome.resumed_checkpoint or entry.outcome.restored_from, entry
     finally:
         feeder.stop()
 
@@ -170,7 +221,7 @@ def test_a_session_on_yarn_applies_changes_live_and_its_next_attempt_resumes_eve
         counted = rows(project, table)
         assert set(counted) == ids and max(counted.values()) == 1, table
     assert rows(project, "out-c") == removed_at  # nothing written after the removal
-    for name in ("q-a", "q-b"):
+    for name in ("q-a", "q-b", "q-cl"):
         assert status_file(project, name)["state"] == "stopped"
         assert history(project, name)[-1].summary == "session stopped: stop with savepoint"
     assert not config.exists()
