@@ -690,6 +690,14 @@ def journey(
     assert "aws_emr_cluster.emr: Creation complete" in out_text, out_text[-4000:]
     cluster_id = team_resources(aws, team)["emr"][0]
     milestone(started, "the cluster replaced by deploy-infra")
+    # what an earlier release's push left beside this one's jars: the runner's jar of other sources, a connector of
+    # another version; every jar of the node's folder is on every application's classpath
+    stale = ["jars/sql-runner-engine-0000000000000000.jar", "jars/kafka-clients-3.0.0.jar"]
+    for key in stale:
+        s3.put_object(Bucket=artifacts, Key=key, Body=b"an earlier release's jar")
+    sums = s3.get_object(Bucket=artifacts, Key="jars/SHA256SUMS")["Body"].read().decode()
+    named = {line.split()[1] for line in sums.splitlines() if line.strip()}
+    assert named and not {key.removeprefix("jars/") for key in stale} & named, named
 
     node = localplatform.PrimaryNode(nodes / "primary", node_env, yarn, cluster_id, team.region)
     node.provision()
@@ -699,6 +707,8 @@ def journey(
         "the console on the primary node, its metrics to CloudWatch",
     ]
     assert node.path("/usr/local/bin/sql-runner").is_file()
+    installed = {p.name for p in node.path("/usr/lib/sql-runner/jars").iterdir()}
+    assert installed == named | {"SHA256SUMS"}, f"only the jars SHA256SUMS names: {sorted(installed ^ named)}"
     milestone(started, "the new node bootstrapped")
     # the scripts ran as the node's unprivileged user, what needs root through sudo: the user's own write into
     # the image's /usr/local is refused, sudo's is done as root
