@@ -708,7 +708,8 @@ def journey(
     ]
     assert node.path("/usr/local/bin/sql-runner").is_file()
     installed = {p.name for p in node.path("/usr/lib/sql-runner/jars").iterdir()}
-    assert installed == named | {"SHA256SUMS"}, f"only the jars SHA256SUMS names: {sorted(installed ^ named)}"
+    assert installed == named, f"only the jars SHA256SUMS names: {sorted(installed ^ named)}"
+    assert node.path("/usr/lib/sql-runner/SHA256SUMS").read_text() == sums, "beside the folder, off the classpath"
     milestone(started, "the new node bootstrapped")
     # the scripts ran as the node's unprivileged user, what needs root through sudo: the user's own write into
     # the image's /usr/local is refused, sudo's is done as root
