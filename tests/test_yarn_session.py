@@ -24,7 +24,7 @@ from jobs.changelog.incremental import ENGINE_FILE
 from tests.clihelpers import batch, cli, history, status_file, wait_for
 from tests.conftest import METADATA_DDL, ProjectDir
 from tests.sessionhelpers import DDL, TEMPLATE, Feeder, dedup, query, record_status, rows
-from tests.tablehelpers import compacted
+from tests.tablehelpers import compacted, write_whole
 
 pytestmark = [pytest.mark.spark, pytest.mark.e2e]
 
@@ -49,20 +49,19 @@ PER_ACCOUNT = "SELECT accountId, COUNT(1) AS users FROM `demo`.`users` GROUP BY 
 
 def changes(project: ProjectDir, name: str, records: list[tuple[str, str | None, str | None]]) -> None:
     """Debezium's changes of users, as (uid, account before, account after): None where there is no row."""
-    lines = []
-    for uid, before, after in records:
-        op = "c" if before is None else "d" if after is None else "u"
-        lines.append(
-            {
-                "op": op,
-                "before": None if before is None else {"uid": uid, "accountId": before},
-                "after": None if after is None else {"uid": uid, "accountId": after},
-            }
-        )
-    folder = project.root / "data" / "users"
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f".{name}.tmp").write_text("".join(json.dumps(line) + "\n" for line in lines))
-    (folder / f".{name}.tmp").rename(folder / f"{name}.json")
+
+    def row(uid: str, account: str | None) -> dict | None:
+        return None if account is None else {"uid": uid, "accountId": account}
+
+    lines = [
+        {
+            "op": "c" if before is None else "d" if after is None else "u",
+            "before": row(u, before),
+            "after": row(u, after),
+        }
+        for u, before, after in records
+    ]
+    write_whole(project.root / "data" / "users" / f"{name}.json", "".join(json.dumps(line) + "\n" for line in lines))
 
 
 def test_a_session_on_yarn_applies_changes_live_and_its_next_attempt_resumes_every_query(
