@@ -126,12 +126,11 @@ public final class EquiJoin extends StatefulProcessor<Row, Row, Row> {
 
     private static Map<Row, Long> read(MapState<Row, Long> state) {
         Map<Row, Long> rows = new HashMap<>();
-        if (state.exists()) {
-            scala.collection.Iterator<scala.Tuple2<Row, Long>> entries = state.iterator();
-            while (entries.hasNext()) {
-                scala.Tuple2<Row, Long> entry = entries.next();
-                rows.put(entry._1(), entry._2());
-            }
+        // one scan of the key's rows (exists() would be a scan of its own), none when there are none
+        scala.collection.Iterator<scala.Tuple2<Row, Long>> entries = state.iterator();
+        while (entries.hasNext()) {
+            scala.Tuple2<Row, Long> entry = entries.next();
+            rows.put(entry._1(), entry._2());
         }
         return rows;
     }

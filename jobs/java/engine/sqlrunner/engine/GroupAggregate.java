@@ -174,9 +174,11 @@ public final class GroupAggregate extends StatefulProcessor<Row, Row, Row> {
 
     @Override
     public scala.collection.Iterator<Row> handleInputRows(Row key, scala.collection.Iterator<Row> rows, TimerValues timers) {
-        Object[] acc = accumulators.exists() ? toArray(accumulators.get()) : empty();
+        // get() is null for a group without state (exists() is a get() of its own: one read of the store, not three)
+        Row kept = accumulators.get();
+        boolean existed = kept != null; // a group's state is kept while it has rows, a global one's always
+        Object[] acc = existed ? toArray(kept) : empty();
         Object[] before = acc.clone();
-        boolean existed = accumulators.exists(); // a group's state is kept while it has rows, a global one's always
         // The batch's rows netted first (a row a join gave and took back in the same batch is no change), then
         // the additions before the retractions: no value is taken away before it was added, whatever order the
         // exchange delivered them in. Rows of weight 0 change nothing (a global aggregate's ticks).
@@ -339,7 +341,8 @@ public final class GroupAggregate extends StatefulProcessor<Row, Row, Row> {
     private void addToValues(Object[] acc, int i, int at, Object value, long weight) {
         MapState<Row, Long> kept = values.get(i);
         Row entry = RowFactory.create(value);
-        long before = kept.containsKey(entry) ? kept.getValue(entry) : 0L;
+        Long had = kept.getValue(entry); // null: not there (containsKey is a getValue of its own)
+        long before = had == null ? 0L : had;
         long after = before + weight;
         if (after < 0) {
             throw new IllegalStateException("an incremental " + kinds[i] + " was sent the retraction of a value it never had");

@@ -81,7 +81,7 @@ public final class KeyedDifference extends StatefulProcessor<Row, Row, Row> {
             }
             return CollectionConverters.asScala(out.iterator());
         }
-        Row before = row.exists() ? row.get() : null;
+        Row before = row.get(); // null: none (exists() is a get() of its own)
         Map<Row, Long> after = new HashMap<>(delta);
         if (before != null) {
             after.merge(before, 1L, Long::sum);
@@ -103,7 +103,8 @@ public final class KeyedDifference extends StatefulProcessor<Row, Row, Row> {
     }
 
     private long count(Row row) {
-        return rows.containsKey(row) ? rows.getValue(row) : 0L;
+        Long count = rows.getValue(row); // null: not there (containsKey is a getValue of its own)
+        return count == null ? 0L : count;
     }
 
     private void store(Row row, long count) {

@@ -63,7 +63,7 @@ public final class UpsertNormaliser extends StatefulProcessor<Row, Row, Row> {
                 last = change;
             }
         }
-        Row old = current.exists() ? current.get() : null;
+        Row old = current.get(); // null: no row (exists() is a get() of its own)
         Row now = last == null || last.getBoolean(DELETE) ? null : columns(last);
         if (Objects.equals(old, now)) {
             return CollectionConverters.asScala(Collections.<Row>emptyIterator());
