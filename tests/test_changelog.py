@@ -88,17 +88,29 @@ def test_a_checkpoint_stays_on_the_engine_that_made_it_and_one_of_the_incrementa
     incremental_state = tmp_path / "incremental"
     run_changelog(spark, project, "user-count", incremental_state, target.env)
     checkpoint = str(incremental_state / "checkpoint")
-    assert incremental.checkpoint_engine(spark, checkpoint) == "incremental"
-    manifest.write_text(manifest.read_text() + recompute)
+    assert incremental.checkpoint_engine(spark, checkpoint) == f"incremental {incremental.LAYOUT}"
+    incremental_manifest = manifest.read_text()
+    manifest.write_text(incremental_manifest + recompute)
     debezium(users, "002", [{"op": "c", "after": user("101-1", "101")}])
     with pytest.raises(RuntimeError, match="CHANGELOG_ENGINE_OF_CHECKPOINT") as refused:
         run_changelog(spark, project, "user-count", incremental_state, target.env)
     assert "the checkpoint holds the incremental engine's state" in refused_restore(refused.value)
     assert target.read() == [("100", 1)], "the target is left as the incremental engine left it"
+    # the incremental engine's state as another release's operators keep it: as the release before the layout was
+    # recorded wrote it (its DOUBLE sums were a double), and as a later release's; refused the same way
+    manifest.write_text(incremental_manifest)
+    recorded = incremental_state / "checkpoint" / incremental.ENGINE_FILE
+    for said, whose in (("incremental", "an earlier release"), (f"incremental {incremental.LAYOUT + 1}", "a later")):
+        recorded.write_text(said + "\n")
+        with pytest.raises(RuntimeError, match="CHANGELOG_ENGINE_OF_CHECKPOINT") as refused:
+            run_changelog(spark, project, "user-count", incremental_state, target.env)
+        assert f"the checkpoint holds the incremental engine's state as {whose}" in refused_restore(refused.value)
+        assert target.read() == [("100", 1)], "nothing written"
+        assert recorded.read_text() == said + "\n", "the checkpoint is left as it was"
 
     # another job (a database's batch fence is per job) made by the recomputing engine
     recounted = project.root / "manifests" / "recounted.yaml"
-    recounted.write_text(manifest.read_text().replace("name: user-count", "name: recounted"))
+    recounted.write_text((incremental_manifest + recompute).replace("name: user-count", "name: recounted"))
     recomputed_state = tmp_path / "recomputed"
     run_changelog(spark, project, "recounted", recomputed_state, target.env)
     assert incremental.checkpoint_engine(spark, str(recomputed_state / "checkpoint")) == "recompute"

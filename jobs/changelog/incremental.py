@@ -168,16 +168,30 @@ class Choice:
 
 ENGINE_FILE = "sql-runner-changelog-engine"  # in the checkpoint (and so in its savepoints): the engine that made it
 REFUSAL = "CHANGELOG_ENGINE_OF_CHECKPOINT"  # a refused restore (jobs/control.py): the next plan starts a new version
+# How this release's incremental operators keep their state, recorded with the engine ("incremental 2"); a change to
+# what an operator keeps, or to which operators a plan has, takes the next number. 1: the release before DOUBLE sums
+# were kept exactly, which recorded no number (Spark refuses its five-slot accumulators, but a layout that changed
+# what a value means and kept its type would be read as this one's).
+LAYOUT = 2
 
 
 def checkpoint_engine(spark: SparkSession, checkpoint: str) -> str | None:
-    """The engine whose state ``checkpoint`` holds (None: a new checkpoint). One that committed micro-batches
-    without saying is the recomputing engine's: the only one before the engine was recorded."""
+    """The engine whose state ``checkpoint`` holds, as recorded (``recompute``, ``incremental <layout>``; None: a
+    new checkpoint). One that committed micro-batches without saying is the recomputing engine's: the only one
+    before the engine was recorded."""
     files = HadoopFiles(spark)
     recorded = files.read_text(f"{checkpoint.rstrip('/')}/{ENGINE_FILE}")
     if recorded is not None:
         return recorded.strip()
     return "recompute" if files.has_entries(f"{checkpoint.rstrip('/')}/commits") else None
+
+
+def incremental_layout(recorded: str | None) -> int | None:
+    """The layout of the incremental engine's state a checkpoint records (None: not the incremental engine's)."""
+    words = (recorded or "").split()
+    if not words or words[0] != "incremental":
+        return None
+    return int(words[1]) if len(words) > 1 and words[1].isdigit() else 1
 
 
 def record_engine(spark: SparkSession, checkpoint: str, engine: str) -> None:
@@ -194,19 +208,27 @@ def choose_for(
     """:func:`choose`, for a run from ``checkpoint``: a checkpoint stays on the engine that made it (the state
     one keeps is not the other's). The recomputing engine's runs on as it is; the incremental engine's, when
     this run could not run it (its jar missing, a shape its operators no longer cover, a manifest asking
-    for recompute in the same version), is refused: restoring it on the other engine would lose the target's
-    rows, so the next deploy starts a new version with clean state."""
+    for recompute in the same version) or keeps its state in another layout (another release's operators),
+    is refused: restoring it on the other engine would lose the target's rows, and another layout's state read
+    as this one's would give wrong results, so the next deploy starts a new version with clean state."""
     made = checkpoint_engine(spark, checkpoint)
     if made == "recompute":
         return Choice("its checkpoint holds the recomputing engine's state, which it keeps until a new version")
+    layout = incremental_layout(made)
+    if layout is not None and layout != LAYOUT:
+        release = "an earlier" if layout < LAYOUT else "a later"
+        raise RuntimeError(
+            f"{REFUSAL}: the checkpoint holds the incremental engine's state as {release} release keeps it (layout "
+            f"{layout}; this release keeps layout {LAYOUT})"
+        )
     chosen = choose(spark, engine, sources, compute)
-    if made == "incremental" and chosen.recomputed is not None:
+    if layout is not None and chosen.recomputed is not None:
         raise RuntimeError(
             f"{REFUSAL}: the checkpoint holds the incremental engine's state, and this run would be recomputed "
             f"({chosen.recomputed})"
         )
     if made is None:
-        record_engine(spark, checkpoint, "incremental" if chosen.recomputed is None else "recompute")
+        record_engine(spark, checkpoint, f"incremental {LAYOUT}" if chosen.recomputed is None else "recompute")
     return chosen
 
 
