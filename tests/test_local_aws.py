@@ -470,7 +470,7 @@ def platform(tmp_path):
 @pytest.mark.infra
 @pytest.mark.platform
 @pytest.mark.spark
-@pytest.mark.timeout(3600)
+@pytest.mark.timeout(4800)
 def test_the_platform_teams_journey_from_deploy_infra_to_rows_out_and_destroy(platform, tmp_path):
     """Every team's stack applied at once by the real ``python -m infra.terraform deploy`` (artifacts bucket,
     artifacts, the rest), then planned again with nothing to change; the first team's whole journey on it
