@@ -96,18 +96,20 @@ def test_a_checkpoint_stays_on_the_engine_that_made_it_and_one_of_the_incrementa
         run_changelog(spark, project, "user-count", incremental_state, target.env)
     assert "the checkpoint holds the incremental engine's state" in refused_restore(refused.value)
     assert target.read() == [("100", 1)], "the target is left as the incremental engine left it"
-    # the incremental engine's state as another release's operators keep it: as the release before the layout was
-    # recorded wrote it (its DOUBLE sums were a double), and as a later release's; refused the same way
+    # the incremental engine's state as a later release keeps it (a rollback): refused, nothing written
     manifest.write_text(incremental_manifest)
     recorded = incremental_state / "checkpoint" / incremental.ENGINE_FILE
-    for said, whose in (("incremental", "an earlier release"), (f"incremental {incremental.LAYOUT + 1}", "a later")):
-        recorded.write_text(said + "\n")
-        with pytest.raises(RuntimeError, match="CHANGELOG_ENGINE_OF_CHECKPOINT") as refused:
-            run_changelog(spark, project, "user-count", incremental_state, target.env)
-        assert f"the checkpoint holds the incremental engine's state as {whose}" in refused_restore(refused.value)
-        assert target.read() == [("100", 1)], "nothing written"
-        assert recorded.read_text() == said + "\n", "the checkpoint is left as it was"
-
+    later = f"incremental {incremental.LAYOUT + 1}\n"
+    recorded.write_text(later)
+    with pytest.raises(RuntimeError, match="CHANGELOG_ENGINE_OF_CHECKPOINT") as refused:
+        run_changelog(spark, project, "user-count", incremental_state, target.env)
+    said = refused_restore(refused.value)
+    assert "the incremental engine's state as a later release keeps it" in said and "reads 1, 2" in said, said
+    assert target.read() == [("100", 1)], "nothing written"
+    # as the releases that recorded no layout kept it (layout 1): this release's operators read it, and go on
+    recorded.write_text("incremental\n")
+    run_changelog(spark, project, "user-count", incremental_state, target.env)
+    assert target.read() == [("100", 1), ("101", 1)], "002's user counted from the restored state"
     # another job (a database's batch fence is per job) made by the recomputing engine
     recounted = project.root / "manifests" / "recounted.yaml"
     recounted.write_text((incremental_manifest + recompute).replace("name: user-count", "name: recounted"))
@@ -481,3 +483,25 @@ def test_debezium_json_topics_written_by_an_append_query_and_by_a_changelog_quer
     ops = [json.loads(r.value)["op"] for r in kafka.records(counts)]
     assert ops == ["c", "d", "c"] or ops == ["c", "c", "d"], ops
     assert all(json.loads(r.value)["op"] == "c" for r in kafka.records(changes))
+
+
+@pytest.mark.parametrize(
+    ("recorded", "layout", "refused"),
+    [
+        (None, None, None),  # a new checkpoint
+        ("recompute", None, None),
+        ("incremental", 1, None),  # the releases that recorded no layout
+        ("incremental 2", 2, None),
+        ("incremental 3", 3, "as a later release keeps it (layout 3; this release keeps layout 2 and reads 1, 2)"),
+        ("incremental x", 0, "in a layout this release cannot read: incremental x"),
+        ("incremental 2 3", 0, "cannot read"),
+        ("incremental \u00b2", 0, "cannot read"),  # a digit to str.isdigit, not to int()
+        ("incremental -1", 0, "cannot read"),
+    ],
+)
+def test_a_checkpoints_record_of_its_state_layout_is_read_or_refused_with_what_it_says(recorded, layout, refused):
+    from jobs.changelog import incremental
+
+    assert incremental.incremental_layout(recorded) == layout
+    said = incremental.layout_refusal(recorded)
+    assert (said is None) == (refused is None) and (refused is None or refused in said), said
