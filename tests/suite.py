@@ -2,7 +2,7 @@
 
     python -m tests.suite [pytest options for every run, e.g. --durations=20]
 
-1. The platform's journey (``-m platform``: tests/test_local_aws.py, 15 to 60 minutes as the machine is busy) in a
+1. The platform's journey (``-m platform``: tests/test_local_aws.py, 15 to 80 minutes as the machine is busy) in a
    pytest of its own, beside 2. Most of its time is spent waiting on the pace of Terraform's AWS provider (it
    waits about a minute for each bucket's lifecycle rules and half a minute for the EMR cluster, whatever the
    endpoint) and of YARN, so it runs from the start next to the others instead of taking one of their two
