@@ -31,25 +31,29 @@ STALENESS = 14  # the strict query's 'lookup.max-staleness'
 LOAD = 6
 
 
-def named(folder: Path, user: int) -> list[tuple[float, str | None]]:
-    """When each micro-batch written to ``folder`` began, and the name it gave ``user``'s rows, in time order."""
+def rows(folder: Path) -> list[tuple[float, int, str | None]]:
+    """When each row's micro-batch began, its user and the name it gave, for the rows written to ``folder``, in
+    time order."""
     found = []
     for path in folder.glob("*.json"):
         for line in path.read_text().splitlines():
             row = json.loads(line)
-            if row["user_id"] == user:
-                found.append((datetime.fromisoformat(row["__create_timestamp"]).timestamp(), row.get("name")))
+            began = datetime.fromisoformat(row["__create_timestamp"]).timestamp()
+            found.append((began, row["user_id"], row.get("name")))
     return sorted(found, key=lambda seen: seen[0])
+
+
+def named(folder: Path, user: int) -> list[tuple[float, str | None]]:
+    """When each micro-batch written to ``folder`` began, and the name it gave ``user``'s rows, in time order."""
+    return [(at, name) for at, who, name in rows(folder) if who == user]
 
 
 def names(folder: Path, since: float) -> dict[int, set[str | None]]:
     """The names each user's rows carry in the micro-batches written to ``folder`` that began after ``since``."""
     seen: dict[int, set[str | None]] = {}
-    for path in folder.glob("*.json"):
-        for line in path.read_text().splitlines():
-            row = json.loads(line)
-            if datetime.fromisoformat(row["__create_timestamp"]).timestamp() > since:
-                seen.setdefault(row["user_id"], set()).add(row.get("name"))
+    for at, user, name in rows(folder):
+        if at > since:
+            seen.setdefault(user, set()).add(name)
     return seen
 
 
