@@ -483,25 +483,3 @@ def test_debezium_json_topics_written_by_an_append_query_and_by_a_changelog_quer
     ops = [json.loads(r.value)["op"] for r in kafka.records(counts)]
     assert ops == ["c", "d", "c"] or ops == ["c", "c", "d"], ops
     assert all(json.loads(r.value)["op"] == "c" for r in kafka.records(changes))
-
-
-@pytest.mark.parametrize(
-    ("recorded", "layout", "refused"),
-    [
-        (None, None, None),  # a new checkpoint
-        ("recompute", None, None),
-        ("incremental", 1, None),  # the releases that recorded no layout
-        ("incremental 2", 2, None),
-        ("incremental 3", 3, "as a later release keeps it (layout 3; this release keeps layout 2 and reads 1, 2)"),
-        ("incremental x", 0, "in a layout this release cannot read: incremental x"),
-        ("incremental 2 3", 0, "cannot read"),
-        ("incremental \u00b2", 0, "cannot read"),  # a digit to str.isdigit, not to int()
-        ("incremental -1", 0, "cannot read"),
-    ],
-)
-def test_a_checkpoints_record_of_its_state_layout_is_read_or_refused_with_what_it_says(recorded, layout, refused):
-    from jobs.changelog import incremental
-
-    assert incremental.incremental_layout(recorded) == layout
-    said = incremental.layout_refusal(recorded)
-    assert (said is None) == (refused is None) and (refused is None or refused in said), said

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from runner.core.engine_record import incremental_layout, layout_refusal
 from runner.core.manifest import Manifest, Meta
 from runner.core.querydiff import QueryDiff
 from runner.core.reasons import Reason, codes
@@ -296,3 +297,50 @@ def test_a_source_whose_connector_cannot_continue_starts_at_its_startup_position
     hows = {s.table: (s.how, s.detail) for s in action.sources}
     assert hows[KAFKA.table][0] == "continue"
     assert hows[keyed.table] == ("startup-position", "from its startup position (it cannot continue)")
+
+
+@pytest.mark.parametrize(
+    ("recorded", "layout", "refused"),
+    [
+        (None, None, None),  # a new checkpoint
+        ("recompute", None, None),
+        ("incremental", 1, None),  # the releases that recorded no layout
+        ("incremental 2", 2, None),
+        ("incremental 3", 3, "as a later release keeps it (layout 3; this release keeps layout 2 and reads 1, 2)"),
+        ("incremental x", 0, "in a layout this release cannot read: incremental x"),
+        ("incremental 2 3", 0, "cannot read"),
+        ("incremental \u00b2", 0, "cannot read"),  # a digit to str.isdigit, not to int()
+        ("incremental -1", 0, "cannot read"),
+    ],
+)
+def test_a_checkpoints_record_of_its_state_layout_is_read_or_refused_with_what_it_says(recorded, layout, refused):
+    assert incremental_layout(recorded) == layout
+    said = layout_refusal(recorded)
+    assert (said is None) == (refused is None) and (refused is None or refused in said), said
+
+
+LATER_LAYOUT = layout_refusal("incremental 3")
+
+
+def test_state_this_release_cannot_read_is_not_restored_and_the_next_version_starts_at_once():
+    """The state a restore would start from records a layout this release's job refuses (a later release's,
+    after a rollback): the plan starts the next version rather than a restore the job would refuse."""
+    stopped = Observed(checkpoints=(CHECKPOINT,), ever_ran=True, unreadable=LATER_LAYOUT)
+    action = plan_one("job", desired(SAME), deployed(), stopped)
+    assert (action.kind, action.version, action.stop) == ("start", 2, False)
+    assert action.summary == "start v2 with clean state (state unreadable)"
+    said = next(r for r in action.reasons if r.code == "STATE_UNREADABLE")
+    assert said.param["version"] == 1 and "as a later release keeps it (layout 3;" in str(said.param["why"])
+    assert "this release cannot restore the state of v1: the checkpoint holds" in said.text
+    # a change that restarts a running job would restore it from a savepoint of that state: the same
+    running = Observed(running=True, running_version=1, ever_ran=True, unreadable=LATER_LAYOUT)
+    restarted = plan_one("job", desired(COMPATIBLE), deployed(), running)
+    assert (restarted.kind, restarted.version, restarted.stop) == ("start", 2, True)
+    assert "STATE_UNREADABLE" in codes(restarted.reasons) and "STATE_CARRIES_OVER" not in codes(restarted.reasons)
+    # a job left as it is runs on: nothing restarts it, and a field it does not use is only recorded
+    assert plan_one("job", desired(SAME), deployed(), running).kind == "nothing"
+    assert plan_one("job", desired(SAME, retention={"savepoints": 5, "runs": 2}), deployed(), running).kind == "update"
+    # an incompatible change starts the next version anyway, and says so for that reason alone
+    changed = plan_one("job", desired(INCOMPATIBLE), deployed(), stopped)
+    assert (changed.kind, changed.version) == ("start", 2) and "STATE_UNREADABLE" not in codes(changed.reasons)
+    assert changed.summary == "start v2 with clean state (query changed)"

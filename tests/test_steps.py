@@ -214,3 +214,39 @@ def test_a_deployed_record_reads_back_the_same_whether_written_now_or_as_block_y
     assert not block.lstrip().startswith("{")
     assert read(block) == record
     assert read(block + "# edited by hand\n") == record
+
+
+def test_a_deploy_reads_the_layout_recorded_by_the_state_a_restore_would_start_from(world):
+    """What the plan is told about a changelog query's state comes from the store: the running run's checkpoint
+    while the job runs (a restart would restore its stop savepoint), else the newest savepoint or checkpoint."""
+    from runner.core.engine_record import ENGINE_FILE
+    from runner.deploy.inputs import observe
+
+    store, target, _ = world
+    targets = Targets(target)
+    deployed_running(store, target)
+    running = layout.checkpoint("job", 1, "run-a")
+    store.checkpoints.write(f"{running}{ENGINE_FILE}", b"incremental 3\n")
+    said = observe(store, targets, "team", "job").observed
+    assert said.running and "as a later release keeps it (layout 3;" in (said.unreadable or ""), said
+    store.checkpoints.write(f"{running}{ENGINE_FILE}", b"incremental 2\n")
+    assert observe(store, targets, "team", "job").observed.unreadable is None
+
+    # stopped: an older run folder in a layout this release reads, a newer savepoint in one it does not
+    del target.running["job"]
+    older = layout.checkpoint("job", 1, "run-20260301T110000Z-aaaaaa")
+    store.checkpoints.write(f"{older}metadata", b"{}")
+    store.checkpoints.write(f"{older}{ENGINE_FILE}", b"incremental\n")
+    newer = layout.savepoint("job", 1, "savepoint-20260301T113000Z-bbbbbb")
+    store.savepoints.write(f"{newer}{ENGINE_FILE}", b"incremental x\n")
+    store.savepoints.write(f"{newer}_SAVEPOINT.json", b"{}")
+    said = observe(store, targets, "team", "job").observed
+    assert not said.running and said.savepoints[-1].key == newer, said
+    assert said.unreadable == (
+        "the checkpoint records the incremental engine's state in a layout this release cannot read: incremental x"
+    )
+    store.savepoints.delete_prefix(newer)  # the older run folder is what a restore takes now: layout 1 is read
+    said = observe(store, targets, "team", "job").observed
+    assert not said.savepoints and said.checkpoints[-1].key == older and said.unreadable is None, said
+    store.checkpoints.delete(f"{older}{ENGINE_FILE}")  # no record: not the incremental engine's
+    assert observe(store, targets, "team", "job").observed.unreadable is None

@@ -20,7 +20,7 @@ from datetime import datetime
 import pytest
 
 from demo.yarn_cluster import YarnCluster
-from jobs.changelog.incremental import ENGINE_FILE, LAYOUT
+from runner.core.engine_record import ENGINE_FILE, LAYOUT
 from tests.clihelpers import batch, cli, history, status_file, wait_for
 from tests.conftest import METADATA_DDL, ProjectDir
 from tests.sessionhelpers import DDL, TEMPLATE, Feeder, dedup, query, record_status, rows

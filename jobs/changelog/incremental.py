@@ -18,7 +18,6 @@ A query with a shape the operators do not cover (:func:`not_covered` says which)
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +41,7 @@ from jobs.jvm import (
     jvm_of,
     scala_list,
 )
+from runner.core.engine_record import ENGINE_FILE, LAYOUT, incremental_layout, layout_refusal
 from runner.core.manifest import CHANGELOG_ENGINE
 
 WEIGHT = "__weight"
@@ -167,16 +167,7 @@ class Choice:
     result: DataFrame | None = None  # the query over them
 
 
-ENGINE_FILE = "sql-runner-changelog-engine"  # in the checkpoint (and so in its savepoints): the engine that made it
 REFUSAL = "CHANGELOG_ENGINE_OF_CHECKPOINT"  # a refused restore (jobs/control.py): the next plan starts a new version
-# How this release's incremental operators keep their state, recorded with the engine ("incremental 2"): a change to
-# what an operator keeps, or to which operators a plan has, takes the next number, and READS says which earlier
-# layouts the release's operators still read. 1: the releases that recorded no number. Their operators kept what
-# these keep, but for a SUM or AVG of DOUBLE or FLOAT, which they kept as a double in five slots where these keep the
-# exact sum in six: a checkpoint holding those is refused by Spark's state schema check as the query starts.
-LAYOUT = 2
-READS = (1, 2)
-_LAYOUT_NUMBER = re.compile(r"[0-9]{1,6}")
 
 
 def checkpoint_engine(spark: SparkSession, checkpoint: str) -> str | None:
@@ -188,32 +179,6 @@ def checkpoint_engine(spark: SparkSession, checkpoint: str) -> str | None:
     if recorded is not None:
         return recorded.strip()
     return "recompute" if files.has_entries(f"{checkpoint.rstrip('/')}/commits") else None
-
-
-def incremental_layout(recorded: str | None) -> int | None:
-    """The layout of the incremental engine's state a checkpoint records: None when it is not the incremental
-    engine's, 1 when it says no number, 0 when what it says is no layout (nothing this release can read)."""
-    words = (recorded or "").split()
-    if not words or words[0] != "incremental":
-        return None
-    if len(words) == 1:
-        return 1
-    return int(words[1]) if len(words) == 2 and _LAYOUT_NUMBER.fullmatch(words[1]) else 0
-
-
-def layout_refusal(recorded: str | None) -> str | None:
-    """Why this release does not restore the incremental engine's state ``recorded`` says (None: it does, or the
-    state is not the incremental engine's)."""
-    layout = incremental_layout(recorded)
-    if layout is None or layout in READS:
-        return None
-    if layout == 0:
-        return f"the checkpoint records the incremental engine's state in a layout this release cannot read: {recorded}"
-    release = "an earlier" if layout < LAYOUT else "a later"
-    return (
-        f"the checkpoint holds the incremental engine's state as {release} release keeps it (layout {layout}; this "
-        f"release keeps layout {LAYOUT} and reads {', '.join(map(str, READS))})"
-    )
 
 
 def record_engine(spark: SparkSession, checkpoint: str, engine: str) -> None:
@@ -230,9 +195,10 @@ def choose_for(
     """:func:`choose`, for a run from ``checkpoint``: a checkpoint stays on the engine that made it (the state
     one keeps is not the other's). The recomputing engine's runs on as it is; the incremental engine's, when
     this run could not run it (its jar missing, a shape its operators no longer cover, a manifest asking
-    for recompute in the same version) or keeps its state in a layout this release does not read (:data:`READS`),
-    is refused: restoring it on the other engine would lose the target's rows, and state read as another
-    layout's would give wrong results, so the next deploy starts a new version with clean state."""
+    for recompute in the same version) or keeps its state in a layout this release does not read
+    (``runner/core/engine_record.py``), is refused: restoring it on the other engine would lose the target's
+    rows, and state read as another layout's would give wrong results, so the next deploy starts a new version
+    with clean state (a deploy that sees the layout first starts one at once)."""
     made = checkpoint_engine(spark, checkpoint)
     if made == "recompute":
         return Choice("its checkpoint holds the recomputing engine's state, which it keeps until a new version")

@@ -42,6 +42,7 @@ REASONS: dict[str, str] = {
     "RESTORE_REFUSED": (
         "v{version} could not start from its restored state: {refusal}; restoring it again would fail the same way"
     ),
+    "STATE_UNREADABLE": "this release cannot restore the state of v{version}: {why}",
     # the plan: what happens to the state
     "STATE_CARRIES_OVER": "the change is state-compatible: the state carries over",
     "STATE_NOT_CARRIED": "state of v{version} cannot carry over: v{next} starts with clean state",

@@ -14,7 +14,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ from typing import Any
 from runner.authoring.project import Project
 from runner.core import layout, logs, placeholders
 from runner.core.catalog import Catalog
+from runner.core.engine_record import ENGINE_FILE, layout_refusal
 from runner.core.errors import Problem, ProblemCollector, UserError
 from runner.core.manifest import Manifest
 from runner.core.placeholders import Sources, Values
@@ -33,7 +34,7 @@ from runner.core.querydiff import QueryDiff, same_query
 from runner.core.starts import SourceTable, Starts
 from runner.core.tables import TableDef
 from runner.deploy.launches import Launched, Launcher
-from runner.deploy.plan import Action, Deployed, DesiredQuery, Observed
+from runner.deploy.plan import Action, Deployed, DesiredQuery, Observed, latest_state
 from runner.state import records, savepoints
 from runner.state.store import Store
 from runner.targets.base import RunningJob
@@ -351,4 +352,21 @@ def observe(
         refused=said.state_refused if said is not None and said.state == JobState.FAILED else None,
         ended=gone.how if running is None and (gone := targets.ended(team, name)) and not gone.clean else None,
     )
+    observed = replace(observed, unreadable=_unreadable(store, record, running, observed))
     return Inputs(record, blob.etag if blob else None, running, observed)
+
+
+def _unreadable(store: Store, record: DeploymentRecord, running: RunningJob | None, observed: Observed) -> str | None:
+    """Why this release cannot read the state a restore of ``record``'s version would start from, as that state
+    records it (``runner/core/engine_record.py``): the running run's checkpoint (its stop savepoint copies it),
+    or the newest savepoint or checkpoint of a job that is not running. None: it can, or there is none."""
+    if running is not None:
+        if running.identity.version != record.version or not record.run_id:
+            return None  # another version runs: its state is not the deployed version's
+        bucket, key = store.checkpoints, layout.checkpoint(record.name, record.version, record.run_id)
+    elif (latest := latest_state(observed)) is not None:
+        bucket, key = (store.savepoints if latest.kind == "savepoint" else store.checkpoints), latest.key
+    else:
+        return None
+    recorded = bucket.read(f"{key}{ENGINE_FILE}")
+    return layout_refusal(recorded.data.decode("utf-8", "replace").strip()) if recorded is not None else None

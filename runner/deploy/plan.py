@@ -13,6 +13,9 @@ Per manifest (docs/deployments.md)::
                                                                           : restore the latest state
     not running, Spark refused the restored -> start clean, version + 1 (restoring again would fail
       state when the version last started       the same way)
+    restarting (stopped, or to be stopped)  -> start clean, version + 1 (this release's job would
+      from state whose recorded layout this     refuse it: a changelog query's incremental state kept
+      release does not read                     as a later release keeps it)
     not running, config unchanged           -> restore the latest state (newest savepoint or checkpoint)
                                                none found -> error, nothing started
     manifest deleted                        -> stop with a savepoint, mark removed, keep state
@@ -80,6 +83,7 @@ class Observed:
     checkpoints: tuple[StateRef, ...] = ()  # of the deployed version, runs Spark has written to
     ever_ran: bool = False  # the deployed version reported progress at least once
     refused: str | None = None  # why Spark refused the restored state when the deployed run last started
+    unreadable: str | None = None  # why this release cannot read the state a restore would start from (its record)
     ended: str | None = None  # how its last application ended, when its target says (YARN)
 
 
@@ -132,7 +136,7 @@ def changed_fields(desired: Manifest, deployed: Manifest, how: OnChange) -> list
     return sorted(key for key in fields if wanted.get(key) != current.get(key))
 
 
-def _latest(observed: Observed) -> StateRef | None:
+def latest_state(observed: Observed) -> StateRef | None:
     """Newest savepoint or checkpoint; on a tie the checkpoint (it needs no copy)."""
     candidates = [*observed.savepoints, *observed.checkpoints]
     if not candidates:
@@ -216,14 +220,20 @@ def plan_one(name: str, desired: DesiredQuery | None, deployed: Deployed | None,
     refused = observed.refused if not running and not deployed.removed else None
     if refused and not (query_incompatible or new_version_keys):
         reasons.append(Reason.of("RESTORE_REFUSED", version=deployed.version, refusal=refused))
+    # a job left running as it is keeps its state; any other decision below starts from that state
+    restarts = not running or deployed.removed or diff.changed or config_changed
+    unreadable = observed.unreadable if restarts else None
+    if unreadable and not (query_incompatible or new_version_keys or refused):
+        reasons.append(Reason.of("STATE_UNREADABLE", version=deployed.version, why=unreadable))
 
-    if query_incompatible or new_version_keys or refused:
+    if query_incompatible or new_version_keys or refused or unreadable:
         version = deployed.version + 1
         policy = desired.manifest.on_query_change
         if policy == "continue" and any(s.changelog for s in desired.sources):
             policy = "reprocess"
             reasons.append(Reason.of("CHANGELOG_REREAD", version=deployed.version))
-        previous_state = StateRef(kind="stop-savepoint", version=deployed.version) if running else _latest(observed)
+        stop_savepoint = StateRef(kind="stop-savepoint", version=deployed.version)
+        previous_state = stop_savepoint if running else latest_state(observed)
         continue_from = previous_state if policy == "continue" else None
         reasons.append(Reason.of("STATE_NOT_CARRIED", version=deployed.version, next=version))
         if policy == "continue" and previous_state is None:
@@ -238,7 +248,13 @@ def plan_one(name: str, desired: DesiredQuery | None, deployed: Deployed | None,
             stop=running,
             continue_from=continue_from,
             sources=_sources_start(desired, deployed, continue_from, policy),
-            fresh_because="query changed" if query_incompatible or new_version_keys else "restore refused",
+            fresh_because=(
+                "query changed"
+                if query_incompatible or new_version_keys
+                else "restore refused"
+                if refused
+                else "state unreadable"
+            ),
         )
 
     if running and not deployed.removed and not diff.changed and not config_changed:
@@ -257,7 +273,7 @@ def plan_one(name: str, desired: DesiredQuery | None, deployed: Deployed | None,
             stop=True,
             restore_from=StateRef(kind="stop-savepoint", version=deployed.version),
         )
-    latest = _latest(observed)
+    latest = latest_state(observed)
     if latest is not None:
         reasons.append(Reason.of("NOT_RUNNING" if not (diff.changed or config_changed) else "NOT_RUNNING_RESTORING"))
         if observed.ended is not None:
