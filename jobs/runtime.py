@@ -254,7 +254,7 @@ def changelog_sink(
     if choice.recomputed is None:
         assert choice.result is not None
         changes = incremental.changes_of(
-            spark, plan.frames, changelog_sources, choice.rdd_ids, choice.result, target.primary_key
+            spark, plan.frames, changelog_sources, choice.rdd_ids, choice.result, target.primary_key, choice.layout
         )
         log.info("changelog engine: incremental (each micro-batch costs what changed)", extra=label)
         engine = incremental.IncrementalQuery(sink, changelog_sources)

@@ -251,8 +251,9 @@ ACCOUNTS = T.StructType([T.StructField("id", T.StringType()), T.StructField("reg
 JOIN_TYPES = {"inner": "JOIN", "left": "LEFT JOIN", "right": "RIGHT JOIN", "full": "FULL JOIN"}
 
 
-def joined(spark: SparkSession, users: DataFrame, accounts: DataFrame, join_type: str) -> DataFrame:
-    """``users`` joined to ``accounts`` on ``users.account = accounts.id`` by ``EquiJoin``."""
+def joined(spark: SparkSession, users: DataFrame, accounts: DataFrame, join_type: str, kept: str) -> DataFrame:
+    """``users`` joined to ``accounts`` on ``users.account = accounts.id`` by ``EquiJoin``, the accounts side
+    (one row per id) ``kept`` as a map of rows with counts, or as its one row (a value), as the planner has it."""
     from pyspark.sql import functions as F
 
     left = T.StructType(USERS.fields)
@@ -273,7 +274,9 @@ def joined(spark: SparkSession, users: DataFrame, accounts: DataFrame, join_type
             F.col("id").alias("key"),
         )
     )
-    join = jvm_of(spark).sqlrunner.engine.EquiJoin(java_type(spark, left), java_type(spark, right), join_type)
+    join = jvm_of(spark).sqlrunner.engine.EquiJoin(
+        java_type(spark, left), java_type(spark, right), join_type, False, kept == "value"
+    )
     output = T.StructType(
         [
             T.StructField("__weight", T.IntegerType(), False),
@@ -319,7 +322,8 @@ def test_every_kind_of_equi_join_equals_the_batch_answer_as_rows_and_partners_co
     rocksdb: SparkSession, tmp_path: Path
 ):
     """Users move between accounts, accounts appear and go (padded rows retracted and emitted again), NULL and
-    unknown accounts never match; the four joins run side by side over the same changes, restarted once."""
+    unknown accounts never match; the four joins run side by side over the same changes, restarted once, each
+    with the accounts side kept as a map and as a value."""
     spark = rocksdb
     users_in, accounts_in = tmp_path / "users", tmp_path / "accounts"
     users_in.mkdir()
@@ -327,7 +331,8 @@ def test_every_kind_of_equi_join_equals_the_batch_answer_as_rows_and_partners_co
     rng = random.Random(5656)
     users: dict = {}
     accounts: dict = {}
-    collected = {kind: Collected() for kind in JOIN_TYPES}
+    variants = [(kind, kept) for kind in JOIN_TYPES for kept in ("map", "value")]
+    collected = {variant: Collected() for variant in variants}
 
     def start():
         return [
@@ -336,11 +341,12 @@ def test_every_kind_of_equi_join_equals_the_batch_answer_as_rows_and_partners_co
                 normalised(spark, users_in, USERS, "id"),
                 normalised(spark, accounts_in, ACCOUNTS, "id"),
                 kind,
+                kept,
             )
-            .writeStream.foreachBatch(collected[kind])
-            .option("checkpointLocation", str(tmp_path / "checkpoint" / kind))
+            .writeStream.foreachBatch(collected[(kind, kept)])
+            .option("checkpointLocation", str(tmp_path / "checkpoint" / kind / kept))
             .start()
-            for kind in JOIN_TYPES
+            for kind, kept in variants
         ]
 
     def user(r: random.Random) -> dict:
@@ -372,10 +378,44 @@ def test_every_kind_of_equi_join_equals_the_batch_answer_as_rows_and_partners_co
                 expected = Counter(
                     tuple(r) for r in spark.sql(f"SELECT * FROM users u {sql} accounts a ON u.account = a.id").collect()
                 )
-                got = Counter(collected[kind].rows())
-                assert got == expected, (batch, kind)
-        padded = [row for row in collected["full"].rows() if row[0] is None]
-        assert padded and any(row[3] is None for row in collected["left"].rows()), "padded rows were checked"
+                for kept in ("map", "value"):
+                    got = Counter(collected[(kind, kept)].rows())
+                    assert got == expected, (batch, kind, kept)
+        for kept in ("map", "value"):
+            padded = [row for row in collected[("full", kept)].rows() if row[0] is None]
+            assert padded and any(row[3] is None for row in collected[("left", kept)].rows()), "padded rows checked"
     finally:
         for query in queries:
             query.stop()
+
+
+def test_a_join_side_kept_as_one_row_fails_its_micro_batch_when_sent_a_second_row_for_a_key(
+    rocksdb: SparkSession, tmp_path: Path
+):
+    """The planner keeps a side as a value only when its input has one row per join key; an input that breaks
+    that (here two accounts rows for one id, as no normalised table gives) fails the micro-batch, naming it,
+    rather than keep one of the rows."""
+    from pyspark.errors import StreamingQueryException
+
+    spark = rocksdb
+    users_in, accounts_in = tmp_path / "users", tmp_path / "accounts"
+    users_in.mkdir()
+    accounts_in.mkdir()
+    weighted = T.StructType([T.StructField("__weight", T.IntegerType(), False), *ACCOUNTS.fields])
+    accounts = spark.readStream.schema(weighted).json(str(accounts_in))
+    query = (
+        joined(spark, normalised(spark, users_in, USERS, "id"), accounts, "inner", "value")
+        .writeStream.foreachBatch(Collected())
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .start()
+    )
+    try:
+        rows = [{"__weight": 1, "id": "a", "region": "eu"}, {"__weight": 1, "id": "a", "region": "us"}]
+        (accounts_in / "000.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        with pytest.raises(StreamingQueryException) as failed:
+            query.processAllAvailable()
+        assert "the right side of an incremental join, whose input has at most one row per join key, was sent 2 " in (
+            str(failed.value)
+        )
+    finally:
+        query.stop()

@@ -226,10 +226,10 @@ def test_a_deploy_reads_the_layout_recorded_by_the_state_a_restore_would_start_f
     targets = Targets(target)
     deployed_running(store, target)
     running = layout.checkpoint("job", 1, "run-a")
-    store.checkpoints.write(f"{running}{ENGINE_FILE}", b"incremental 3\n")
+    store.checkpoints.write(f"{running}{ENGINE_FILE}", b"incremental 4\n")
     said = observe(store, targets, "team", "job").observed
-    assert said.running and "as a later release keeps it (layout 3;" in (said.unreadable or ""), said
-    store.checkpoints.write(f"{running}{ENGINE_FILE}", b"incremental 2\n")
+    assert said.running and "as a later release keeps it (layout 4;" in (said.unreadable or ""), said
+    store.checkpoints.write(f"{running}{ENGINE_FILE}", b"incremental 3\n")
     assert observe(store, targets, "team", "job").observed.unreadable is None
 
     # stopped: an older run folder in a layout this release reads, a newer savepoint in one it does not

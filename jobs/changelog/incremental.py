@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -116,13 +116,17 @@ def changes_of(
     rdd_ids: dict[int, int],
     result: DataFrame,
     key: tuple[str, ...],
+    layout: int = LAYOUT,
 ) -> DataFrame:
     """The query's changes as its target takes them (KIND, ``before``, ``after``), one streaming DataFrame:
-    ``result`` is the query over :func:`batch_views` (every shape of it covered), ``key`` the target's."""
+    ``result`` is the query over :func:`batch_views` (every shape of it covered), ``key`` the target's; its
+    operators keep their state in ``layout`` (the checkpoint's: :attr:`Choice.layout`)."""
     jvm = jvm_of(spark)
-    planner = java_class(jvm, f"{ENGINE}.Planner")(java_session(spark))
+    planner = java_class(jvm, f"{ENGINE}.Planner")(java_session(spark), layout)
     for index, source in enumerate(sources):
-        planner.source(rdd_ids[index], java_frame(weighted_rows(spark, frames[index], index, source)))
+        names = source.schema.names
+        primary_key = java_array(spark, "int", [names.index(k) for k in source.table.primary_key])
+        planner.source(rdd_ids[index], java_frame(weighted_rows(spark, frames[index], index, source)), primary_key)
     # an aggregate without GROUP BY: a tick per change read, of every source (read again for them)
     ticks = [frame.select(F.lit(0).alias(WEIGHT)) for frame in frames]
     planner.ticks(java_frame(functools.reduce(DataFrame.unionByName, ticks)))
@@ -165,6 +169,7 @@ class Choice:
     recomputed: str | None
     rdd_ids: dict[int, int] = field(default_factory=dict)  # the sources' batch views (:func:`batch_views`)
     result: DataFrame | None = None  # the query over them
+    layout: int = LAYOUT  # the state layout the incremental operators keep: the checkpoint's, for one it holds
 
 
 REFUSAL = "CHANGELOG_ENGINE_OF_CHECKPOINT"  # a refused restore (jobs/control.py): the next plan starts a new version
@@ -206,14 +211,15 @@ def choose_for(
     if refusal is not None:
         raise RuntimeError(f"{REFUSAL}: {refusal}")
     chosen = choose(spark, engine, sources, compute)
-    if incremental_layout(made) is not None and chosen.recomputed is not None:
+    layout = incremental_layout(made)
+    if layout is not None and chosen.recomputed is not None:
         raise RuntimeError(
             f"{REFUSAL}: the checkpoint holds the incremental engine's state, and this run would be recomputed "
             f"({chosen.recomputed})"
         )
     if made is None:
         record_engine(spark, checkpoint, f"incremental {LAYOUT}" if chosen.recomputed is None else "recompute")
-    return chosen
+    return replace(chosen, layout=layout) if layout is not None else chosen
 
 
 def choose(

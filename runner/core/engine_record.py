@@ -17,8 +17,11 @@ ENGINE_FILE = "sql-runner-changelog-engine"  # in the checkpoint (and so in its 
 # layouts the release's operators still read. 1: the releases that recorded no number. Their operators kept what
 # these keep, but for a SUM or AVG of DOUBLE or FLOAT, which they kept as a double in five slots where these keep the
 # exact sum in six: a checkpoint holding those is refused by Spark's state schema check as the query starts.
-LAYOUT = 2
-READS = (1, 2)
+# 2: a join side kept as a map of its rows to how many times each is there. 3: a join side whose input has at most
+# one row per join key (a PRIMARY KEY or GROUP BY keys among them) kept as that one row; the operators run from a
+# layout 1 or 2 checkpoint keep every side as a map, as it does (jobs/java/engine/sqlrunner/engine/Planner.java).
+LAYOUT = 3
+READS = (1, 2, 3)
 _LAYOUT_NUMBER = re.compile(r"[0-9]{1,6}")
 
 

@@ -13,6 +13,7 @@ import org.apache.spark.sql.streaming.StatefulProcessor;
 import org.apache.spark.sql.streaming.TTLConfig;
 import org.apache.spark.sql.streaming.TimeMode;
 import org.apache.spark.sql.streaming.TimerValues;
+import org.apache.spark.sql.streaming.ValueState;
 import org.apache.spark.sql.types.StructType;
 
 import scala.jdk.javaapi.CollectionConverters;
@@ -28,6 +29,11 @@ import scala.jdk.javaapi.CollectionConverters;
  * rows are not kept, and an outer join's preserved side passes them on padded. Output rows: {@code [weight int,
  * <left's columns>..., <right's columns>...]}. Conditions of the ON clause beyond the keys are applied after this
  * operator for an inner join; the planner does not give it an outer join that has any.
+ *
+ * <p>A side whose input has at most one row per join key (the planner knows: its source's PRIMARY KEY or a GROUP
+ * BY's keys are among the join keys) is kept as that one row, a value read and written with one state access, where
+ * any other side is a map of rows to how many times each is there, read with a scan of the key's entries. Such a
+ * side sent a second row for a key fails the query rather than keep what its input cannot hold.
  */
 public final class EquiJoin extends StatefulProcessor<Row, Row, Row> {
     private static final long serialVersionUID = 1L;
@@ -35,13 +41,27 @@ public final class EquiJoin extends StatefulProcessor<Row, Row, Row> {
 
     private final StructType leftSchema, rightSchema;
     private final boolean keepLeft, keepRight; // the left (right) rows without partner are emitted padded
+    private final boolean leftUnique, rightUnique; // the side has at most one row per join key: kept as a value
 
     private transient MapState<Row, Long> left, right;
+    private transient ValueState<Row> leftRow, rightRow;
 
     /** @param joinType inner, left, right or full */
     public EquiJoin(StructType leftSchema, StructType rightSchema, String joinType) {
+        this(leftSchema, rightSchema, joinType, false, false);
+    }
+
+    /**
+     * @param joinType inner, left, right or full
+     * @param leftUnique the left input has at most one row per join key (kept as a value, not a map); so too
+     *     {@code rightUnique}
+     */
+    public EquiJoin(StructType leftSchema, StructType rightSchema, String joinType, boolean leftUnique,
+            boolean rightUnique) {
         this.leftSchema = leftSchema;
         this.rightSchema = rightSchema;
+        this.leftUnique = leftUnique;
+        this.rightUnique = rightUnique;
         switch (joinType) {
             case "inner": keepLeft = false; keepRight = false; break;
             case "left": keepLeft = true; keepRight = false; break;
@@ -53,8 +73,16 @@ public final class EquiJoin extends StatefulProcessor<Row, Row, Row> {
 
     @Override
     public void init(OutputMode outputMode, TimeMode timeMode) {
-        left = getHandle().getMapState("left", Encoders.row(leftSchema), Encoders.LONG(), TTLConfig.NONE());
-        right = getHandle().getMapState("right", Encoders.row(rightSchema), Encoders.LONG(), TTLConfig.NONE());
+        if (leftUnique) {
+            leftRow = getHandle().getValueState("leftRow", Encoders.row(leftSchema), TTLConfig.NONE());
+        } else {
+            left = getHandle().getMapState("left", Encoders.row(leftSchema), Encoders.LONG(), TTLConfig.NONE());
+        }
+        if (rightUnique) {
+            rightRow = getHandle().getValueState("rightRow", Encoders.row(rightSchema), TTLConfig.NONE());
+        } else {
+            right = getHandle().getMapState("right", Encoders.row(rightSchema), Encoders.LONG(), TTLConfig.NONE());
+        }
     }
 
     @Override
@@ -80,14 +108,17 @@ public final class EquiJoin extends StatefulProcessor<Row, Row, Row> {
         }
         // Both sides of the key, whole: a change on one side meets every row of the other, and an outer join's
         // padded rows all change when the other side's first row arrives or its last goes.
-        Map<Row, Long> oldLeft = read(left), oldRight = read(right);
+        Map<Row, Long> oldLeft = leftUnique ? read(leftRow) : read(left);
+        Map<Row, Long> oldRight = rightUnique ? read(rightRow) : read(right);
         long leftBefore = total(oldLeft), rightBefore = total(oldRight);
         // ΔL ⋈ R(before)
         deltaLeft.forEach((l, wl) -> oldRight.forEach((r, wr) -> out.add(pair(wl * wr, l, r))));
-        Map<Row, Long> newLeft = apply(left, oldLeft, deltaLeft, "left");
+        Map<Row, Long> newLeft = leftUnique ? apply(leftRow, oldLeft, deltaLeft, "left")
+                : apply(left, oldLeft, deltaLeft, "left");
         // L(after) ⋈ ΔR
         deltaRight.forEach((r, wr) -> newLeft.forEach((l, wl) -> out.add(pair(wl * wr, l, r))));
-        Map<Row, Long> newRight = apply(right, oldRight, deltaRight, "right");
+        Map<Row, Long> newRight = rightUnique ? apply(rightRow, oldRight, deltaRight, "right")
+                : apply(right, oldRight, deltaRight, "right");
         long leftAfter = total(newLeft), rightAfter = total(newRight);
         if (keepLeft) {
             padded(out, oldLeft, rightBefore == 0, newLeft, rightAfter == 0, true);
@@ -135,23 +166,69 @@ public final class EquiJoin extends StatefulProcessor<Row, Row, Row> {
         return rows;
     }
 
-    /** The side's rows after {@code delta} ({@code before}: all of them before it), written to its state. */
-    private static Map<Row, Long> apply(MapState<Row, Long> state, Map<Row, Long> before, Map<Row, Long> delta,
-            String side) {
+    /** A side kept as its one row: that row once, or none. */
+    private static Map<Row, Long> read(ValueState<Row> state) {
+        Map<Row, Long> rows = new HashMap<>();
+        Row row = state.get(); // null: none (exists() would be a read of its own)
+        if (row != null) {
+            rows.put(row, 1L);
+        }
+        return rows;
+    }
+
+    /** The side's rows after {@code delta} ({@code before}: all of them before it). */
+    private static Map<Row, Long> after(Map<Row, Long> before, Map<Row, Long> delta, String side) {
         Map<Row, Long> after = new HashMap<>(before);
         for (Map.Entry<Row, Long> change : delta.entrySet()) {
-            long has = before.getOrDefault(change.getKey(), 0L) + change.getValue();
+            long has = before.getOrDefault(change.getKey(), 0L) + change.getValue(); // delta has each row once
             if (has < 0) {
                 throw new IllegalStateException("the " + side + " side of an incremental join was sent the retraction"
                         + " of a row it did not have");
             }
             if (has == 0) {
-                state.removeKey(change.getKey());
                 after.remove(change.getKey());
             } else {
-                state.updateValue(change.getKey(), has);
                 after.put(change.getKey(), has);
             }
+        }
+        return after;
+    }
+
+    /** {@link #after}, written to the state of a side kept as its rows with their counts. */
+    private static Map<Row, Long> apply(MapState<Row, Long> state, Map<Row, Long> before, Map<Row, Long> delta,
+            String side) {
+        Map<Row, Long> after = after(before, delta, side);
+        for (Row row : delta.keySet()) {
+            Long has = after.get(row);
+            if (has == null) {
+                state.removeKey(row);
+            } else {
+                state.updateValue(row, has);
+            }
+        }
+        return after;
+    }
+
+    /** {@link #after}, written to the state of a side kept as its one row (written only when it changed). */
+    private static Map<Row, Long> apply(ValueState<Row> state, Map<Row, Long> before, Map<Row, Long> delta,
+            String side) {
+        if (delta.isEmpty()) {
+            return before;
+        }
+        Map<Row, Long> after = after(before, delta, side);
+        if (after.isEmpty()) {
+            if (!before.isEmpty()) {
+                state.clear();
+            }
+            return after;
+        }
+        Map.Entry<Row, Long> only = after.entrySet().iterator().next();
+        if (after.size() > 1 || only.getValue() != 1L) {
+            throw new IllegalStateException("the " + side + " side of an incremental join, whose input has at most one"
+                    + " row per join key, was sent " + total(after) + " rows for one key");
+        }
+        if (!before.containsKey(only.getKey())) {
+            state.update(only.getKey());
         }
         return after;
     }

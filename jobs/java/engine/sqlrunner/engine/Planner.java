@@ -2,8 +2,10 @@ package sqlrunner.engine;
 
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 
 import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
@@ -95,21 +97,38 @@ import scala.jdk.javaapi.CollectionConverters;
  * <p>Every translated node has the original node's output attributes (the same expression ids) and a weight in
  * front, so that the node above it keeps its expressions as Spark analysed and optimised them. What the chain does not
  * cover is named by {@link #unsupported}; such a query is recomputed over the tables' rows every micro-batch.
+ *
+ * <p>Each translated node also says which sets of its columns no two of its rows share (a source's PRIMARY KEY, a
+ * GROUP BY's keys; kept through projections that keep those columns, filters, and the joins whose other side has at
+ * most one partner per row): a join side with such a set among its join keys has at most one row per join key, and
+ * {@link EquiJoin} keeps it as a value. The state layout of checkpoints made before that
+ * ({@code runner/core/engine_record.py}: layouts 1 and 2) keeps every side as a map, and so does a plan for them.
  */
 public final class Planner {
     public static final String WEIGHT = "__weight";
 
+    /** The first state layout whose joins keep a side with at most one row per join key as a value. */
+    public static final int VALUE_SIDES = 3;
+
     private final SparkSession spark;
+    private final int layout;
     private final Map<Integer, Dataset<Row>> sources = new HashMap<>();
+    private final Map<Integer, int[]> primaryKeys = new HashMap<>();
     private Dataset<Row> ticks;
 
-    public Planner(SparkSession spark) {
+    /** @param layout the state layout the plan keeps (the checkpoint's, as {@code runner/core/engine_record.py} says) */
+    public Planner(SparkSession spark, int layout) {
         this.spark = spark;
+        this.layout = layout;
     }
 
-    /** The weighted rows ({@code [__weight int, <columns>...]}) of the table whose batch rows are RDD {@code rddId}. */
-    public void source(int rddId, Dataset<Row> weighted) {
+    /**
+     * The weighted rows ({@code [__weight int, <columns>...]}) of the table whose batch rows are RDD {@code rddId},
+     * and the positions of its PRIMARY KEY's columns among its columns (at most one row per value of them).
+     */
+    public void source(int rddId, Dataset<Row> weighted, int[] primaryKey) {
         sources.put(rddId, weighted);
+        primaryKeys.put(rddId, primaryKey.clone());
     }
 
     /**
@@ -333,11 +352,58 @@ public final class Planner {
     private static final class Out {
         final LogicalPlan plan;
         final Attribute weight;
+        final List<Set<ExprId>> unique; // sets of the node's output columns no two of its rows share
 
-        Out(LogicalPlan plan, Attribute weight) {
+        Out(LogicalPlan plan, Attribute weight, List<Set<ExprId>> unique) {
             this.plan = plan;
             this.weight = weight;
+            this.unique = unique;
         }
+    }
+
+    /** The sets of {@code unique} whose every column {@code projected} keeps (as itself, or renamed). */
+    private static List<Set<ExprId>> projected(List<Set<ExprId>> unique, List<NamedExpression> projected) {
+        Map<ExprId, ExprId> kept = new HashMap<>();
+        for (NamedExpression expression : projected) {
+            if (expression instanceof Attribute) {
+                kept.putIfAbsent(expression.exprId(), expression.exprId());
+            } else if (expression instanceof Alias && ((Alias) expression).child() instanceof Attribute) {
+                kept.putIfAbsent(((Attribute) ((Alias) expression).child()).exprId(), expression.exprId());
+            }
+        }
+        List<Set<ExprId>> out = new ArrayList<>();
+        for (Set<ExprId> columns : unique) {
+            Set<ExprId> renamed = new HashSet<>();
+            for (ExprId column : columns) {
+                if (kept.containsKey(column)) {
+                    renamed.add(kept.get(column));
+                }
+            }
+            if (renamed.size() == columns.size()) {
+                out.add(renamed);
+            }
+        }
+        return out;
+    }
+
+    /**
+     * A join side has at most one row per value of its join {@code keys}: one of its unique sets is among them.
+     * Floating point keys do not count: the join compares them normalised (-0.0 as 0.0), its input may not have.
+     */
+    private static boolean oneRowPerKey(Out side, List<Expression> keys) {
+        Set<ExprId> columns = new HashSet<>();
+        for (Expression key : keys) {
+            DataType type = key.dataType();
+            if (key instanceof Attribute && type != DoubleType$.MODULE$ && type != FloatType$.MODULE$) {
+                columns.add(((Attribute) key).exprId());
+            }
+        }
+        for (Set<ExprId> unique : side.unique) {
+            if (columns.containsAll(unique)) {
+                return true;
+            }
+        }
+        return false;
     }
 
     private Out translate(LogicalPlan node) {
@@ -349,11 +415,12 @@ public final class Planner {
             List<NamedExpression> list = new ArrayList<>();
             list.add(child.weight);
             list.addAll(CollectionConverters.asJava(((Project) node).projectList()));
-            return new Out(new Project(seq(list), child.plan), child.weight);
+            return new Out(new Project(seq(list), child.plan), child.weight,
+                    projected(child.unique, CollectionConverters.asJava(((Project) node).projectList())));
         }
         if (node instanceof Filter) {
             Out child = translate(node.children().head());
-            return new Out(new Filter(((Filter) node).condition(), child.plan), child.weight);
+            return new Out(new Filter(((Filter) node).condition(), child.plan), child.weight, child.unique);
         }
         if (node instanceof Sort) {
             return translate(node.children().head());
@@ -383,7 +450,11 @@ public final class Planner {
         for (int i = 0; i < wanted.size(); i++) {
             list.add(restore(given.get(i + 1), wanted.get(i)));
         }
-        return new Out(new Project(seq(list), plan), given.get(0));
+        Set<ExprId> key = new HashSet<>();
+        for (int column : primaryKeys.get(node.rdd().id())) {
+            key.add(wanted.get(column).exprId());
+        }
+        return new Out(new Project(seq(list), plan), given.get(0), List.of(key));
     }
 
     private Out union(Union node) {
@@ -397,7 +468,7 @@ public final class Planner {
             children.add(new Project(seq(list), out.plan));
             weight = weight == null ? out.weight : weight;
         }
-        return new Out(new Union(seq(children), false, false), weight);
+        return new Out(new Union(seq(children), false, false), weight, List.of());
     }
 
     private Out aggregate(LogicalPlan node) {
@@ -480,7 +551,12 @@ public final class Planner {
         List<NamedExpression> output = new ArrayList<>();
         output.add(weight);
         output.addAll(CollectionConverters.asJava(parts._3()));
-        return new Out(new Project(seq(output), computed), weight);
+        Set<ExprId> groups = new HashSet<>(); // none: the one row of an aggregate without GROUP BY
+        for (NamedExpression grouping : groupings) {
+            groups.add(grouping.toAttribute().exprId());
+        }
+        return new Out(new Project(seq(output), computed), weight,
+                projected(List.of(groups), CollectionConverters.asJava(parts._3())));
     }
 
     /** An aggregate's value from its slots ({@link GroupAggregate#slots}), by the function's own final expression. */
@@ -565,7 +641,10 @@ public final class Planner {
         for (StructField field : rightSchema.fields()) {
             outFields.add(DataTypes.createStructField("r" + field.name(), field.dataType(), true));
         }
-        EquiJoin processor = new EquiJoin(leftSchema, rightSchema, joinKind(parts._1()));
+        String kind = joinKind(parts._1());
+        boolean leftOne = oneRowPerKey(left, leftKeys), rightOne = oneRowPerKey(right, rightKeys);
+        boolean values = layout >= VALUE_SIDES;
+        EquiJoin processor = new EquiJoin(leftSchema, rightSchema, kind, values && leftOne, values && rightOne);
         Dataset<Row> joined = transform(rows, key, DataTypes.createStructType(keyFields), processor,
                 DataTypes.createStructType(outFields));
         LogicalPlan plan = joined.logicalPlan();
@@ -580,7 +659,16 @@ public final class Planner {
         if (parts._4().isDefined()) {
             out = new Filter(parts._4().get(), out);
         }
-        return new Out(out, columns.get(0));
+        // a side's unique sets hold for the join's rows when each of its rows has at most one partner (and, outer,
+        // is not one of the other side's padded rows, whose columns of this side are all NULL)
+        List<Set<ExprId>> unique = new ArrayList<>();
+        if (rightOne && (kind.equals("inner") || kind.equals("left"))) {
+            unique.addAll(left.unique);
+        }
+        if (leftOne && (kind.equals("inner") || kind.equals("right"))) {
+            unique.addAll(right.unique);
+        }
+        return new Out(out, columns.get(0), unique);
     }
 
     /** One side of a join as {@link EquiJoin} takes it: {@code [side, weight, left struct, right struct, keys...]}. */
