@@ -254,7 +254,14 @@ def changelog_sink(
     if choice.recomputed is None:
         assert choice.result is not None
         changes = incremental.changes_of(
-            spark, plan.frames, changelog_sources, choice.rdd_ids, choice.result, target.primary_key, choice.layout
+            spark,
+            plan.frames,
+            changelog_sources,
+            choice.rdd_ids,
+            choice.result,
+            target.primary_key,
+            choice.layout,
+            choice.record,
         )
         log.info("changelog engine: incremental (each micro-batch costs what changed)", extra=label)
         engine = incremental.IncrementalQuery(sink, changelog_sources)

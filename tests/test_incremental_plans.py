@@ -30,6 +30,7 @@ from jobs.changelog.incremental import batch_views, changes_of, not_covered
 from jobs.schema import spark_schema
 from runner.authoring.ddl import parse_ddl
 from runner.core.engine_record import LAYOUT
+from tests.jobhelpers import join_states
 
 pytestmark = pytest.mark.spark
 
@@ -257,17 +258,6 @@ def current_views(spark: SparkSession, current: list[dict]) -> None:
         spark.createDataFrame(rows, schema).createOrReplaceTempView(table.parts[-1])
 
 
-def join_states(checkpoint: Path) -> list[set[str]]:
-    """The state variables of each join in ``checkpoint``, in operator order, as Spark's operator metadata has them."""
-    found = []
-    for metadata in sorted(checkpoint.glob("state/*/_metadata/v2/0"), key=lambda p: int(p.parts[-4])):
-        operator = json.loads(metadata.read_text().split("\n", 1)[1])
-        names = {v["stateName"] for v in json.loads(operator["operatorPropertiesJson"])["stateVariables"]}
-        if names & {"left", "leftRow"}:
-            found.append(names)
-    return found
-
-
 # thirteen queries' micro-batches through RocksDB state, each checked against the batch answer: about 70 s alone but
 # 245 s in a fresh clone's make test beside the other tests, too close to the suite's 600 s on a slower machine
 @pytest.mark.timeout(1200)
@@ -367,3 +357,33 @@ def test_a_key_the_query_gives_two_rows_for_fails_the_micro_batch_before_the_tar
         assert target.contents() == [], "nothing of the failed micro-batch was written"
     finally:
         query.stop()
+
+
+@pytest.mark.parametrize(("recorded", "layout"), [(None, LAYOUT), ("incremental", 1), ("incremental 2", 2)])
+def test_a_run_keeps_the_state_layout_its_checkpoint_records_and_a_new_one_records_what_its_plan_keeps(
+    spark: SparkSession, tmp_path: Path, recorded: str | None, layout: int
+):
+    """A checkpoint's operators are planned in the layout it records (a layout 1 or 2 one keeps every join side as
+    a map, as the release that made it did); a new checkpoint's layout is recorded once its plan is made: this
+    release's for a plan with a join side kept as one row, layout 2 for one without, which a release that reads
+    no later layout goes on from after a rollback."""
+    from jobs.changelog import incremental
+
+    folder = tmp_path / "changes"
+    folder.mkdir()
+    recorded_in = tmp_path / "checkpoint" / incremental.ENGINE_FILE
+    if recorded is not None:
+        recorded_in.parent.mkdir()
+        recorded_in.write_text(recorded + "\n")
+    for name, kept in (("three-table left join", LAYOUT), ("aggregates", 2)):
+        sql, key = SHAPES[name]
+        checkpoint = str(tmp_path / "checkpoint")
+        choice = incremental.choose_for(spark, "incremental", sources(), lambda sql=sql: spark.sql(sql), checkpoint)
+        assert (choice.recomputed, choice.layout) == (None, layout), name
+        assert choice.record == (checkpoint if recorded is None else None), name
+        frames = frames_of(spark.readStream.schema(stream_schema()).json(str(folder)))
+        changes_of(spark, frames, sources(), choice.rdd_ids, choice.result, key, choice.layout, choice.record)
+        said = recorded_in.read_text().strip()
+        assert said == (f"incremental {kept}" if recorded is None else recorded), (name, said)
+        if recorded is None:
+            recorded_in.unlink()  # the next query's checkpoint is new too

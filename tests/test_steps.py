@@ -250,3 +250,22 @@ def test_a_deploy_reads_the_layout_recorded_by_the_state_a_restore_would_start_f
     assert not said.savepoints and said.checkpoints[-1].key == older and said.unreadable is None, said
     store.checkpoints.delete(f"{older}{ENGINE_FILE}")  # no record: not the incremental engine's
     assert observe(store, targets, "team", "job").observed.unreadable is None
+
+
+def test_a_savepoint_of_a_job_whose_state_this_release_would_not_restore_is_refused_before_anything_stops(world):
+    """``sql-runner savepoint`` stops the job and restarts it from the savepoint: for state this release does not
+    read, the restart would refuse it and leave the job failed, so the command is refused and the job runs on."""
+    from runner.core.engine_record import ENGINE_FILE
+    from runner.deploy.deployer import Deployer
+
+    store, target, _ = world
+    deployed_running(store, target)
+    store.checkpoints.write(f"{layout.checkpoint('job', 1, 'run-a')}{ENGINE_FILE}", b"incremental 4\n")
+    deployer = Deployer(None, Settings(store, Targets(target), "team", {}), lambda: NOW)
+    with pytest.raises(UserError) as refused:
+        deployer.savepoint("job")
+    said = refused.value.problems[0]
+    assert said.code == "SAVEPOINT_STATE_UNREADABLE", said
+    assert "this release cannot restore the state of v1 (the checkpoint holds" in said.render(), said.render()
+    assert "sql-runner stop job keeps a savepoint without a restart" in said.render(), said.render()
+    assert target.calls == [] and "job" in target.running, "nothing was stopped"

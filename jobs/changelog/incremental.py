@@ -117,10 +117,12 @@ def changes_of(
     result: DataFrame,
     key: tuple[str, ...],
     layout: int = LAYOUT,
+    record: str | None = None,
 ) -> DataFrame:
     """The query's changes as its target takes them (KIND, ``before``, ``after``), one streaming DataFrame:
     ``result`` is the query over :func:`batch_views` (every shape of it covered), ``key`` the target's; its
-    operators keep their state in ``layout`` (the checkpoint's: :attr:`Choice.layout`)."""
+    operators keep their state in ``layout`` (the checkpoint's: :attr:`Choice.layout`). ``record``: a new
+    checkpoint (:attr:`Choice.record`), where the layout the planned operators keep is recorded."""
     jvm = jvm_of(spark)
     planner = java_class(jvm, f"{ENGINE}.Planner")(java_session(spark), layout)
     for index, source in enumerate(sources):
@@ -131,6 +133,8 @@ def changes_of(
     ticks = [frame.select(F.lit(0).alias(WEIGHT)) for frame in frames]
     planner.ticks(java_frame(functools.reduce(DataFrame.unionByName, ticks)))
     weighted = frame_of(planner.plan(java_frame(result).queryExecution().optimizedPlan()), spark)
+    if record is not None:
+        record_engine(spark, record, f"incremental {planner.keptLayout()}")
     columns = T.StructType(weighted.schema.fields[1:])
     names = columns.names
     grouped = [1 + names.index(k) for k in key] if key else list(range(1, len(names) + 1))
@@ -170,6 +174,7 @@ class Choice:
     rdd_ids: dict[int, int] = field(default_factory=dict)  # the sources' batch views (:func:`batch_views`)
     result: DataFrame | None = None  # the query over them
     layout: int = LAYOUT  # the state layout the incremental operators keep: the checkpoint's, for one it holds
+    record: str | None = None  # a new checkpoint, where :func:`changes_of` records the layout its plan keeps
 
 
 REFUSAL = "CHANGELOG_ENGINE_OF_CHECKPOINT"  # a refused restore (jobs/control.py): the next plan starts a new version
@@ -217,8 +222,10 @@ def choose_for(
             f"{REFUSAL}: the checkpoint holds the incremental engine's state, and this run would be recomputed "
             f"({chosen.recomputed})"
         )
-    if made is None:
-        record_engine(spark, checkpoint, f"incremental {LAYOUT}" if chosen.recomputed is None else "recompute")
+    if made is None and chosen.recomputed is not None:
+        record_engine(spark, checkpoint, "recompute")
+    if made is None and chosen.recomputed is None:
+        return replace(chosen, record=checkpoint)  # recorded with the layout its plan keeps (:func:`changes_of`)
     return replace(chosen, layout=layout) if layout is not None else chosen
 
 

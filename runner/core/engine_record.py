@@ -19,7 +19,8 @@ ENGINE_FILE = "sql-runner-changelog-engine"  # in the checkpoint (and so in its 
 # exact sum in six: a checkpoint holding those is refused by Spark's state schema check as the query starts.
 # 2: a join side kept as a map of its rows to how many times each is there. 3: a join side whose input has at most
 # one row per join key (a PRIMARY KEY or GROUP BY keys among them) kept as that one row; the operators run from a
-# layout 1 or 2 checkpoint keep every side as a map, as it does (jobs/java/engine/sqlrunner/engine/Planner.java).
+# layout 1 or 2 checkpoint keep every side as a map, as it does (jobs/java/engine/sqlrunner/engine/Planner.java);
+# a new checkpoint whose plan keeps no join side as one row records layout 2, whose state it is.
 LAYOUT = 3
 READS = (1, 2, 3)
 _LAYOUT_NUMBER = re.compile(r"[0-9]{1,6}")

@@ -349,6 +349,13 @@ _ENTRIES = (
     ),
     ErrorCode("NOT_DEPLOYED", "no job named '{name}' is deployed", "sql-runner status lists the deployed jobs"),
     ErrorCode("NOT_RUNNING", "{name} is not running; its latest state is already kept", "sql-runner status"),
+    ErrorCode(
+        "SAVEPOINT_STATE_UNREADABLE",
+        "{name}: this release cannot restore the state of v{version} ({why}); a savepoint would stop the job and its"
+        " restart refuse that state",
+        "sql-runner stop {name} keeps a savepoint without a restart; the next deploy then starts a new version with"
+        " clean state",
+    ),
     ErrorCode("NO_HISTORY", "no decisions recorded for '{name}'", "sql-runner status lists the deployed jobs"),
     ErrorCode("DEPLOY_ALL_WITH_PATHS", "give manifests or --all, not both"),
     ErrorCode(

@@ -33,7 +33,7 @@ from runner.core.protocol.planned import PlannedAction
 from runner.core.reasons import Reason
 from runner.core.stateref import StateRef
 from runner.deploy.executor import Executor, taken_summary
-from runner.deploy.inputs import Decision, Inputs, Prepared, Preparer, observe
+from runner.deploy.inputs import Decision, Inputs, Prepared, Preparer, observe, unreadable_state
 from runner.deploy.launches import Launcher
 from runner.deploy.plan import Action, Observed, plan, plan_one
 from runner.deploy.settings import Settings
@@ -366,8 +366,12 @@ class Deployer:
             )
 
     def savepoint(self, name: str) -> HistoryEntry:
-        """``sql-runner savepoint``: stop at a batch boundary, snapshot, restart from the snapshot."""
+        """``sql-runner savepoint``: stop at a batch boundary, snapshot, restart from the snapshot; refused, with
+        nothing done, for a job whose state this release would not restore (the restart would refuse it)."""
         record, job = self._running(name)
+        unreadable = unreadable_state(self.store, record, job, Observed(running=True))
+        if unreadable is not None:
+            raise UserError.of("SAVEPOINT_STATE_UNREADABLE", name=name, version=record.version, why=unreadable)
         prepared = Prepared(
             record.manifest.model_copy(update={"meta": None}),
             layout.deployed(name),

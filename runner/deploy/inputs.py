@@ -352,17 +352,20 @@ def observe(
         refused=said.state_refused if said is not None and said.state == JobState.FAILED else None,
         ended=gone.how if running is None and (gone := targets.ended(team, name)) and not gone.clean else None,
     )
-    observed = replace(observed, unreadable=_unreadable(store, record, running, observed))
+    observed = replace(observed, unreadable=unreadable_state(store, record, running, observed))
     return Inputs(record, blob.etag if blob else None, running, observed)
 
 
-def _unreadable(store: Store, record: DeploymentRecord, running: RunningJob | None, observed: Observed) -> str | None:
+def unreadable_state(
+    store: Store, record: DeploymentRecord, running: RunningJob | None, observed: Observed
+) -> str | None:
     """Why this release cannot read the state a restore of ``record``'s version would start from, as that state
     records it (``runner/core/engine_record.py``): the running run's checkpoint (its stop savepoint copies it),
-    or the newest savepoint or checkpoint of a job that is not running. None: it can, or there is none."""
+    or the newest savepoint or checkpoint of a job that is not running. None: it can, or there is none, or it
+    cannot be told here: then the job refuses such state as it starts, and the next plan starts a new version."""
     if running is not None:
         if running.identity.version != record.version or not record.run_id:
-            return None  # another version runs: its state is not the deployed version's
+            return None  # another version runs (its state is not the deployed version's), or no run is recorded
         bucket, key = store.checkpoints, layout.checkpoint(record.name, record.version, record.run_id)
     elif (latest := latest_state(observed)) is not None:
         bucket, key = (store.savepoints if latest.kind == "savepoint" else store.checkpoints), latest.key

@@ -115,6 +115,7 @@ public final class Planner {
     private final Map<Integer, Dataset<Row>> sources = new HashMap<>();
     private final Map<Integer, int[]> primaryKeys = new HashMap<>();
     private Dataset<Row> ticks;
+    private boolean valueSides; // a join of the plan keeps a side as a value
 
     /** @param layout the state layout the plan keeps (the checkpoint's, as {@code runner/core/engine_record.py} says) */
     public Planner(SparkSession spark, int layout) {
@@ -150,6 +151,14 @@ public final class Planner {
         list.add(alias(out.weight, WEIGHT));
         list.addAll(attributes(optimized.output()));
         return Dataset$.MODULE$.ofRows(spark, new Project(seq(list), out.plan));
+    }
+
+    /**
+     * The state layout the planned operators keep: the one asked for, but for a plan none of whose joins keeps a
+     * side as a value, whose state is what layout 2 keeps too (so a release reading no later layout reads it).
+     */
+    public int keptLayout() {
+        return valueSides ? layout : Math.min(layout, VALUE_SIDES - 1);
     }
 
     /**
@@ -644,6 +653,7 @@ public final class Planner {
         String kind = joinKind(parts._1());
         boolean leftOne = oneRowPerKey(left, leftKeys), rightOne = oneRowPerKey(right, rightKeys);
         boolean values = layout >= VALUE_SIDES;
+        valueSides |= values && (leftOne || rightOne);
         EquiJoin processor = new EquiJoin(leftSchema, rightSchema, kind, values && leftOne, values && rightOne);
         Dataset<Row> joined = transform(rows, key, DataTypes.createStructType(keyFields), processor,
                 DataTypes.createStructType(outFields));
