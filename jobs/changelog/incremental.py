@@ -224,9 +224,11 @@ def choose_for(
         )
     if made is None and chosen.recomputed is not None:
         record_engine(spark, checkpoint, "recompute")
-    if made is None and chosen.recomputed is None:
-        return replace(chosen, record=checkpoint)  # recorded with the layout its plan keeps (:func:`changes_of`)
-    return replace(chosen, layout=layout) if layout is not None else chosen
+    elif made is None:
+        chosen = replace(chosen, record=checkpoint)  # recorded with the layout its plan keeps (:func:`changes_of`)
+    elif layout is not None:
+        chosen = replace(chosen, layout=layout)
+    return chosen
 
 
 def choose(

@@ -46,11 +46,6 @@ public final class EquiJoin extends StatefulProcessor<Row, Row, Row> {
     private transient MapState<Row, Long> left, right;
     private transient ValueState<Row> leftRow, rightRow;
 
-    /** @param joinType inner, left, right or full */
-    public EquiJoin(StructType leftSchema, StructType rightSchema, String joinType) {
-        this(leftSchema, rightSchema, joinType, false, false);
-    }
-
     /**
      * @param joinType inner, left, right or full
      * @param leftUnique the left input has at most one row per join key (kept as a value, not a map); so too
