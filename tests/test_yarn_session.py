@@ -199,7 +199,10 @@ def test_a_session_on_yarn_applies_changes_live_and_its_next_attempt_resumes_eve
             entry = history(project, name)[-1]
             assert entry.decision == "restore" and parsed(entry.at).timestamp() >= killed, (name, entry)
             assert entry.outcome.resumed_checkpoint or entry.outcome.restored_from, (name, entry)
-        preview = cli(project, "preview", "--sql", "SELECT id FROM `demo`.`events` WHERE id = 'e00003'", env=env)
+        # over a file table a preview reads every file present, by now a file per 1.5 s of the feeder's run, in a
+        # session whose next attempt is restoring three queries: on a loaded two-core machine that took over 30 s
+        sql = "SELECT id FROM `demo`.`events` WHERE id = 'e00003'"
+        preview = cli(project, "preview", "--timeout", "180", "--sql", sql, env=env)
         assert f"answered by session {run_id}" in preview.stderr and "1 row(s)" in preview.stdout
         # the changelog query goes on from its state: a2's last user deleted, a3's first added
         changes(project, "003", [("u3", "a2", None), ("u5", None, "a3"), ("u6", None, "a3"), ("u6", "a3", None)])
