@@ -214,12 +214,15 @@ class Writer:
         appended without one. False when the fence shows the batch written already (nothing is written)."""
         return self._transaction(batch_id, lambda conn: self._copy_rows(conn, rows)) is not None
 
-    def write_changes(self, batch_id: int, changes: Iterable[Sequence], *, replace: bool) -> tuple[int, int] | None:
+    def write_changes(
+        self, batch_id: int, changes: Iterable[Sequence], metadata: Sequence, *, replace: bool
+    ) -> tuple[int, int] | None:
         """Write one micro-batch of a changelog query: each change is its kind (insert, update, delete), then
-        every output column (a delete's key, the rest NULL). With ``replace`` every other row goes first (the
+        the declared output columns (a delete's key, the rest NULL); ``metadata`` is the metadata columns' values,
+        the same for every row of a micro-batch, sent once. With ``replace`` every other row goes first (the
         changes are the whole result). The number of upserts and deletes; None when the fence shows the batch
         written already (nothing is written)."""
-        return self._transaction(batch_id, lambda conn: self._copy_changes(conn, changes, replace))
+        return self._transaction(batch_id, lambda conn: self._copy_changes(conn, changes, metadata, replace))
 
     def _transaction(self, batch_id: int, body: Callable[[Any], Any]) -> Any:
         conn = self._connection()
@@ -244,11 +247,11 @@ class Writer:
                 self._conn = None
             raise ConnectionError(f"PostgreSQL {self.db.where}: {first_line(error)}") from error
 
-    def _staging(self, conn, name: str, extra: str) -> None:
-        """A temporary table of ``extra`` (a column of its own) and the target's columns (no constraints: a
-        delete's row is only its key)."""
+    def _staging(self, conn, name: str, extra: str, columns: Sequence[str] | None = None) -> None:
+        """A temporary table of ``extra`` (a column of its own) and the target's ``columns`` (all by default; no
+        constraints: a delete's row is only its key)."""
         table = qualified(self.db)
-        names = ", ".join(quote_identifier(c) for c in self.columns)
+        names = ", ".join(quote_identifier(c) for c in (self.columns if columns is None else columns))
         conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {name} AS SELECT {extra}, {names} FROM {table} WITH NO DATA")
         conn.execute(f"TRUNCATE {name}")
 
@@ -276,12 +279,21 @@ class Writer:
         self._upsert(conn, last, "TRUE", null_keys=null_keys > 0)
         return count
 
-    def _copy_changes(self, conn, changes: Iterable[Sequence], replace: bool) -> tuple[int, int]:
+    def _copy_changes(self, conn, changes: Iterable[Sequence], metadata: Sequence, replace: bool) -> tuple[int, int]:
         table = qualified(self.db)
-        names = ", ".join(quote_identifier(c) for c in self.columns)
-        self._staging(conn, "sql_runner_changes", "''::text AS __sql_runner_kind")
+        declared, meta = self.columns[: -len(METADATA_COLUMNS)], self.columns[-len(METADATA_COLUMNS) :]
+        self._staging(conn, "sql_runner_changes", "''::text AS __sql_runner_kind", declared)
+        # the metadata once, as a row of its own: COPY reads its values as it would read them in every row
+        meta_names = ", ".join(quote_identifier(c) for c in meta)
+        conn.execute(
+            f"CREATE TEMP TABLE IF NOT EXISTS sql_runner_metadata AS SELECT {meta_names} FROM {table} WITH NO DATA"
+        )
+        conn.execute("TRUNCATE sql_runner_metadata")
+        with conn.cursor().copy(f"COPY sql_runner_metadata ({meta_names}) FROM STDIN") as copy:
+            copy.write_row(metadata)
         deletes = upserts = null_keys = 0
-        places = [1 + self.columns.index(k) for k in self.key]
+        places = [1 + declared.index(k) for k in self.key]
+        names = ", ".join(quote_identifier(c) for c in declared)
         with conn.cursor().copy(f"COPY sql_runner_changes (__sql_runner_kind, {names}) FROM STDIN") as copy:
             for change in changes:
                 copy.write_row(change)
@@ -298,9 +310,13 @@ class Writer:
             if null_keys:
                 conn.execute(f"{deleted} ({self._null_key()}) AND {self._same_key()}")
         if upserts:
-            self._upsert(
-                conn, "sql_runner_changes", "__sql_runner_kind <> 'delete'", null_keys=null_keys > 0 and not replace
+            picked = ", ".join(
+                [f"c.{quote_identifier(n)}" for n in declared] + [f"m.{quote_identifier(n)}" for n in meta]
             )
+            staged = (
+                f"(SELECT c.__sql_runner_kind, {picked} FROM sql_runner_changes c CROSS JOIN sql_runner_metadata m)"
+            )
+            self._upsert(conn, staged, "__sql_runner_kind <> 'delete'", null_keys=null_keys > 0 and not replace)
         return upserts, deletes
 
     def _quoted_key(self) -> list[str]:

@@ -10,6 +10,7 @@ any other instead of a new row each time.
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 
 import pytest
 
@@ -70,16 +71,52 @@ def test_a_changelog_querys_changes_to_a_null_key_update_its_row_in_place_and_de
         return postgres.execute(f"SELECT k, n, note FROM {table} ORDER BY k NULLS FIRST")
 
     def change(kind: str, key, n=None) -> tuple:
-        return (kind, key, n, *NO_METADATA)
+        return (kind, key, n)
 
-    assert write.write_changes(0, [change("insert", None, 1), change("insert", "a", 2)], replace=True) == (2, 0)
+    assert write.write_changes(0, [change("insert", None, 1), change("insert", "a", 2)], NO_METADATA, replace=True) == (
+        2,
+        0,
+    )
     postgres.execute(f"UPDATE {table} SET note = 'by hand'")
-    assert write.write_changes(1, [change("update", None, 3), change("update", "a", 4)], replace=False) == (2, 0)
+    assert write.write_changes(
+        1, [change("update", None, 3), change("update", "a", 4)], NO_METADATA, replace=False
+    ) == (2, 0)
     assert held() == [(None, 3, "by hand"), ("a", 4, "by hand")]
-    assert write.write_changes(2, [change("delete", None), change("insert", "b", 5)], replace=False) == (1, 1)
+    assert write.write_changes(2, [change("delete", None), change("insert", "b", 5)], NO_METADATA, replace=False) == (
+        1,
+        1,
+    )
     assert held() == [("a", 4, "by hand"), ("b", 5, "new")]
-    assert write.write_changes(3, [change("insert", None, 6), change("delete", "a")], replace=False) == (1, 1)
+    assert write.write_changes(3, [change("insert", None, 6), change("delete", "a")], NO_METADATA, replace=False) == (
+        1,
+        1,
+    )
     assert held() == [(None, 6, "new"), ("b", 5, "new")]
+
+
+def test_a_changelog_batchs_metadata_sent_once_is_in_every_row_it_upserts_and_only_those(postgres):
+    write, table = writer(postgres, "k STRING, n BIGINT", "k TEXT UNIQUE, n BIGINT", "k")
+    created = datetime(2026, 1, 1, 8, 30)
+
+    def metadata(at: datetime, version: int, description: str | None) -> tuple:
+        return (at, "q", description, "id-1", version, created)
+
+    def held() -> list[tuple]:
+        return postgres.execute(
+            f"SELECT k, n, __create_timestamp, __query_name, __query_description, __query_id, __query_version, "
+            f"__query_create_timestamp FROM {table} ORDER BY k NULLS FIRST"
+        )
+
+    first, second = datetime(2026, 11, 29, 15, 0, 0, 123456), datetime(2026, 11, 29, 15, 0, 1, 5)
+    changes = [("insert", "a", 1), ("insert", None, 2), ("insert", "b", 3)]
+    assert write.write_changes(0, changes, metadata(first, 1, "it's \\ a\ttab"), replace=True) == (3, 0)
+    one = ("q", "it's \\ a\ttab", "id-1", 1, created)
+    assert held() == [(None, 2, first, *one), ("a", 1, first, *one), ("b", 3, first, *one)]
+    # the next batch's metadata is in the rows it upserts (a NULL key's too); a row it leaves keeps its own
+    changes = [("update", "a", 4), ("update", None, 5), ("delete", "c", None), ("insert", "c", 6)]
+    assert write.write_changes(1, changes, metadata(second, 2, None), replace=False) == (3, 1)
+    two = ("q", None, "id-1", 2, created)
+    assert held() == [(None, 5, second, *two), ("a", 4, second, *two), ("b", 3, first, *one), ("c", 6, second, *two)]
 
 
 def test_a_composite_key_with_a_null_part_and_a_table_without_key(postgres):

@@ -23,7 +23,7 @@ from jobs.changelog.engine import KIND
 from jobs.changelog.sinks import Written
 from jobs.connectors.base import LoadFailed, SparkConnector
 from jobs.jdbc import Database, first_line, match_column, qualified, quote_identifier
-from jobs.metadata import with_metadata
+from jobs.metadata import METADATA_NAMES, with_metadata
 from jobs.schema import spark_schema
 from jobs.sinks import OutputSink
 from runner.core.errors import UserError
@@ -101,16 +101,16 @@ class JdbcChanges:
         self.writer, self.target, self.manifest = writer, target, manifest
 
     def write(self, difference: DataFrame, batch_id: int, *, replace: bool) -> Written | None:
-        """One pass over the difference: each change is its kind and the output columns (a delete's key from
-        its ``before`` row, the rest NULL)."""
+        """One pass over the difference: each change is its kind and the declared output columns (a delete's key
+        from its ``before`` row, the rest NULL). The metadata columns, the same in every row of the micro-batch,
+        are computed once, as one row of their own, and sent once."""
         deleted = F.col(KIND) == "delete"
         image = F.when(deleted, F.col("before")).otherwise(F.col("after"))
-        names = difference.schema["after"].dataType.fieldNames()
-        rows = with_metadata(
-            difference.select(F.col(KIND), *[image.getField(n).alias(n) for n in names]), self.manifest
-        )
-        columns = [F.col(KIND), *[F.col(f"`{c}`") for c in jdbc.output_columns(self.target)]]
-        counted = self.writer.write_changes(batch_id, rows.select(*columns).toLocalIterator(), replace=replace)
+        declared = jdbc.output_columns(self.target)[: -len(METADATA_NAMES)]
+        rows = difference.select(F.col(KIND), *[image.getField(n).alias(n) for n in declared])
+        constants = with_metadata(difference.sparkSession.sql("SELECT 1 AS __one"), self.manifest).drop("__one")
+        metadata = tuple(constants.first())
+        counted = self.writer.write_changes(batch_id, rows.toLocalIterator(), metadata, replace=replace)
         return Written(*counted) if counted is not None else None
 
 
