@@ -55,7 +55,8 @@ TARGET_KINDS = [
 
 class Target:
     """A keyed target table of one kind (a PostgreSQL table or an upsert-kafka topic), and its rows as read back
-    from the database or the topic's compacted view."""
+    from the database or the topic's compacted view (``read``; ``stamps``: each key's query name, version and
+    ``__create_timestamp``, the metadata its row was last written with)."""
 
     def __init__(self, kind: str, request):
         self.kind, self.request = kind, request
@@ -70,6 +71,12 @@ class Target:
             self.read = lambda: postgres.execute(
                 f"SELECT {', '.join(n.lower() for n, _ in columns)} FROM {self.where} ORDER BY 1, 2"
             )
+            self.stamps = lambda: {
+                row[0]: row[1:]
+                for row in postgres.execute(
+                    f"SELECT {key.lower()}, __query_name, __query_version, __create_timestamp FROM {self.where}"
+                )
+            }
             options = (
                 f"'connector' = 'jdbc', 'url' = '{postgres.url}', 'table-name' = '{self.where}', "
                 "'username' = 'runner', 'password' = '${PG_PASSWORD}'"
@@ -79,6 +86,10 @@ class Target:
             kafka = self.request.getfixturevalue("kafka")
             self.where = self.request.getfixturevalue("topic")("out")
             self.read = lambda: sorted(tuple(v[n] for n, _ in columns) for v in compacted(kafka, self.where).values())
+            self.stamps = lambda: {
+                v[key]: (v["__query_name"], v["__query_version"], v["__create_timestamp"])
+                for v in compacted(kafka, self.where).values()
+            }
             options = (
                 f"'connector' = 'upsert-kafka', 'topic' = '{self.where}', "
                 f"'properties.bootstrap.servers' = '{kafka.bootstrap}', 'key.format' = 'json', 'value.format' = 'json'"

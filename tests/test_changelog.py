@@ -178,6 +178,9 @@ def test_three_table_left_join_follows_updates_and_deletes(spark, project: Proje
     queries = start_query(spark, project, "color-and-cheese", state, target.env, once=True)
     runtime.wait(spark, queries, once=True)
     assert target.read() == [("103", "103-1", "blue", "cheddar"), ("104", "104-1", None, None)]
+    first = target.stamps()
+    assert {(name, version) for name, version, _at in first.values()} == {("color-and-cheese", 1)}, first
+    assert all(at is not None for _name, _version, at in first.values()), first
     # every join side has one row per join key (the tables' keys are the join keys), each kept as that row
     checkpoint = state / "checkpoint"
     assert checkpoint_engine(spark, str(checkpoint)) == f"incremental {LAYOUT}"
@@ -188,6 +191,10 @@ def test_three_table_left_join_follows_updates_and_deletes(spark, project: Proje
     upserts(data / "cheese", "002", [{"userUid": "103-1", "favoriteCheese": "brie"}])
     run_changelog(spark, project, "color-and-cheese", state, target.env)
     assert target.read() == [("103", "103-1", "blue", "brie"), ("104", "104-1", None, None)]
+    # the metadata a micro-batch writes is in the rows it changes; the row it leaves keeps its own
+    now = target.stamps()
+    assert now["104-1"] == first["104-1"] and now["103-1"][:2] == first["103-1"][:2], (first, now)
+    assert now["103-1"][2] > first["103-1"][2], (first, now)
     debezium(data / "users", "002", [{"op": "d", "before": user("103-1", "103")}])
     run_changelog(spark, project, "color-and-cheese", state, target.env)
     assert target.read() == [("104", "104-1", None, None)]  # 103-1's joined row removed
