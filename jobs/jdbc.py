@@ -24,7 +24,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from runner.core.errors import UserError
-from runner.core.tables import METADATA_COLUMNS, TableDef
+from runner.core.tables import METADATA_NAMES, TableDef
 
 FENCE_TABLE = "sql_runner_batches"
 
@@ -99,10 +99,14 @@ def qualified(db: Database) -> str:
     return f"{quote_identifier(db.schema)}.{quote_identifier(db.table)}"
 
 
+def declared_columns(target: TableDef) -> list[str]:
+    """The columns of a jdbc target the query writes: its declared columns but the computed and metadata ones."""
+    return [c.name for c in target.columns if not c.computed and c.name not in METADATA_NAMES]
+
+
 def output_columns(target: TableDef) -> list[str]:
     """The columns a jdbc target receives: its declared columns, then the metadata columns."""
-    metadata = [name for name, _ in METADATA_COLUMNS]
-    return [c.name for c in target.columns if not c.computed and c.name not in metadata] + metadata
+    return [*declared_columns(target), *METADATA_NAMES]
 
 
 def unreachable(target: TableDef, db: Database, error: Exception) -> UserError:
@@ -184,6 +188,8 @@ class Writer:
         self.target, self.db = target, db
         self.query = f"{query} -> {db.schema}.{db.table}"
         self.columns = [names[c] for c in output_columns(target)]
+        self.declared = [names[c] for c in declared_columns(target)]
+        self.metadata = [names[c] for c in METADATA_NAMES]
         self.key = [names[k] for k in target.primary_key]
         self._conn = None
 
@@ -247,12 +253,12 @@ class Writer:
                 self._conn = None
             raise ConnectionError(f"PostgreSQL {self.db.where}: {first_line(error)}") from error
 
-    def _staging(self, conn, name: str, extra: str, columns: Sequence[str] | None = None) -> None:
-        """A temporary table of ``extra`` (a column of its own) and the target's ``columns`` (all by default; no
+    def _staging(self, conn, name: str, extra: str | None, columns: Sequence[str]) -> None:
+        """An empty temporary table of ``extra`` (a column of its own, if any) and the target's ``columns`` (no
         constraints: a delete's row is only its key)."""
         table = qualified(self.db)
-        names = ", ".join(quote_identifier(c) for c in (self.columns if columns is None else columns))
-        conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {name} AS SELECT {extra}, {names} FROM {table} WITH NO DATA")
+        names = ", ".join([*([extra] if extra else []), *(quote_identifier(c) for c in columns)])
+        conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {name} AS SELECT {names} FROM {table} WITH NO DATA")
         conn.execute(f"TRUNCATE {name}")
 
     def _copy_rows(self, conn, rows: Iterable[Sequence]) -> int:
@@ -265,7 +271,7 @@ class Writer:
                     copy.write_row(row)
                     count += 1
             return count
-        self._staging(conn, "sql_runner_rows", "0::bigint AS __sql_runner_order")
+        self._staging(conn, "sql_runner_rows", "0::bigint AS __sql_runner_order", self.columns)
         places = [self.columns.index(k) for k in self.key]
         with conn.cursor().copy(f"COPY sql_runner_rows (__sql_runner_order, {names}) FROM STDIN") as copy:
             for row in rows:
@@ -281,15 +287,13 @@ class Writer:
 
     def _copy_changes(self, conn, changes: Iterable[Sequence], metadata: Sequence, replace: bool) -> tuple[int, int]:
         table = qualified(self.db)
-        declared, meta = self.columns[: -len(METADATA_COLUMNS)], self.columns[-len(METADATA_COLUMNS) :]
+        declared, meta = self.declared, self.metadata
         self._staging(conn, "sql_runner_changes", "''::text AS __sql_runner_kind", declared)
         # the metadata once, as a row of its own: COPY reads its values as it would read them in every row
-        meta_names = ", ".join(quote_identifier(c) for c in meta)
-        conn.execute(
-            f"CREATE TEMP TABLE IF NOT EXISTS sql_runner_metadata AS SELECT {meta_names} FROM {table} WITH NO DATA"
-        )
-        conn.execute("TRUNCATE sql_runner_metadata")
-        with conn.cursor().copy(f"COPY sql_runner_metadata ({meta_names}) FROM STDIN") as copy:
+        self._staging(conn, "sql_runner_metadata", None, meta)
+        with conn.cursor().copy(
+            f"COPY sql_runner_metadata ({', '.join(map(quote_identifier, meta))}) FROM STDIN"
+        ) as copy:
             copy.write_row(metadata)
         deletes = upserts = null_keys = 0
         places = [1 + declared.index(k) for k in self.key]

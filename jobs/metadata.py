@@ -15,9 +15,7 @@ from jobs import sqltext
 from jobs.schema import spark_type, type_sql
 from runner.core.errors import UserError
 from runner.core.manifest import Manifest
-from runner.core.tables import METADATA_COLUMNS
-
-METADATA_NAMES = tuple(name for name, _ in METADATA_COLUMNS)
+from runner.core.tables import METADATA_COLUMNS, METADATA_NAMES
 
 
 def with_metadata(frame: DataFrame, manifest: Manifest) -> DataFrame:

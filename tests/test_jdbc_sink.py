@@ -70,27 +70,16 @@ def test_a_changelog_querys_changes_to_a_null_key_update_its_row_in_place_and_de
     def held() -> list[tuple]:
         return postgres.execute(f"SELECT k, n, note FROM {table} ORDER BY k NULLS FIRST")
 
-    def change(kind: str, key, n=None) -> tuple:
-        return (kind, key, n)
+    def write_changes(batch_id: int, *changes: tuple, replace: bool = False) -> tuple[int, int] | None:
+        return write.write_changes(batch_id, changes, NO_METADATA, replace=replace)
 
-    assert write.write_changes(0, [change("insert", None, 1), change("insert", "a", 2)], NO_METADATA, replace=True) == (
-        2,
-        0,
-    )
+    assert write_changes(0, ("insert", None, 1), ("insert", "a", 2), replace=True) == (2, 0)
     postgres.execute(f"UPDATE {table} SET note = 'by hand'")
-    assert write.write_changes(
-        1, [change("update", None, 3), change("update", "a", 4)], NO_METADATA, replace=False
-    ) == (2, 0)
+    assert write_changes(1, ("update", None, 3), ("update", "a", 4)) == (2, 0)
     assert held() == [(None, 3, "by hand"), ("a", 4, "by hand")]
-    assert write.write_changes(2, [change("delete", None), change("insert", "b", 5)], NO_METADATA, replace=False) == (
-        1,
-        1,
-    )
+    assert write_changes(2, ("delete", None, None), ("insert", "b", 5)) == (1, 1)
     assert held() == [("a", 4, "by hand"), ("b", 5, "new")]
-    assert write.write_changes(3, [change("insert", None, 6), change("delete", "a")], NO_METADATA, replace=False) == (
-        1,
-        1,
-    )
+    assert write_changes(3, ("insert", None, 6), ("delete", "a", None)) == (1, 1)
     assert held() == [(None, 6, "new"), ("b", 5, "new")]
 
 

@@ -23,7 +23,7 @@ from jobs.changelog.engine import KIND
 from jobs.changelog.sinks import Written
 from jobs.connectors.base import LoadFailed, SparkConnector
 from jobs.jdbc import Database, first_line, match_column, qualified, quote_identifier
-from jobs.metadata import METADATA_NAMES, with_metadata
+from jobs.metadata import with_metadata
 from jobs.schema import spark_schema
 from jobs.sinks import OutputSink
 from runner.core.errors import UserError
@@ -106,7 +106,7 @@ class JdbcChanges:
         are computed once, as one row of their own, and sent once."""
         deleted = F.col(KIND) == "delete"
         image = F.when(deleted, F.col("before")).otherwise(F.col("after"))
-        declared = jdbc.output_columns(self.target)[: -len(METADATA_NAMES)]
+        declared = jdbc.declared_columns(self.target)
         rows = difference.select(F.col(KIND), *[image.getField(n).alias(n) for n in declared])
         constants = with_metadata(difference.sparkSession.sql("SELECT 1 AS __one"), self.manifest).drop("__one")
         metadata = tuple(constants.first())

@@ -24,6 +24,7 @@ METADATA_COLUMNS: tuple[tuple[str, T.DataType], ...] = (
     ("__query_version", T.INT),
     ("__query_create_timestamp", T.TIMESTAMP),
 )
+METADATA_NAMES = tuple(name for name, _ in METADATA_COLUMNS)
 
 
 class Column(Part):
