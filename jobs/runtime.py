@@ -262,6 +262,7 @@ def changelog_sink(
             target.primary_key,
             choice.layout,
             choice.record,
+            recorded=choice.recorded,
         )
         log.info("changelog engine: incremental (each micro-batch costs what changed)", extra=label)
         engine = incremental.IncrementalQuery(sink, changelog_sources)

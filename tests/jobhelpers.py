@@ -112,12 +112,16 @@ def run_changelog(spark, project: ProjectDir, name: str, state: Path, env: dict[
     runtime.wait(spark, start_query(spark, project, name, state, env, once=True), once=True)
 
 
-def join_states(checkpoint: Path) -> list[set[str]]:
-    """The state variables of each join in ``checkpoint``, in operator order, as Spark's operator metadata has them."""
+def operator_states(checkpoint: Path) -> list[set[str]]:
+    """The state variables of each stateful operator in ``checkpoint``, in operator order, as Spark's operator
+    metadata has them."""
     found = []
     for metadata in sorted(checkpoint.glob("state/*/_metadata/v2/0"), key=lambda p: int(p.parts[-4])):
         operator = json.loads(metadata.read_text().split("\n", 1)[1])
-        names = {v["stateName"] for v in json.loads(operator["operatorPropertiesJson"])["stateVariables"]}
-        if names & {"left", "leftRow"}:
-            found.append(names)
+        found.append({v["stateName"] for v in json.loads(operator["operatorPropertiesJson"])["stateVariables"]})
     return found
+
+
+def join_states(checkpoint: Path) -> list[set[str]]:
+    """The state variables of each join in ``checkpoint``, in operator order."""
+    return [names for names in operator_states(checkpoint) if names & {"left", "leftRow"}]

@@ -13,7 +13,7 @@ from jobs import runtime
 from jobs.changelog.incremental import checkpoint_engine
 from runner.core.engine_record import LAYOUT, READS
 from tests.conftest import METADATA_DDL, ProjectDir
-from tests.jobhelpers import join_states, run_changelog, start_query
+from tests.jobhelpers import join_states, operator_states, run_changelog, start_query
 from tests.tablehelpers import PG_METADATA, TARGET_KINDS, Target, compacted
 
 pytestmark = pytest.mark.spark
@@ -90,8 +90,10 @@ def test_a_checkpoint_stays_on_the_engine_that_made_it_and_one_of_the_incrementa
     incremental_state = tmp_path / "incremental"
     run_changelog(spark, project, "user-count", incremental_state, target.env)
     checkpoint = str(incremental_state / "checkpoint")
-    # a query without join keeps its state as layout 2 does: a release that reads no later layout reads it
-    assert incremental.checkpoint_engine(spark, checkpoint) == "incremental 2"
+    # an account's count comes out of its group with its old value: the counts go to the target with no copy of its
+    # rows in state (layout 4), two operators: the users' rows by key, the counts by account
+    assert incremental.checkpoint_engine(spark, checkpoint) == f"incremental {LAYOUT}"
+    assert len(operator_states(incremental_state / "checkpoint")) == 2
     incremental_manifest = manifest.read_text()
     manifest.write_text(incremental_manifest + recompute)
     debezium(users, "002", [{"op": "c", "after": user("101-1", "101")}])
@@ -110,8 +112,8 @@ def test_a_checkpoint_stays_on_the_engine_that_made_it_and_one_of_the_incrementa
     assert "the incremental engine's state as a later release keeps it" in said, said
     assert f"(layout {LAYOUT + 1}; this release keeps layout {LAYOUT} and reads {', '.join(map(str, READS))})" in said
     assert target.read() == [("100", 1)], "nothing written"
-    # as the releases that recorded no layout kept it (layout 1): this release's operators read it, and go on
-    recorded.write_text("incremental\n")
+    # back as this release recorded it: its operators go on from their state
+    recorded.write_text(f"incremental {LAYOUT}\n")
     run_changelog(spark, project, "user-count", incremental_state, target.env)
     assert target.read() == [("100", 1), ("101", 1)], "002's user counted from the restored state"
     # another job (a database's batch fence is per job) made by the recomputing engine
@@ -185,6 +187,7 @@ def test_three_table_left_join_follows_updates_and_deletes(spark, project: Proje
     checkpoint = state / "checkpoint"
     assert checkpoint_engine(spark, str(checkpoint)) == f"incremental {LAYOUT}"
     assert join_states(checkpoint) == [{"leftRow", "rightRow"}] * 2
+    assert len(operator_states(checkpoint)) == 5  # and the three tables' rows by key; no copy of the target's rows
     # each source's input read once: the progress counts each record once, as Spark's would for a plain query
     read = [(p.numInputRows, [s.numInputRows for s in p.sources]) for p in queries[0].recentProgress]
     assert read == [(4, [2, 1, 1])], read

@@ -422,3 +422,63 @@ def test_a_join_side_kept_as_one_row_fails_its_micro_batch_when_sent_a_second_ro
         )
     finally:
         query.stop()
+
+
+def key_changes(spark: SparkSession, rows: list[tuple], together: list[int]) -> list[tuple]:
+    """``KeyChanges`` over ``rows`` (``[__weight, id, account, name]``, one partition in this order), the target
+    keyed by ``(id, account)`` and ``together`` the positions whose values one operator group has."""
+    from jobs.jvm import frame_of, java_class, java_frame
+
+    columns = T.StructType([T.StructField(n, T.StringType()) for n in ("id", "account", "name")])
+    schema = T.StructType([T.StructField("__weight", T.IntegerType(), False), *columns.fields])
+    output = T.StructType(
+        [T.StructField("kind", T.StringType()), T.StructField("before", columns), T.StructField("after", columns)]
+    )
+    jvm = jvm_of(spark)
+    pairs = java_class(jvm, "sqlrunner.engine.KeyChanges")(
+        java_array(spark, "int", [0, 1]), java_array(spark, "int", together), "id, account"
+    )
+    encoder = java_class(jvm, "org.apache.spark.sql.Encoders").row(java_type(spark, output))
+    frame = spark.createDataFrame(rows, schema).coalesce(1)
+    made = frame_of(java_frame(frame).mapPartitions(pairs, encoder), spark)
+    return [(r.kind, r.before and tuple(r.before), r.after and tuple(r.after)) for r in made.collect()]
+
+
+def test_a_keys_old_and_new_rows_handed_over_together_become_one_change_and_rows_apart_fail(spark: SparkSession):
+    """Where the plan has one row per target key and hands a key's rows over together (Planner.keyedWithoutState),
+    ``KeyChanges`` pairs them without state, as ``KeyedDifference`` would: an update, an insert, a delete, nothing
+    for a row given back as it was; within a group (here by id) the keys are told apart by all their columns.
+    Bad inputs tried: a key's rows in two runs, two rows for one key, a row retracted twice."""
+    from py4j.protocol import Py4JJavaError
+
+    rows = [
+        (-1, "1", "a", "ann"),
+        (1, "1", "a", "anna"),  # an update
+        (1, "1", "b", "bo"),  # the same id, another account: another key, inserted
+        (-1, "2", "a", "cy"),  # a delete
+        (1, "3", "a", "dee"),
+        (-1, "3", "a", "dee"),  # given back as it was: nothing
+        (-1, "4", "a", "ed"),
+        (1, "4", "a", "ed"),
+    ]
+    assert sorted(key_changes(spark, rows, [0])) == [
+        ("delete", ("2", "a", "cy"), None),
+        ("insert", None, ("1", "b", "bo")),
+        ("update", ("1", "a", "ann"), ("1", "a", "anna")),
+    ]
+    bad = {
+        "handed over the changes of one value of the target's PRIMARY KEY (id, account) apart": [
+            (-1, "1", "a", "ann"),
+            (1, "2", "a", "bo"),
+            (1, "1", "a", "anna"),
+        ],
+        "the query gives 2 rows for one value of the target's PRIMARY KEY (id, account)": [
+            (1, "1", "a", "ann"),
+            (1, "1", "a", "anna"),
+        ],
+        "retracted a row of its result it never gave": [(-1, "1", "a", "ann"), (-1, "1", "a", "anna")],
+    }
+    for said, given in bad.items():
+        with pytest.raises(Py4JJavaError) as failed:
+            key_changes(spark, given, [0])
+        assert said in str(failed.value.java_exception), said

@@ -364,9 +364,11 @@ def test_a_run_keeps_the_state_layout_its_checkpoint_records_and_a_new_one_recor
     spark: SparkSession, tmp_path: Path, recorded: str | None, layout: int
 ):
     """A checkpoint's operators are planned in the layout it records (a layout 1 or 2 one keeps every join side as
-    a map, as the release that made it did); a new checkpoint's layout is recorded once its plan is made: this
-    release's for a plan with a join side kept as one row, layout 2 for one without, which a release that reads
-    no later layout goes on from after a rollback."""
+    a map, as the release that made it did); a new checkpoint's layout is recorded once its plan is made, the
+    earliest that keeps what the plan keeps, so that a release that reads no later layout goes on from it after a
+    rollback: this release's for a plan without a copy of the target's rows (each account's count handed over
+    with its old value), layout 3 for a join side kept as one row (the three-table join's last join is by
+    region, not by the target's key), layout 2 for neither."""
     from jobs.changelog import incremental
 
     folder = tmp_path / "changes"
@@ -375,7 +377,7 @@ def test_a_run_keeps_the_state_layout_its_checkpoint_records_and_a_new_one_recor
     if recorded is not None:
         recorded_in.parent.mkdir()
         recorded_in.write_text(recorded + "\n")
-    for name, kept in (("three-table left join", LAYOUT), ("aggregates", 2)):
+    for name, kept in (("three-table left join", 3), ("aggregates", LAYOUT), ("having", LAYOUT), ("filtered", LAYOUT)):
         sql, key = SHAPES[name]
         checkpoint = str(tmp_path / "checkpoint")
         choice = incremental.choose_for(spark, "incremental", sources(), lambda sql=sql: spark.sql(sql), checkpoint)
@@ -387,3 +389,42 @@ def test_a_run_keeps_the_state_layout_its_checkpoint_records_and_a_new_one_recor
         assert said == (f"incremental {kept}" if recorded is None else recorded), (name, said)
         if recorded is None:
             recorded_in.unlink()  # the next query's checkpoint is new too
+
+
+def test_a_checkpoint_without_a_copy_of_the_targets_rows_is_refused_to_a_plan_that_needs_one(
+    spark: SparkSession, tmp_path: Path
+):
+    """A layout 4 checkpoint of a query whose operators hand over each target key's old and new rows together
+    keeps no copy of the target's rows; a plan for the checkpoint that needs one (here a target keyed by a
+    column the last join does not group by) is refused before its first micro-batch, as other state a run
+    cannot serve is, and one that needs none runs from it."""
+    from jobs.changelog import incremental
+
+    folder = tmp_path / "changes"
+    folder.mkdir()
+    checkpoint = tmp_path / "checkpoint"
+    checkpoint.mkdir()
+    (checkpoint / incremental.ENGINE_FILE).write_text(f"incremental {LAYOUT}\n")
+    frames = frames_of(spark.readStream.schema(stream_schema()).json(str(folder)))
+    for name in ("three-table left join", "aggregates"):
+        sql, key = SHAPES[name]
+        choice = incremental.choose_for(
+            spark, "incremental", sources(), lambda sql=sql: spark.sql(sql), str(checkpoint)
+        )
+        assert (choice.layout, choice.record) == (LAYOUT, None)
+        assert choice.recorded
+
+        def plan(choice=choice, key=key):
+            layout, record = choice.layout, choice.record
+            return changes_of(
+                spark, frames, sources(), choice.rdd_ids, choice.result, key, layout, record, recorded=True
+            )
+
+        if name == "aggregates":
+            plan()
+            continue
+        with pytest.raises(RuntimeError) as refused:
+            plan()
+        said = str(refused.value)
+        assert said.startswith(f"{incremental.REFUSAL}: the checkpoint keeps no copy of the target's rows"), said
+        assert "(id) are not one or do not come out of its operators together" in said, said

@@ -10,6 +10,9 @@ keeping its state in the query's state store, all in the one streaming query tha
    as Spark has them, GROUP BY as retracting accumulators (``GroupAggregate``), equi-joins with both sides kept
    by join key (``EquiJoin``);
 4. the result's rows by the target's key (``KeyedDifference``): an insert, update or delete per changed key.
+   Where the plan has at most one row per key and hands a key's old and new rows over together (``Planner.
+   keyedWithoutState``), they are paired where they come out (``KeyChanges``), without a shuffle or a copy of
+   the target's rows in state.
 
 The sink takes step 4's rows as it takes the recomputing engine's difference (``jobs/changelog/engine.py``).
 A query with a shape the operators do not cover (:func:`not_covered` says which) is recomputed instead.
@@ -41,7 +44,13 @@ from jobs.jvm import (
     jvm_of,
     scala_list,
 )
-from runner.core.engine_record import ENGINE_FILE, LAYOUT, incremental_layout, layout_refusal
+from runner.core.engine_record import (
+    DIFFERENCE_UNKEPT,
+    ENGINE_FILE,
+    LAYOUT,
+    incremental_layout,
+    layout_refusal,
+)
 from runner.core.manifest import CHANGELOG_ENGINE
 
 WEIGHT = "__weight"
@@ -118,11 +127,15 @@ def changes_of(
     key: tuple[str, ...],
     layout: int = LAYOUT,
     record: str | None = None,
+    *,
+    recorded: bool = False,
 ) -> DataFrame:
     """The query's changes as its target takes them (KIND, ``before``, ``after``), one streaming DataFrame:
     ``result`` is the query over :func:`batch_views` (every shape of it covered), ``key`` the target's; its
     operators keep their state in ``layout`` (the checkpoint's: :attr:`Choice.layout`). ``record``: a new
-    checkpoint (:attr:`Choice.record`), where the layout the planned operators keep is recorded."""
+    checkpoint (:attr:`Choice.record`), where the layout the planned operators keep is recorded. ``recorded``: the
+    layout is the one a checkpoint records (:attr:`Choice.recorded`), whose state a plan that keeps another cannot
+    take over: such a plan is refused."""
     jvm = jvm_of(spark)
     planner = java_class(jvm, f"{ENGINE}.Planner")(java_session(spark), layout)
     for index, source in enumerate(sources):
@@ -133,20 +146,34 @@ def changes_of(
     ticks = [frame.select(F.lit(0).alias(WEIGHT)) for frame in frames]
     planner.ticks(java_frame(functools.reduce(DataFrame.unionByName, ticks)))
     weighted = frame_of(planner.plan(java_frame(result).queryExecution().optimizedPlan()), spark)
-    if record is not None:
-        record_engine(spark, record, f"incremental {planner.keptLayout()}")
     columns = T.StructType(weighted.schema.fields[1:])
     names = columns.names
-    grouped = [1 + names.index(k) for k in key] if key else list(range(1, len(names) + 1))
-    difference = java_class(jvm, f"{ENGINE}.KeyedDifference")(
-        java_type(spark, columns), ", ".join(key) if key else None
-    )
+    positions = [names.index(k) for k in key]
+    together = planner.keyedWithoutState(java_array(spark, "int", positions))
+    if record is not None:
+        record_engine(spark, record, f"incremental {planner.keptLayout()}")
+    elif recorded and together is None and layout >= DIFFERENCE_UNKEPT:
+        raise RuntimeError(
+            f"{REFUSAL}: the checkpoint keeps no copy of the target's rows (state layout {layout}), which this query "
+            f"needs: its rows for a value of the target's key ({', '.join(key) or 'none'}) are not one or do not "
+            "come out of its operators together"
+        )
     output = T.StructType(
         [
             T.StructField(KIND, T.StringType(), False),
             T.StructField("before", columns, True),
             T.StructField("after", columns, True),
         ]
+    )
+    if together is not None:
+        pairs = java_class(jvm, f"{ENGINE}.KeyChanges")(
+            java_array(spark, "int", positions), java_array(spark, "int", list(together)), ", ".join(key)
+        )
+        encoder = java_class(jvm, "org.apache.spark.sql.Encoders").row(java_type(spark, output))
+        return frame_of(java_frame(weighted).mapPartitions(pairs, encoder), spark)
+    grouped = [1 + p for p in positions] if key else list(range(1, len(names) + 1))
+    difference = java_class(jvm, f"{ENGINE}.KeyedDifference")(
+        java_type(spark, columns), ", ".join(key) if key else None
     )
     return transform(spark, weighted, grouped, difference, output)
 
@@ -174,6 +201,7 @@ class Choice:
     rdd_ids: dict[int, int] = field(default_factory=dict)  # the sources' batch views (:func:`batch_views`)
     result: DataFrame | None = None  # the query over them
     layout: int = LAYOUT  # the state layout the incremental operators keep: the checkpoint's, for one it holds
+    recorded: bool = False  # the layout is the one the checkpoint records (its operators' state is there)
     record: str | None = None  # a new checkpoint, where :func:`changes_of` records the layout its plan keeps
 
 
@@ -227,7 +255,7 @@ def choose_for(
     elif made is None:
         chosen = replace(chosen, record=checkpoint)  # recorded with the layout its plan keeps (:func:`changes_of`)
     elif layout is not None:
-        chosen = replace(chosen, layout=layout)
+        chosen = replace(chosen, layout=layout, recorded=True)
     return chosen
 
 

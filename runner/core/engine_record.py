@@ -20,9 +20,12 @@ ENGINE_FILE = "sql-runner-changelog-engine"  # in the checkpoint (and so in its 
 # 2: a join side kept as a map of its rows to how many times each is there. 3: a join side whose input has at most
 # one row per join key (a PRIMARY KEY or GROUP BY keys among them) kept as that one row; the operators run from a
 # layout 1 or 2 checkpoint keep every side as a map, as it does (jobs/java/engine/sqlrunner/engine/Planner.java);
-# a new checkpoint whose plan keeps no join side as one row records layout 2, whose state it is.
-LAYOUT = 3
-READS = (1, 2, 3)
+# a new checkpoint whose plan keeps no join side as one row records layout 2, whose state it is. 4: a query with at
+# most one row per value of its target's key, whose operators hand over a key's old and new rows together, keeps no
+# copy of the target's rows (no KeyedDifference); a new checkpoint whose plan needs that copy records layout 3 (or 2).
+LAYOUT = 4
+READS = (1, 2, 3, 4)
+DIFFERENCE_UNKEPT = 4  # the first layout without the copy (Planner.DIFFERENCE_UNKEPT)
 _LAYOUT_NUMBER = re.compile(r"[0-9]{1,6}")
 
 

@@ -60,11 +60,7 @@ public final class KeyedDifference extends StatefulProcessor<Row, Row, Row> {
         Map<Row, Long> delta = new HashMap<>();
         while (input.hasNext()) {
             Row change = input.next();
-            Object[] values = new Object[change.size() - 1];
-            for (int i = 0; i < values.length; i++) {
-                values[i] = change.get(i + 1);
-            }
-            delta.merge(RowFactory.create(values), (long) change.getInt(0), Long::sum);
+            delta.merge(columns(change), (long) change.getInt(0), Long::sum);
         }
         List<Row> out = new ArrayList<>();
         if (key == null) {
@@ -86,12 +82,18 @@ public final class KeyedDifference extends StatefulProcessor<Row, Row, Row> {
         if (before != null) {
             after.merge(before, 1L, Long::sum);
         }
-        Row now = only(after);
+        Row now = only(after, key);
         if (now == null) {
             row.clear();
         } else if (!now.equals(before)) {
             row.update(now);
         }
+        change(out, before, now);
+        return CollectionConverters.asScala(out.iterator());
+    }
+
+    /** A key's row going from {@code before} to {@code now} (null: none) as the target takes it, if it changed. */
+    static void change(List<Row> out, Row before, Row now) {
         if (before == null && now != null) {
             out.add(RowFactory.create("insert", null, now));
         } else if (before != null && now == null) {
@@ -99,7 +101,19 @@ public final class KeyedDifference extends StatefulProcessor<Row, Row, Row> {
         } else if (before != null && !Objects.equals(before, now)) {
             out.add(RowFactory.create("update", before, now));
         }
-        return CollectionConverters.asScala(out.iterator());
+    }
+
+    /** A weighted row's columns: the row without its weight in front. */
+    static Row columns(Row weighted) {
+        Object[] values = new Object[weighted.size() - 1];
+        for (int i = 0; i < values.length; i++) {
+            values[i] = weighted.get(i + 1);
+        }
+        return RowFactory.create(values);
+    }
+
+    static IllegalStateException neverGiven(Row row) {
+        return new IllegalStateException("the incremental query retracted a row of its result it never gave: " + row);
     }
 
     private long count(Row row) {
@@ -109,7 +123,7 @@ public final class KeyedDifference extends StatefulProcessor<Row, Row, Row> {
 
     private void store(Row row, long count) {
         if (count < 0) {
-            throw new IllegalStateException("the incremental query retracted a row of its result it never gave: " + row);
+            throw neverGiven(row);
         }
         if (count == 0) {
             rows.removeKey(row);
@@ -119,14 +133,13 @@ public final class KeyedDifference extends StatefulProcessor<Row, Row, Row> {
     }
 
     /** The key's one row after a micro-batch (null: none); a row taken away more than it was there, or more than one
-     * row, fails the micro-batch. */
-    private Row only(Map<Row, Long> counts) {
+     * row, fails the micro-batch. {@code key}: the key's columns, for the message. */
+    static Row only(Map<Row, Long> counts, String key) {
         long total = 0;
         Row found = null;
         for (Map.Entry<Row, Long> entry : counts.entrySet()) {
             if (entry.getValue() < 0) {
-                throw new IllegalStateException(
-                        "the incremental query retracted a row of its result it never gave: " + entry.getKey());
+                throw neverGiven(entry.getKey());
             }
             if (entry.getValue() > 0) {
                 total += entry.getValue();

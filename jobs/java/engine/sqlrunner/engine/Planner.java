@@ -103,6 +103,9 @@ import scala.jdk.javaapi.CollectionConverters;
  * most one partner per row): a join side with such a set among its join keys has at most one row per join key, and
  * {@link EquiJoin} keeps it as a value. The state layout of checkpoints made before that
  * ({@code runner/core/engine_record.py}: layouts 1 and 2) keeps every side as a map, and so does a plan for them.
+ * It also says which sets of its columns have their equal values handed over together by the last stateful operator
+ * below it: with a unique set, they let a keyed target take the plan's changes without a copy of its rows
+ * ({@link #keyedWithoutState}, layout 4).
  */
 public final class Planner {
     public static final String WEIGHT = "__weight";
@@ -110,12 +113,21 @@ public final class Planner {
     /** The first state layout whose joins keep a side with at most one row per join key as a value. */
     public static final int VALUE_SIDES = 3;
 
+    /**
+     * The first state layout whose plans may give their changes to a keyed target without keeping the target's rows:
+     * see {@link #keyedWithoutState}.
+     */
+    public static final int DIFFERENCE_UNKEPT = 4;
+
     private final SparkSession spark;
     private final int layout;
     private final Map<Integer, Dataset<Row>> sources = new HashMap<>();
     private final Map<Integer, int[]> primaryKeys = new HashMap<>();
     private Dataset<Row> ticks;
     private boolean valueSides; // a join of the plan keeps a side as a value
+    private Out planned; // the plan's last node, once planned
+    private List<Attribute> output; // the query's output columns
+    private boolean differenceUnkept; // its changes go to the target without a KeyedDifference
 
     /** @param layout the state layout the plan keeps (the checkpoint's, as {@code runner/core/engine_record.py} says) */
     public Planner(SparkSession spark, int layout) {
@@ -147,6 +159,8 @@ public final class Planner {
             throw new IllegalArgumentException("not incremental: " + why);
         }
         Out out = translate(optimized);
+        planned = out;
+        output = CollectionConverters.asJava(optimized.output());
         List<NamedExpression> list = new ArrayList<>();
         list.add(alias(out.weight, WEIGHT));
         list.addAll(attributes(optimized.output()));
@@ -154,11 +168,52 @@ public final class Planner {
     }
 
     /**
-     * The state layout the planned operators keep: the one asked for, but for a plan none of whose joins keeps a
-     * side as a value, whose state is what layout 2 keeps too (so a release reading no later layout reads it).
+     * The state layout the planned operators keep: the one asked for, but for a plan that keeps a copy of its target's
+     * rows (no {@link #keyedWithoutState}), layout 3's state when a join keeps a side as a value and layout 2's when
+     * none does, so that a release reading no later layout reads it.
      */
     public int keptLayout() {
-        return valueSides ? layout : Math.min(layout, VALUE_SIDES - 1);
+        if (differenceUnkept) {
+            return layout;
+        }
+        return Math.min(layout, valueSides ? VALUE_SIDES : VALUE_SIDES - 1);
+    }
+
+    /**
+     * The positions, among the query's output columns, of the columns by which the rows of each value of the target's
+     * key ({@code key}: its columns' positions) come out of the planned operators together, when the plan's changes can
+     * go to that target without a {@link KeyedDifference} (null: they cannot). They can when the layout allows it and
+     * both hold: the query has at most one row per value of the key (a source's PRIMARY KEY, a GROUP BY's keys or a
+     * join's, among the key's columns), so the change of a key's row is the retraction of its old row and the addition
+     * of its new one; and those two come out of one group of the last stateful operator (its grouping columns among the
+     * key's), so that {@link KeyChanges} finds them side by side instead of a shuffle and a state store of the
+     * target's rows bringing them together. A floating point key column does not count: its values are grouped
+     * normalised (-0.0 as 0.0), and may not be compared so.
+     */
+    public int[] keyedWithoutState(int[] key) {
+        if (planned == null) {
+            throw new IllegalStateException("plan() first");
+        }
+        differenceUnkept = false;
+        if (layout < DIFFERENCE_UNKEPT || key.length == 0) {
+            return null;
+        }
+        Map<ExprId, Integer> columns = new HashMap<>();
+        for (int position : key) {
+            Attribute column = output.get(position);
+            if (floating(column.dataType())) {
+                return null;
+            }
+            columns.put(column.exprId(), position);
+        }
+        boolean unique = planned.unique.stream().anyMatch(set -> columns.keySet().containsAll(set));
+        for (Set<ExprId> together : planned.together) {
+            if (unique && columns.keySet().containsAll(together)) {
+                differenceUnkept = true;
+                return together.stream().mapToInt(columns::get).sorted().toArray();
+            }
+        }
+        return null;
     }
 
     /**
@@ -362,11 +417,16 @@ public final class Planner {
         final LogicalPlan plan;
         final Attribute weight;
         final List<Set<ExprId>> unique; // sets of the node's output columns no two of its rows share
+        // sets of the node's output columns whose equal values come out of one group of the last stateful operator
+        // below, one after the other (it hands over a group's rows before the next group's; filters and projections
+        // keep their order): a micro-batch's changes to those values are together in one partition
+        final List<Set<ExprId>> together;
 
-        Out(LogicalPlan plan, Attribute weight, List<Set<ExprId>> unique) {
+        Out(LogicalPlan plan, Attribute weight, List<Set<ExprId>> unique, List<Set<ExprId>> together) {
             this.plan = plan;
             this.weight = weight;
             this.unique = unique;
+            this.together = together;
         }
     }
 
@@ -402,8 +462,7 @@ public final class Planner {
     private static boolean oneRowPerKey(Out side, List<Expression> keys) {
         Set<ExprId> columns = new HashSet<>();
         for (Expression key : keys) {
-            DataType type = key.dataType();
-            if (key instanceof Attribute && type != DoubleType$.MODULE$ && type != FloatType$.MODULE$) {
+            if (key instanceof Attribute && !floating(key.dataType())) {
                 columns.add(((Attribute) key).exprId());
             }
         }
@@ -424,12 +483,14 @@ public final class Planner {
             List<NamedExpression> list = new ArrayList<>();
             list.add(child.weight);
             list.addAll(CollectionConverters.asJava(((Project) node).projectList()));
-            return new Out(new Project(seq(list), child.plan), child.weight,
-                    projected(child.unique, CollectionConverters.asJava(((Project) node).projectList())));
+            List<NamedExpression> projectList = CollectionConverters.asJava(((Project) node).projectList());
+            return new Out(new Project(seq(list), child.plan), child.weight, projected(child.unique, projectList),
+                    projected(child.together, projectList));
         }
         if (node instanceof Filter) {
             Out child = translate(node.children().head());
-            return new Out(new Filter(((Filter) node).condition(), child.plan), child.weight, child.unique);
+            return new Out(new Filter(((Filter) node).condition(), child.plan), child.weight, child.unique,
+                    child.together);
         }
         if (node instanceof Sort) {
             return translate(node.children().head());
@@ -463,7 +524,7 @@ public final class Planner {
         for (int column : primaryKeys.get(node.rdd().id())) {
             key.add(wanted.get(column).exprId());
         }
-        return new Out(new Project(seq(list), plan), given.get(0), List.of(key));
+        return new Out(new Project(seq(list), plan), given.get(0), List.of(key), List.of(key)); // grouped by its key
     }
 
     private Out union(Union node) {
@@ -477,7 +538,7 @@ public final class Planner {
             children.add(new Project(seq(list), out.plan));
             weight = weight == null ? out.weight : weight;
         }
-        return new Out(new Union(seq(children), false, false), weight, List.of());
+        return new Out(new Union(seq(children), false, false), weight, List.of(), List.of());
     }
 
     private Out aggregate(LogicalPlan node) {
@@ -564,8 +625,9 @@ public final class Planner {
         for (NamedExpression grouping : groupings) {
             groups.add(grouping.toAttribute().exprId());
         }
-        return new Out(new Project(seq(output), computed), weight,
-                projected(List.of(groups), CollectionConverters.asJava(parts._3())));
+        List<NamedExpression> resultList = CollectionConverters.asJava(parts._3());
+        return new Out(new Project(seq(output), computed), weight, projected(List.of(groups), resultList),
+                projected(List.of(groups), resultList)); // a group's rows are its grouping values'
     }
 
     /** An aggregate's value from its slots ({@link GroupAggregate#slots}), by the function's own final expression. */
@@ -678,7 +740,31 @@ public final class Planner {
         if (leftOne && (kind.equals("inner") || kind.equals("right"))) {
             unique.addAll(right.unique);
         }
-        return new Out(out, columns.get(0), unique);
+        // the rows of a join key come out of its group: a preserved side's key columns are the group's key in every
+        // row (an inner join's both sides'); a floating point key is grouped normalised, which its columns may not be
+        List<Set<ExprId>> together = new ArrayList<>();
+        if (!kind.equals("full") && !kind.equals("right")) {
+            addKeyColumns(together, leftKeys);
+        }
+        if (!kind.equals("full") && !kind.equals("left")) {
+            addKeyColumns(together, rightKeys);
+        }
+        return new Out(out, columns.get(0), unique, together);
+    }
+
+    private static void addKeyColumns(List<Set<ExprId>> together, List<Expression> keys) {
+        Set<ExprId> columns = new HashSet<>();
+        for (Expression key : keys) {
+            if (!(key instanceof Attribute) || floating(key.dataType())) {
+                return;
+            }
+            columns.add(((Attribute) key).exprId());
+        }
+        together.add(columns);
+    }
+
+    private static boolean floating(DataType type) {
+        return type == DoubleType$.MODULE$ || type == FloatType$.MODULE$;
     }
 
     /** One side of a join as {@link EquiJoin} takes it: {@code [side, weight, left struct, right struct, keys...]}. */
