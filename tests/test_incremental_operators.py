@@ -447,8 +447,9 @@ def key_changes(spark: SparkSession, rows: list[tuple], together: list[int]) -> 
 def test_a_keys_old_and_new_rows_handed_over_together_become_one_change_and_rows_apart_fail(spark: SparkSession):
     """Where the plan has one row per target key and hands a key's rows over together (Planner.keyedWithoutState),
     ``KeyChanges`` pairs them without state, as ``KeyedDifference`` would: an update, an insert, a delete, nothing
-    for a row given back as it was; within a group (here by id) the keys are told apart by all their columns.
-    Bad inputs tried: a key's rows in two runs, two rows for one key, a row retracted twice."""
+    for a row given back as it was; within a group (here by id) the keys are told apart by all their columns, and
+    an operator without grouping columns (an aggregate without GROUP BY) hands over one group, in any order.
+    Bad inputs tried: a key's rows in two runs, two rows for one key, a row retracted twice, a weight of -2."""
     from py4j.protocol import Py4JJavaError
 
     rows = [
@@ -466,6 +467,11 @@ def test_a_keys_old_and_new_rows_handed_over_together_become_one_change_and_rows
         ("insert", None, ("1", "b", "bo")),
         ("update", ("1", "a", "ann"), ("1", "a", "anna")),
     ]
+    interleaved = [(-1, "1", "a", "ann"), (1, "2", "a", "bo"), (1, "1", "a", "anna")]
+    assert sorted(key_changes(spark, interleaved, [])) == [
+        ("insert", None, ("2", "a", "bo")),
+        ("update", ("1", "a", "ann"), ("1", "a", "anna")),
+    ]
     bad = {
         "handed over the changes of one value of the target's PRIMARY KEY (id, account) apart": [
             (-1, "1", "a", "ann"),
@@ -477,6 +483,7 @@ def test_a_keys_old_and_new_rows_handed_over_together_become_one_change_and_rows
             (1, "1", "a", "anna"),
         ],
         "retracted a row of its result it never gave": [(-1, "1", "a", "ann"), (-1, "1", "a", "anna")],
+        "retracted a row of its result it never gave: [1,a,ann]": [(-2, "1", "a", "ann")],
     }
     for said, given in bad.items():
         with pytest.raises(Py4JJavaError) as failed:

@@ -27,6 +27,7 @@ from pyspark.sql import types as T
 from jobs.change_records import DELETE, SEQ, SEQ_TYPE
 from jobs.changelog.engine import KIND, SOURCE, ChangelogSource, row_column
 from jobs.changelog.incremental import batch_views, changes_of, not_covered
+from jobs.jvm import analysed_plan
 from jobs.schema import spark_schema
 from runner.authoring.ddl import parse_ddl
 from runner.core.engine_record import LAYOUT
@@ -359,7 +360,9 @@ def test_a_key_the_query_gives_two_rows_for_fails_the_micro_batch_before_the_tar
         query.stop()
 
 
-@pytest.mark.parametrize(("recorded", "layout"), [(None, LAYOUT), ("incremental", 1), ("incremental 2", 2)])
+@pytest.mark.parametrize(
+    ("recorded", "layout"), [(None, LAYOUT), ("incremental", 1), ("incremental 2", 2), ("incremental 3", 3)]
+)
 def test_a_run_keeps_the_state_layout_its_checkpoint_records_and_a_new_one_records_what_its_plan_keeps(
     spark: SparkSession, tmp_path: Path, recorded: str | None, layout: int
 ):
@@ -368,7 +371,8 @@ def test_a_run_keeps_the_state_layout_its_checkpoint_records_and_a_new_one_recor
     earliest that keeps what the plan keeps, so that a release that reads no later layout goes on from it after a
     rollback: this release's for a plan without a copy of the target's rows (each account's count handed over
     with its old value), layout 3 for a join side kept as one row (the three-table join's last join is by
-    region, not by the target's key), layout 2 for neither."""
+    region, not by the target's key), layout 2 for neither. A checkpoint of an earlier layout keeps its copy of
+    the target's rows (``KeyedDifference``) for every query, as the release that made it planned them."""
     from jobs.changelog import incremental
 
     folder = tmp_path / "changes"
@@ -377,14 +381,17 @@ def test_a_run_keeps_the_state_layout_its_checkpoint_records_and_a_new_one_recor
     if recorded is not None:
         recorded_in.parent.mkdir()
         recorded_in.write_text(recorded + "\n")
-    for name, kept in (("three-table left join", 3), ("aggregates", LAYOUT), ("having", LAYOUT), ("filtered", LAYOUT)):
+    shapes = (("three-table left join", 3), ("aggregates", LAYOUT), ("having", LAYOUT), ("filtered", LAYOUT))
+    for name, kept in shapes:
         sql, key = SHAPES[name]
         checkpoint = str(tmp_path / "checkpoint")
         choice = incremental.choose_for(spark, "incremental", sources(), lambda sql=sql: spark.sql(sql), checkpoint)
         assert (choice.recomputed, choice.layout) == (None, layout), name
         assert choice.record == (checkpoint if recorded is None else None), name
         frames = frames_of(spark.readStream.schema(stream_schema()).json(str(folder)))
-        changes_of(spark, frames, sources(), choice.rdd_ids, choice.result, key, choice.layout, choice.record)
+        made = changes_of(spark, frames, sources(), choice.rdd_ids, choice.result, key, choice.layout, choice.record)
+        copied = "sqlrunner.engine.KeyedDifference" in analysed_plan(made).toString()
+        assert copied == (recorded is not None or kept < LAYOUT), (name, recorded)
         said = recorded_in.read_text().strip()
         assert said == (f"incremental {kept}" if recorded is None else recorded), (name, said)
         if recorded is None:

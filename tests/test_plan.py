@@ -308,7 +308,11 @@ def test_a_source_whose_connector_cannot_continue_starts_at_its_startup_position
         ("incremental 2", 2, None),
         ("incremental 3", 3, None),
         ("incremental 4", 4, None),
-        ("incremental 5", 5, "as a later release keeps it (layout 5; this release keeps layout 4 and reads 1, 2, 3, 4)"),
+        (
+            "incremental 5",
+            5,
+            "as a later release keeps it (layout 5; this release keeps layout 4 and reads 1, 2, 3, 4)",
+        ),
         ("incremental x", 0, "in a layout this release cannot read: incremental x"),
         ("incremental 2 3", 0, "cannot read"),
         ("incremental \u00b2", 0, "cannot read"),  # a digit to str.isdigit, not to int()

@@ -1,5 +1,6 @@
 package sqlrunner.engine;
 
+import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -7,6 +8,7 @@ import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.NoSuchElementException;
 import java.util.Set;
 
 import org.apache.spark.api.java.function.MapPartitionsFunction;
@@ -20,8 +22,11 @@ import org.apache.spark.sql.Row;
  * an insert, an update or a delete, or nothing when the two are equal, as {@link KeyedDifference} makes them.
  *
  * <p>Input rows: {@code [weight int, <the target's columns>...]}, a partition's rows as the operator handed them over.
- * Output rows: {@code [kind string, before struct, after struct]}. Should a key's rows ever come apart (two runs of
- * the operator's groups in a partition), the micro-batch fails rather than write two changes for one key.
+ * Output rows: {@code [kind string, before struct, after struct]}, a group's as soon as its last row is read. What it
+ * can see of a broken guarantee fails the micro-batch: a key's rows in two runs of groups in a partition, two rows
+ * for a key, a row retracted twice. What {@link KeyedDifference} saw besides, by its copy of the target's rows (a
+ * second row for a key held from an earlier micro-batch, the retraction of a row never given), it cannot: the
+ * planner's guarantee is what stands for it.
  */
 public final class KeyChanges implements MapPartitionsFunction<Row, Row> {
     private static final long serialVersionUID = 1L;
@@ -39,27 +44,53 @@ public final class KeyChanges implements MapPartitionsFunction<Row, Row> {
 
     @Override
     public Iterator<Row> call(Iterator<Row> rows) {
-        List<Row> out = new ArrayList<>();
-        Set<Row> done = new HashSet<>(); // the keys of the groups before
-        Map<Row, Map<Row, Long>> run = new LinkedHashMap<>(); // the current group's rows, by key
-        Row group = null;
-        while (rows.hasNext()) {
-            Row weighted = rows.next();
-            Row columns = KeyedDifference.columns(weighted);
-            Row of = together.call(columns);
-            if (group != null && !group.equals(of)) {
-                close(run, done, out);
+        return new Iterator<Row>() {
+            private final ArrayDeque<Row> ready = new ArrayDeque<>(); // the changes of the groups read so far
+            private final Set<Row> done = new HashSet<>(); // the keys of the groups before
+            private final Map<Row, Map<Row, Long>> run = new LinkedHashMap<>(); // the current group's rows, by key
+            private Row group; // the current group's values of the columns grouped together
+            private Row next; // the first row of the next group, read ahead
+
+            @Override
+            public boolean hasNext() {
+                while (ready.isEmpty() && (next != null || rows.hasNext())) {
+                    readGroup();
+                }
+                return !ready.isEmpty();
             }
-            group = of;
-            run.computeIfAbsent(key.call(columns), k -> new HashMap<>())
-                    .merge(columns, (long) weighted.getInt(0), Long::sum);
-        }
-        close(run, done, out);
-        return out.iterator();
+
+            @Override
+            public Row next() {
+                if (!hasNext()) {
+                    throw new NoSuchElementException();
+                }
+                return ready.poll();
+            }
+
+            /** One group's rows, up to the next group's first (kept for the next call), into its changes. */
+            private void readGroup() {
+                group = null;
+                while (next != null || rows.hasNext()) {
+                    Row weighted = next != null ? next : rows.next();
+                    next = null;
+                    Row columns = KeyedDifference.columns(weighted);
+                    Row of = together.call(columns);
+                    if (group != null && !group.equals(of)) {
+                        next = weighted;
+                        break;
+                    }
+                    group = of;
+                    run.computeIfAbsent(key.call(columns), k -> new HashMap<>())
+                            .merge(columns, (long) weighted.getInt(0), Long::sum);
+                }
+                close(run, done, ready);
+            }
+        };
     }
 
     /** The changes of a group's keys, each key seen for the first time in the partition. */
-    private void close(Map<Row, Map<Row, Long>> run, Set<Row> done, List<Row> out) {
+    private void close(Map<Row, Map<Row, Long>> run, Set<Row> done, ArrayDeque<Row> out) {
+        List<Row> changes = new ArrayList<>();
         for (Map.Entry<Row, Map<Row, Long>> entry : run.entrySet()) {
             if (!done.add(entry.getKey())) {
                 throw new IllegalStateException("the incremental operators handed over the changes of one value of the"
@@ -78,8 +109,9 @@ public final class KeyChanges implements MapPartitionsFunction<Row, Row> {
                     after.put(change.getKey(), weight);
                 }
             }
-            KeyedDifference.change(out, before, KeyedDifference.only(after, keyNames));
+            KeyedDifference.change(changes, before, KeyedDifference.only(after, keyNames));
         }
+        out.addAll(changes);
         run.clear();
     }
 }

@@ -128,6 +128,7 @@ public final class Planner {
     private Out planned; // the plan's last node, once planned
     private List<Attribute> output; // the query's output columns
     private boolean differenceUnkept; // its changes go to the target without a KeyedDifference
+    private boolean targetKnown; // keyedWithoutState was asked since the plan was made
 
     /** @param layout the state layout the plan keeps (the checkpoint's, as {@code runner/core/engine_record.py} says) */
     public Planner(SparkSession spark, int layout) {
@@ -161,6 +162,7 @@ public final class Planner {
         Out out = translate(optimized);
         planned = out;
         output = CollectionConverters.asJava(optimized.output());
+        targetKnown = false;
         List<NamedExpression> list = new ArrayList<>();
         list.add(alias(out.weight, WEIGHT));
         list.addAll(attributes(optimized.output()));
@@ -173,6 +175,9 @@ public final class Planner {
      * none does, so that a release reading no later layout reads it.
      */
     public int keptLayout() {
+        if (!targetKnown) {
+            throw new IllegalStateException("keyedWithoutState() first: what the plan keeps depends on its target");
+        }
         if (differenceUnkept) {
             return layout;
         }
@@ -195,6 +200,7 @@ public final class Planner {
             throw new IllegalStateException("plan() first");
         }
         differenceUnkept = false;
+        targetKnown = true;
         if (layout < DIFFERENCE_UNKEPT || key.length == 0) {
             return null;
         }
