@@ -48,6 +48,7 @@ sys.path.insert(0, str(ROOT))
 from bench import results, steady  # noqa: E402
 from bench.overhead import METADATA, PRINT_PROGRESS, postgres_job  # noqa: E402
 from demo.postgres_server import PostgresServer  # noqa: E402
+from runner.core.engine_record import ENGINE_FILE  # noqa: E402
 from runner.targets.base import group_processes  # noqa: E402
 
 TRIGGER = "1 second"
@@ -216,6 +217,7 @@ def flat_cost(
     pairs = []
     try:
         steady.launch([small], tranche(folder / "tranches", "flat-load", few.insert_all()), timeout)
+        on_engine(folder, "flat", "incremental")
         for number in range(3):
             changes = tranche(folder / "tranches", f"flat{number}", few.changes(1000))
             held_few = steady.feed(small, changes, timeout)
@@ -252,6 +254,19 @@ def engine_records(name: str, label: str, measured: list[dict]) -> list[results.
         for other in ("by hand", "recomputed")
         if other in measured[0]  # a run without the recomputing engine (--without-recomputed) has no such side
     ]
+
+
+def on_engine(folder: Path, name: str, engine: str) -> None:
+    """Fail the bench unless side ``name`` (of ``ours``) runs on ``engine`` (``incremental``, ``recompute``), as its
+    checkpoint records it: a job whose application lacks the runner's jar is recomputed, and would be measured as
+    the incremental engine."""
+    records = (folder / name / ".sql-runner" / "checkpoints").glob(f"**/{ENGINE_FILE}")
+    found = [path.read_text().split()[0] for path in records]
+    if found != [engine]:
+        raise steady.BenchError(
+            f"the {name} side runs on {', '.join(found) or 'no recorded engine'}, not on the {engine} engine "
+            "(make jars builds the runner's jar)"
+        )
 
 
 def compare(server: PostgresServer, table: str, column: str, users: Users) -> None:
@@ -294,6 +309,9 @@ def main() -> int:
         records: list[results.Record] = []
         try:
             steady.launch(sides, warm_up, args.timeout, timed=False)
+            on_engine(folder, "incremental", "incremental")
+            if not args.without_recomputed:
+                on_engine(folder, "recomputed", "recompute")
             measured = measure(sides, rounds, args.changes, args.timeout)
             millions = args.keys / 1_000_000
             memory = {side.name: resident_mb(side) / millions for side in sides}

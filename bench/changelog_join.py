@@ -42,7 +42,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import results, steady  # noqa: E402
-from bench.changelog import PG_METADATA, TRIGGER, engine_records, measure, resident_mb, table_files  # noqa: E402
+from bench.changelog import (  # noqa: E402
+    PG_METADATA,
+    TRIGGER,
+    engine_records,
+    measure,
+    on_engine,
+    resident_mb,
+    table_files,
+)
 from bench.overhead import METADATA, PRINT_PROGRESS, postgres_job  # noqa: E402
 from demo.postgres_server import PostgresServer  # noqa: E402
 
@@ -228,6 +236,8 @@ def main() -> int:
         sides = [incremental, recomputed, hand]
         try:
             steady.launch(sides, warm_up, args.timeout, timed=False)
+            on_engine(folder, "incremental", "incremental")
+            on_engine(folder, "recomputed", "recompute")
             measured = measure(sides, rounds, args.changes, args.timeout)
             millions = args.keys / 1_000_000
             memory = {side.name: resident_mb(side) / millions for side in sides}
