@@ -433,5 +433,5 @@ def test_a_checkpoint_without_a_copy_of_the_targets_rows_is_refused_to_a_plan_th
         with pytest.raises(RuntimeError) as refused:
             plan()
         said = str(refused.value)
-        assert said.startswith(f"{incremental.REFUSAL}: the checkpoint keeps no copy of the target's rows"), said
-        assert "(id) are not one or do not come out of its operators together" in said, said
+        assert said.startswith(f"{incremental.REFUSAL}: the checkpoint holds the incremental operators' state"), said
+        assert "as layout 4 keeps it, and this query's plan keeps layout 3's (its target keyed by id)" in said, said

@@ -44,13 +44,7 @@ from jobs.jvm import (
     jvm_of,
     scala_list,
 )
-from runner.core.engine_record import (
-    DIFFERENCE_UNKEPT,
-    ENGINE_FILE,
-    LAYOUT,
-    incremental_layout,
-    layout_refusal,
-)
+from runner.core.engine_record import ENGINE_FILE, LAYOUT, incremental_layout, layout_refusal
 from runner.core.manifest import CHANGELOG_ENGINE
 
 WEIGHT = "__weight"
@@ -134,8 +128,9 @@ def changes_of(
     ``result`` is the query over :func:`batch_views` (every shape of it covered), ``key`` the target's; its
     operators keep their state in ``layout`` (the checkpoint's: :attr:`Choice.layout`). ``record``: a new
     checkpoint (:attr:`Choice.record`), where the layout the planned operators keep is recorded. ``recorded``: the
-    layout is the one a checkpoint records (:attr:`Choice.recorded`), whose state a plan that keeps another cannot
-    take over: such a plan is refused."""
+    layout is the one a checkpoint records (:attr:`Choice.recorded`), whose state a plan that keeps another layout's
+    cannot take over (a layout 4 checkpoint without a copy of the target's rows, a plan that needs one): such a
+    plan is refused."""
     jvm = jvm_of(spark)
     planner = java_class(jvm, f"{ENGINE}.Planner")(java_session(spark), layout)
     for index, source in enumerate(sources):
@@ -150,13 +145,13 @@ def changes_of(
     names = columns.names
     positions = [names.index(k) for k in key]
     together = planner.keyedWithoutState(java_array(spark, "int", positions))
+    kept = planner.keptLayout()
     if record is not None:
-        record_engine(spark, record, f"incremental {planner.keptLayout()}")
-    elif recorded and together is None and layout >= DIFFERENCE_UNKEPT:
+        record_engine(spark, record, f"incremental {kept}")
+    elif recorded and kept != layout:
         raise RuntimeError(
-            f"{REFUSAL}: the checkpoint keeps no copy of the target's rows (state layout {layout}), which this query "
-            f"needs: its rows for a value of the target's key ({', '.join(key) or 'none'}) are not one or do not "
-            "come out of its operators together"
+            f"{REFUSAL}: the checkpoint holds the incremental operators' state as layout {layout} keeps it, and this "
+            f"query's plan keeps layout {kept}'s (its target keyed by {', '.join(key) or 'no column'})"
         )
     output = T.StructType(
         [

@@ -25,7 +25,6 @@ ENGINE_FILE = "sql-runner-changelog-engine"  # in the checkpoint (and so in its 
 # copy of the target's rows (no KeyedDifference); a new checkpoint whose plan needs that copy records layout 3 (or 2).
 LAYOUT = 4
 READS = (1, 2, 3, 4)
-DIFFERENCE_UNKEPT = 4  # the first layout without the copy (Planner.DIFFERENCE_UNKEPT)
 _LAYOUT_NUMBER = re.compile(r"[0-9]{1,6}")
 
 
