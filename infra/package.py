@@ -39,6 +39,9 @@ LAMBDA_PACKAGES = ("core", "authoring", "aws")  # runner/<package>: what the dep
 BOOTSTRAP = Path(__file__).parent / "bootstrap" / "install-runner.sh"
 JARS = DIST / "jars"
 SUMS = "SHA256SUMS"
+# where the stack (infra/stack.py) has EMR and Lambda find what `push` uploads into the artifacts bucket
+LAMBDA_ZIP_KEY = "lambda/deploy-lambda.zip"
+BOOTSTRAP_KEY = "bootstrap/install-runner.sh"
 
 
 class JarRefused(Exception):
@@ -152,7 +155,6 @@ def push(team_name: str, teams_file: Path | None = None) -> None:
     import boto3
     from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
-    from infra.stack import BOOTSTRAP_KEY, LAMBDA_ZIP_KEY
     from infra.teams import TEAMS_FILE, load_teams
 
     config = load_teams(teams_file or TEAMS_FILE)

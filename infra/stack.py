@@ -105,6 +105,7 @@ from constructs import Construct
 
 from infra import console_metrics
 from infra.kafka import KafkaProvider, KafkaTopic
+from infra.package import BOOTSTRAP_KEY, LAMBDA_ZIP_KEY
 from infra.teams import Platform, Team
 from jobs.kafka import PLATFORM_DEFAULTS_PREFIX
 from runner.aws import deploy_lambda
@@ -113,8 +114,6 @@ from runner.core import layout
 from runner.targets.yarn import YARN_MAX_ATTEMPTS
 
 BUCKET_ROLES = ("logs", "manifests", "checkpoints", "savepoints", "artifacts")  # logs first: the others log to it
-LAMBDA_ZIP_KEY = "lambda/deploy-lambda.zip"
-BOOTSTRAP_KEY = "bootstrap/install-runner.sh"
 ROCKSDB_STATE_STORE = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 NONCURRENT_DAYS = {"manifests": 90, "checkpoints": 7, "savepoints": 30, "artifacts": 30, "logs": 30}
 MSK_BOOTSTRAP_PARAMETER = "MSK_BOOTSTRAP_SERVERS"  # what ${MSK_BOOTSTRAP_SERVERS} in a Kafka table resolves to

@@ -324,13 +324,14 @@ def _exists(s3, bucket: str) -> bool:
     return True
 
 
-def _empty(s3, bucket: str) -> None:
-    """Delete every object version and delete marker of ``bucket``: the first page of the listing, deleted, then
-    the first page again, until none is left (a listing resumed at the page's last version, which is deleted by
-    then, ends there on moto 5.2.5, leaving the rest)."""
-    rounds = _object_count(s3, bucket) // 1000 + 10  # a bucket that fills as fast as it is emptied stops this
+def _empty(s3, bucket: str, page_size: int = 1000) -> None:
+    """Delete every object version and delete marker of ``bucket``: the first page of the listing (``page_size``
+    entries at most, S3's largest page and the most one request deletes), deleted, then the first page again,
+    until none is left (a listing resumed at the page's last version, which is deleted by then, ends there on
+    moto 5.2.5, leaving the rest)."""
+    rounds = _object_count(s3, bucket) // page_size + 10  # a bucket that fills as fast as it is emptied stops this
     for _ in range(rounds):
-        page = s3.list_object_versions(Bucket=bucket, MaxKeys=1000)
+        page = s3.list_object_versions(Bucket=bucket, MaxKeys=page_size)
         doomed = [
             {"Key": item["Key"], "VersionId": item["VersionId"]}
             for item in page.get("Versions", []) + page.get("DeleteMarkers", [])
