@@ -32,6 +32,10 @@ if __package__ in (None, ""):
     # when they are not installed (an installed wheel takes precedence anyway).
     sys.path.append(str(Path(__file__).resolve().parents[1]))
 
+from jobs.pythonpath import installed_pyspark_first  # noqa: E402
+
+installed_pyspark_first()  # before pyspark is imported
+
 from pyspark import SparkConf  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
 

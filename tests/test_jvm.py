@@ -39,3 +39,49 @@ def test_another_spark_line_is_refused_naming_the_supported_one(version: str):
     (problem,) = raised.value.problems
     assert problem.code == "SPARK_VERSION_UNSUPPORTED" and raised.value.exit_code == 2
     assert f"pyspark {version} is not" in problem.render() and "4.0.x" in problem.render()
+
+
+def _installed(packages: Path, *names: str) -> list[str]:
+    """A pip-installed pyspark's folder layout under ``packages``, with the zips spark-submit puts on a driver's
+    path; returns those zips."""
+    lib = packages / "pyspark" / "python" / "lib"
+    lib.mkdir(parents=True)
+    for name in names:
+        (packages / name).mkdir(exist_ok=True)
+        (packages / name / "__init__.py").write_text("")
+    zips = [lib / "pyspark.zip", lib / "py4j-0.10.9.9-src.zip"]
+    for zipped in zips:
+        zipped.write_bytes(b"")
+    return [str(z) for z in zips]
+
+
+def test_a_driver_imports_the_installed_pyspark_instead_of_compiling_spark_submits_zip_at_each_start(tmp_path):
+    from jobs.pythonpath import installed_pyspark_first
+
+    packages = tmp_path / "site-packages"
+    zips = _installed(packages, "pyspark", "py4j")
+    user = str(tmp_path / "deps.zip")  # a --py-files zip stays where spark-submit put it
+    path = [*zips, user, str(tmp_path / "project"), str(packages)]
+    assert installed_pyspark_first(path) == zips
+    assert path == [user, str(tmp_path / "project"), str(packages), *zips]
+
+    # the real installation: spark-submit's zips are those of the pyspark this test imports
+    real = Path(pyspark.__file__).parent / "python" / "lib"
+    real_zips = sorted(str(z) for z in real.glob("*.zip"))
+    assert len(real_zips) == 2
+    path = [*real_zips, str(Path(pyspark.__file__).parents[1])]
+    assert sorted(installed_pyspark_first(path)) == real_zips and path[0] == str(Path(pyspark.__file__).parents[1])
+
+
+def test_spark_submits_zips_stay_first_where_their_packages_are_not_installed_beside_them(tmp_path):
+    """EMR: pyspark is Spark's own zip, not a package in the Python's folders; the same when the folder is not on
+    the path, and for py4j alone when only pyspark is installed there."""
+    from jobs.pythonpath import installed_pyspark_first
+
+    packages = tmp_path / "site-packages"
+    zips = _installed(packages, "pyspark")
+    path = [*zips, str(tmp_path / "elsewhere")]
+    assert installed_pyspark_first(path) == [] and path == [*zips, str(tmp_path / "elsewhere")]
+    path = [*zips, str(packages)]
+    assert installed_pyspark_first(path) == [zips[0]]
+    assert path == [zips[1], str(packages), zips[0]]

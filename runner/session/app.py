@@ -26,6 +26,10 @@ if __package__ in (None, ""):
     # spark-submit runs this file as a script; make the project's packages importable.
     sys.path.append(str(Path(__file__).resolve().parents[2]))
 
+from jobs.pythonpath import installed_pyspark_first  # noqa: E402
+
+installed_pyspark_first()  # before pyspark is imported
+
 from pyspark import SparkConf  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
 
