@@ -41,6 +41,35 @@ def test_another_spark_line_is_refused_naming_the_supported_one(version: str):
     assert f"pyspark {version} is not" in problem.render() and "4.0.x" in problem.render()
 
 
+# the scripts spark-submit runs, and what puts the installed pyspark first in each before pyspark is imported
+ENTRY_POINTS = {
+    "jobs/entry.py": "installed_pyspark_first",
+    "runner/session/app.py": "installed_pyspark_first",
+    "runner/analysis/driver.py": "jobs.entry",  # which calls it as it is imported
+}
+
+
+@pytest.mark.parametrize("script", sorted(ENTRY_POINTS))
+def test_every_spark_submit_entry_point_puts_the_installed_pyspark_first_before_importing_it(script: str):
+    """A project module imported before the path is mended may import pyspark from spark-submit's zip."""
+    first = ENTRY_POINTS[script]
+    for node in ast.parse((ROOT / script).read_text()).body:
+        called = isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and node.value.func
+        if getattr(called, "id", None) == first:
+            return
+        modules = []
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            modules = [f"{node.module}.{alias.name}" for alias in node.names]
+        if first in modules:
+            return
+        mending = "jobs.pythonpath.installed_pyspark_first"
+        late = [m for m in modules if m.split(".")[0] in ("pyspark", "jobs", "runner") and m != mending]
+        assert not late, f"{script}:{node.lineno} imports {late[0]} before {first}"
+    raise AssertionError(f"{script} never reaches {first}")
+
+
 def _installed(packages: Path, *names: str) -> list[str]:
     """A pip-installed pyspark's folder layout under ``packages``, with the zips spark-submit puts on a driver's
     path; returns those zips."""
