@@ -14,7 +14,9 @@ from __future__ import annotations
 
 from runner.core import classdata
 
-JIT = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# and room for the compiled code of a test process's Spark that runs a dozen queries side by side (C1's default 48
+# MiB filled up in test_incremental_plans.py's shapes test, and the JVM stopped compiling: 481 s, 463 s with room)
+JIT = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=160m"
 
 
 def spark_options() -> str:
