@@ -17,8 +17,9 @@ three tables at random (a user moved to another account, deleted, or inserted ag
 changed or deleted, for users that exist or not). A side's figure is the round's changes over its
 micro-batches' time.
 
-- incremental: ``sql-runner run`` of the manifest, on the incremental operators (each table's rows by key and
-  each join's two sides indexed by ``uid`` in RocksDB state; a micro-batch joins only the changed keys);
+- incremental: ``sql-runner run`` of the manifest, on the incremental operators (each join's two sides kept by
+  ``uid`` in RocksDB state, each table's side taking the table's changes itself, as every join here is on its
+  tables' PRIMARY KEY; a micro-batch joins only the changed keys);
 - recomputed: the same manifest with ``spark.sqlrunner.changelog.engine: recompute``;
 - by hand: what an engineer would write with Spark and PostgreSQL alone: one query over the three folders,
   ``foreachBatch`` takes each key's last change per table and, in one transaction (with the same batch-id

@@ -124,4 +124,4 @@ def operator_states(checkpoint: Path) -> list[set[str]]:
 
 def join_states(checkpoint: Path) -> list[set[str]]:
     """The state variables of each join in ``checkpoint``, in operator order."""
-    return [names for names in operator_states(checkpoint) if names & {"left", "leftRow"}]
+    return [names for names in operator_states(checkpoint) if names & {"left", "leftRow", "leftSource"}]

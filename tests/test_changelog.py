@@ -10,6 +10,7 @@ import pytest
 
 from demo.kafka_broker import Message
 from jobs import runtime
+from jobs.changelog.engine import changelog_of
 from jobs.changelog.incremental import checkpoint_engine
 from runner.core.engine_record import LAYOUT, READS
 from tests.conftest import METADATA_DDL, ProjectDir
@@ -92,7 +93,7 @@ def test_a_checkpoint_stays_on_the_engine_that_made_it_and_one_of_the_incrementa
     checkpoint = str(incremental_state / "checkpoint")
     # an account's count comes out of its group with its old value: the counts go to the target with no copy of its
     # rows in state (layout 4), two operators: the users' rows by key, the counts by account
-    assert incremental.checkpoint_engine(spark, checkpoint) == f"incremental {LAYOUT}"
+    assert incremental.checkpoint_engine(spark, checkpoint) == "incremental 4"
     assert len(operator_states(incremental_state / "checkpoint")) == 2
     incremental_manifest = manifest.read_text()
     manifest.write_text(incremental_manifest + recompute)
@@ -113,7 +114,7 @@ def test_a_checkpoint_stays_on_the_engine_that_made_it_and_one_of_the_incrementa
     assert f"(layout {LAYOUT + 1}; this release keeps layout {LAYOUT} and reads {', '.join(map(str, READS))})" in said
     assert target.read() == [("100", 1)], "nothing written"
     # back as this release recorded it: its operators go on from their state
-    recorded.write_text(f"incremental {LAYOUT}\n")
+    recorded.write_text("incremental 4\n")
     run_changelog(spark, project, "user-count", incremental_state, target.env)
     assert target.read() == [("100", 1), ("101", 1)], "002's user counted from the restored state"
     # another job (a database's batch fence is per job) made by the recomputing engine
@@ -180,14 +181,18 @@ def test_three_table_left_join_follows_updates_and_deletes(spark, project: Proje
     queries = start_query(spark, project, "color-and-cheese", state, target.env, once=True)
     runtime.wait(spark, queries, once=True)
     assert target.read() == [("103", "103-1", "blue", "cheddar"), ("104", "104-1", None, None)]
+    held = {"`users`": 2, "`user_favorite_color`": 1, "`user_favorite_cheese`": 1}
+    assert changelog_of(queries[0]).last.keys == held, "the status's keys held: the rows the join sides keep"
     first = target.stamps()
     assert {(name, version) for name, version, _at in first.values()} == {("color-and-cheese", 1)}, first
     assert all(at is not None for _name, _version, at in first.values()), first
-    # every join side has one row per join key (the tables' keys are the join keys), each kept as that row
+    # every join side has one row per join key (the tables' keys are the join keys), each kept as that row; each
+    # table's side is joined by its PRIMARY KEY and takes the table's changes itself: no operator keeps the tables'
+    # rows by key but the joins, and none a copy of the target's rows
     checkpoint = state / "checkpoint"
     assert checkpoint_engine(spark, str(checkpoint)) == f"incremental {LAYOUT}"
-    assert join_states(checkpoint) == [{"leftRow", "rightRow"}] * 2
-    assert len(operator_states(checkpoint)) == 5  # and the three tables' rows by key; no copy of the target's rows
+    assert join_states(checkpoint) == [{"leftRow", "rightSource"}, {"leftSource", "rightSource"}]  # the last first
+    assert len(operator_states(checkpoint)) == 2
     # each source's input read once: the progress counts each record once, as Spark's would for a plain query
     read = [(p.numInputRows, [s.numInputRows for s in p.sources]) for p in queries[0].recentProgress]
     assert read == [(4, [2, 1, 1])], read
@@ -199,8 +204,11 @@ def test_three_table_left_join_follows_updates_and_deletes(spark, project: Proje
     assert now["104-1"] == first["104-1"] and now["103-1"][:2] == first["103-1"][:2], (first, now)
     assert now["103-1"][2] > first["103-1"][2], (first, now)
     debezium(data / "users", "002", [{"op": "d", "before": user("103-1", "103")}])
-    run_changelog(spark, project, "color-and-cheese", state, target.env)
+    queries = start_query(spark, project, "color-and-cheese", state, target.env, once=True)
+    runtime.wait(spark, queries, once=True)
     assert target.read() == [("104", "104-1", None, None)]  # 103-1's joined row removed
+    # counted on from the checkpoint: a restarted query's keys held are the rows its sides keep, not its batch's
+    assert changelog_of(queries[0]).last.keys == {**held, "`users`": 1}
 
 
 @pytest.mark.postgres

@@ -308,10 +308,12 @@ def test_a_source_whose_connector_cannot_continue_starts_at_its_startup_position
         ("incremental 2", 2, None),
         ("incremental 3", 3, None),
         ("incremental 4", 4, None),
+        ("incremental 5", 5, None),
+        ("incremental 6", 6, None),
         (
-            "incremental 5",
-            5,
-            "as a later release keeps it (layout 5; this release keeps layout 4 and reads 1, 2, 3, 4)",
+            "incremental 7",
+            7,
+            "as a later release keeps it (layout 7; this release keeps layout 6 and reads 1, 2, 3, 4, 5, 6)",
         ),
         ("incremental x", 0, "in a layout this release cannot read: incremental x"),
         ("incremental 2 3", 0, "cannot read"),
@@ -325,7 +327,7 @@ def test_a_checkpoints_record_of_its_state_layout_is_read_or_refused_with_what_i
     assert (said is None) == (refused is None) and (refused is None or refused in said), said
 
 
-LATER_LAYOUT = layout_refusal("incremental 5")
+LATER_LAYOUT = layout_refusal("incremental 7")
 
 
 def test_state_this_release_cannot_read_is_not_restored_and_the_next_version_starts_at_once():
@@ -336,7 +338,7 @@ def test_state_this_release_cannot_read_is_not_restored_and_the_next_version_sta
     assert (action.kind, action.version, action.stop) == ("start", 2, False)
     assert action.summary == "start v2 with clean state (state unreadable)"
     said = next(r for r in action.reasons if r.code == "STATE_UNREADABLE")
-    assert said.param["version"] == 1 and "as a later release keeps it (layout 5;" in str(said.param["why"])
+    assert said.param["version"] == 1 and "as a later release keeps it (layout 7;" in str(said.param["why"])
     assert "this release cannot restore the state of v1: the checkpoint holds" in said.text
     # a change that restarts a running job would restore it from a savepoint of that state: the same
     running = Observed(running=True, running_version=1, ever_ran=True, unreadable=LATER_LAYOUT)

@@ -226,9 +226,9 @@ def test_a_deploy_reads_the_layout_recorded_by_the_state_a_restore_would_start_f
     targets = Targets(target)
     deployed_running(store, target)
     running = layout.checkpoint("job", 1, "run-a")
-    store.checkpoints.write(f"{running}{ENGINE_FILE}", b"incremental 5\n")
+    store.checkpoints.write(f"{running}{ENGINE_FILE}", b"incremental 7\n")
     said = observe(store, targets, "team", "job").observed
-    assert said.running and "as a later release keeps it (layout 5;" in (said.unreadable or ""), said
+    assert said.running and "as a later release keeps it (layout 7;" in (said.unreadable or ""), said
     store.checkpoints.write(f"{running}{ENGINE_FILE}", b"incremental 3\n")
     assert observe(store, targets, "team", "job").observed.unreadable is None
 
@@ -260,7 +260,7 @@ def test_a_savepoint_of_a_job_whose_state_this_release_would_not_restore_is_refu
 
     store, target, _ = world
     deployed_running(store, target)
-    store.checkpoints.write(f"{layout.checkpoint('job', 1, 'run-a')}{ENGINE_FILE}", b"incremental 5\n")
+    store.checkpoints.write(f"{layout.checkpoint('job', 1, 'run-a')}{ENGINE_FILE}", b"incremental 7\n")
     deployer = Deployer(None, Settings(store, Targets(target), "team", {}), lambda: NOW)
     with pytest.raises(UserError) as refused:
         deployer.savepoint("job")

@@ -8,7 +8,9 @@ keeping its state in the query's state store, all in the one streaming query tha
    retracted (weight -1), its new one added (+1), its last row kept;
 3. the query's own optimised plan over the sources' tables, node by node (``Planner``): filters and projections
    as Spark has them, GROUP BY as retracting accumulators (``GroupAggregate``), equi-joins with both sides kept
-   by join key (``EquiJoin``);
+   by join key (``EquiJoin``). A join side that is a source's table seen through filters and renames, joined by
+   its PRIMARY KEY, takes the source's changes itself instead of step 2's rows, and keeps the key's row as the
+   normaliser would;
 4. the result's rows by the target's key (``KeyedDifference``): an insert, update or delete per changed key.
    Where the plan has at most one row per key and hands a key's old and new rows over together (``Planner.
    keyedWithoutState``), they are paired where they come out (``KeyChanges``), without a shuffle or a copy of
@@ -21,6 +23,7 @@ A query with a shape the operators do not cover (:func:`not_covered` says which)
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -50,6 +53,8 @@ from runner.core.manifest import CHANGELOG_ENGINE
 WEIGHT = "__weight"
 ENGINE = "sqlrunner.engine"
 CHANGES_READ = "sql_runner_changes_read"  # observed per source: f"{CHANGES_READ}_<position>"
+KEYS_HELD = "sql_runner_keys_held_"  # observed per join side given a source's changes: f"{KEYS_HELD}<n>_of_<position>"
+HELD_FILE = "sql-runner-keys-held"  # in the checkpoint: those sides' rows kept after each of the last micro-batches
 
 
 def batch_views(spark: SparkSession, sources: list[ChangelogSource]) -> dict[int, int]:
@@ -92,20 +97,25 @@ def numbered(spark: SparkSession, stream: DataFrame) -> DataFrame:
     return frame_of(java_frame(stream).mapPartitions(java_class(jvm, f"{ENGINE}.Numbered")(), encoder), spark)
 
 
-def weighted_rows(spark: SparkSession, frame: DataFrame, index: int, source: ChangelogSource) -> DataFrame:
-    """Source ``index``'s changes (``frame``: its own stream, ``jobs/changelog/stream.py:rows``) as weighted rows
-    (``[__weight, <columns>...]``). Each source's branch reads only its own stream: picking a source's records
-    out of the stream of all of them would read and parse every source's records in every branch (the
-    filter that would pick them cannot pass the taps under it, whose conditions are not deterministic)."""
-    names = source.schema.names
+def source_changes(spark: SparkSession, frame: DataFrame, index: int, source: ChangelogSource) -> DataFrame:
+    """Source ``index``'s changes (``frame``: its own stream, ``jobs/changelog/stream.py:rows``) as the operators
+    take them: ``[delete, place, position, order, <columns>...]``. Each source's branch reads only its own stream:
+    picking a source's records out of the stream of all of them would read and parse every source's records in
+    every branch (the filter that would pick them cannot pass the taps under it, whose conditions are not
+    deterministic)."""
     mine = numbered(spark, frame).observe(f"{CHANGES_READ}_{index}", F.count(F.lit(1)).alias("changes"))
-    mine = mine.select(
+    return mine.select(
         F.col(DELETE).alias("delete"),
         F.col(f"{SEQ}.place").alias("place"),
         F.col(f"{SEQ}.position").alias("position"),
         F.col(ORDER).alias("order"),
-        *[F.col(f"`{name}`") for name in names],
+        *[F.col(f"`{name}`") for name in source.schema.names],
     )
+
+
+def weighted_rows(spark: SparkSession, mine: DataFrame, index: int, source: ChangelogSource) -> DataFrame:
+    """Source ``index``'s changes (:func:`source_changes`) as weighted rows (``[__weight, <columns>...]``)."""
+    names = source.schema.names
     key = [4 + names.index(k) for k in source.table.primary_key]
     normaliser = java_class(jvm_of(spark), f"{ENGINE}.UpsertNormaliser")(java_type(spark, source.schema), index)
     output = T.StructType([T.StructField(WEIGHT, T.IntegerType(), False), *source.schema.fields])
@@ -136,7 +146,9 @@ def changes_of(
     for index, source in enumerate(sources):
         names = source.schema.names
         primary_key = java_array(spark, "int", [names.index(k) for k in source.table.primary_key])
-        planner.source(rdd_ids[index], java_frame(weighted_rows(spark, frames[index], index, source)), primary_key)
+        mine = source_changes(spark, frames[index], index, source)
+        weighted = weighted_rows(spark, mine, index, source)
+        planner.source(rdd_ids[index], java_frame(weighted), java_frame(mine), primary_key, index)
     # an aggregate without GROUP BY: a tick per change read, of every source (read again for them)
     ticks = [frame.select(F.lit(0).alias(WEIGHT)) for frame in frames]
     planner.ticks(java_frame(functools.reduce(DataFrame.unionByName, ticks)))
@@ -285,12 +297,14 @@ class IncrementalQuery:
     """A changelog query's micro-batches through the incremental chain (:func:`changes_of`): the sink takes
     each batch's difference, and what the batch read, wrote and holds is kept for the job's status."""
 
-    def __init__(self, sink, sources: list[ChangelogSource]):
+    def __init__(self, sink, sources: list[ChangelogSource], checkpoint: str | None = None):
         self.sink, self.sources = sink, sources
+        self.checkpoint = checkpoint  # where the rows kept by join sides given a source's changes are counted
         self.engine = "incremental"
         self.query: Any = None  # the running query (its executions hold the operators' metrics)
         self.last: Any = None
         self._outcomes: dict[int, Any] = {}
+        self._sides: dict[int, dict[int, int]] | None = None  # HELD_FILE's counts: batch -> source -> rows kept
 
     def bind(self, query: Any) -> None:
         self.query = query
@@ -310,11 +324,19 @@ class IncrementalQuery:
         finally:
             batch.unpersist()
         execution = java_query(self.query).lastExecution() if self.query is not None else None
-        read, held = _batch_metrics(execution, len(self.sources)) if execution is not None else ({}, {})
+        read, held, sides = _batch_metrics(execution, len(self.sources)) if execution is not None else ({}, {}, {})
+        unknown: set[int] = set()
+        if sides:
+            totals = self._side_totals(batch.sparkSession, batch_id, sides)
+            for position in sides:
+                if totals is None:
+                    unknown.add(position)
+                else:
+                    held[position] = held.get(position, 0) + totals.get(position, 0)
         names = [source.table.name for source in self.sources]
         outcome = BatchOutcome(
             {names[i]: read.get(i, 0) for i in range(len(names))},
-            {names[i]: held.get(i, 0) for i in range(len(names))},
+            {names[i]: held.get(i, 0) for i in range(len(names)) if i not in unknown},
             upserts=written.upserts if written else 0,
             deletes=written.deletes if written else 0,
             written=written is not None,
@@ -323,15 +345,47 @@ class IncrementalQuery:
         for old in [b for b in self._outcomes if b < batch_id - 100]:
             del self._outcomes[old]
 
+    def _side_totals(self, spark: SparkSession, batch_id: int, changes: dict[int, int]) -> dict[int, int] | None:
+        """The rows the join sides given a source's changes keep after micro-batch ``batch_id`` (by source
+        position), from what they kept after the one before and what ``batch_id`` changed of them; counted in the
+        checkpoint (HELD_FILE) for the next run, the counts of the last two micro-batches, since the last one may
+        run again after a restart. None: unknown (no count for the micro-batch before: a checkpoint that lost it)."""
+        if self.checkpoint is None:
+            return None
+        files = HadoopFiles(spark)
+        path = f"{self.checkpoint.rstrip('/')}/{HELD_FILE}"
+        if self._sides is None:
+            text = files.read_text(path)
+            kept = json.loads(text) if text else {}
+            self._sides = {int(b): {int(p): int(n) for p, n in counts.items()} for b, counts in kept.items()}
+        before = {} if batch_id == 0 else self._sides.get(batch_id - 1)
+        if before is None:
+            return None
+        after = {p: before.get(p, 0) + changes.get(p, 0) for p in set(before) | set(changes)}
+        self._sides = {batch_id - 1: before, batch_id: after} if batch_id > 0 else {batch_id: after}
+        files.create(
+            path,
+            json.dumps({str(b): {str(p): n for p, n in c.items()} for b, c in self._sides.items()}),
+            overwrite=True,
+        )
+        return after
 
-def _batch_metrics(execution: Any, count: int) -> tuple[dict[int, int], dict[int, int]]:
-    """The changes each source's micro-batch had (observed as the stream is read) and the keys each source's
-    normaliser holds after it, by source position."""
+
+def _batch_metrics(execution: Any, count: int) -> tuple[dict[int, int], dict[int, int], dict[int, int]]:
+    """The changes each source's micro-batch had (observed as the stream is read), the keys each source's
+    normaliser holds after it, and how the rows kept by the join sides given a source's changes changed, by
+    source position."""
     read: dict[int, int] = {}
     observed = execution.observedMetrics()
     for i in range(count):
         if observed.contains(f"{CHANGES_READ}_{i}"):
             read[i] = int(observed.apply(f"{CHANGES_READ}_{i}").getLong(0))
+    sides: dict[int, int] = {}
+    for name in scala_list(observed.keys()):
+        if str(name).startswith(KEYS_HELD):
+            row = observed.apply(name)
+            position = int(str(name).rsplit("_of_", 1)[1])
+            sides[position] = sides.get(position, 0) + (0 if row.isNullAt(0) else int(row.getLong(0)))
     held: dict[int, int] = {}
     normaliser = f"{ENGINE}.UpsertNormaliser"
     for node in _nodes(execution.executedPlan()):
@@ -340,7 +394,7 @@ def _batch_metrics(execution: Any, count: int) -> tuple[dict[int, int], dict[int
         processor = node.statefulProcessor()
         if processor.getClass().getName() == normaliser:
             held[int(processor.source())] = int(node.metrics().apply("numTotalStateRows").value())
-    return read, held
+    return read, held, sides
 
 
 def _nodes(plan: Any) -> list[Any]:

@@ -23,8 +23,12 @@ ENGINE_FILE = "sql-runner-changelog-engine"  # in the checkpoint (and so in its 
 # a new checkpoint whose plan keeps no join side as one row records layout 2, whose state it is. 4: a query with at
 # most one row per value of its target's key, whose operators hand over a key's old and new rows together, keeps no
 # copy of the target's rows (no KeyedDifference); a new checkpoint whose plan needs that copy records layout 3 (or 2).
-LAYOUT = 4
-READS = (1, 2, 3, 4)
+# 5: a join side that is one source's table seen through filters and renames, joined by exactly its PRIMARY KEY,
+# takes the source's changes and keeps the key's row itself, with no UpsertNormaliser (nor its state) for it; every
+# plan keeps its copy of the target's rows, as in layout 3. 6: layout 5's joins, and layout 4's plans without the
+# copy. A new checkpoint whose plan has no such join side records layout 4 (or 3, or 2).
+LAYOUT = 6
+READS = (1, 2, 3, 4, 5, 6)
 _LAYOUT_NUMBER = re.compile(r"[0-9]{1,6}")
 
 

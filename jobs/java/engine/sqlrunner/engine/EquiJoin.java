@@ -7,6 +7,7 @@ import java.util.Map;
 
 import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.streaming.MapState;
 import org.apache.spark.sql.streaming.OutputMode;
 import org.apache.spark.sql.streaming.StatefulProcessor;
@@ -26,14 +27,23 @@ import scala.jdk.javaapi.CollectionConverters;
  *
  * <p>Input rows: {@code [side int (0 left, 1 right), weight int, left struct, right struct]}, the struct of the
  * other side NULL, grouped by the join key. A key with a NULL in it matches nothing, as SQL's equality does: its
- * rows are not kept, and an outer join's preserved side passes them on padded. Output rows: {@code [weight int,
- * <left's columns>..., <right's columns>...]}. Conditions of the ON clause beyond the keys are applied after this
+ * rows are not kept (but by a side given its source's changes, below), and an outer join's preserved side passes
+ * them on padded. Output rows: {@code [weight int, <left's columns>..., <right's columns>...]} (and the two counts
+ * below, when a side is given its source's changes). Conditions of the ON clause beyond the keys are applied after this
  * operator for an inner join; the planner does not give it an outer join that has any.
  *
  * <p>A side whose input has at most one row per join key (the planner knows: its source's PRIMARY KEY or a GROUP
  * BY's keys are among the join keys) is kept as that one row, a value read and written with one state access, where
  * any other side is a map of rows to how many times each is there, read with a scan of the key's entries. Such a
  * side sent a second row for a key fails the query rather than keep what its input cannot hold.
+ *
+ * <p>A side that is one source's table seen through filters and renames, joined by exactly the source's PRIMARY
+ * KEY, may instead be given the source's changes themselves ({@code [delete, place, position, order, <the side's
+ * columns>...]}, as {@link UpsertNormaliser} takes them, a row failing the side's filters a delete): the side keeps
+ * the key's row as the normaliser would, and the key's last change in the micro-batch, against that row, is the
+ * side's change. Such a query has one operator and one exchange less per source. The rows such a side keeps are
+ * counted: each change of a key from no row to a row (or back) comes out as a row of weight 0 with +1 (-1) in the
+ * extra column of its side ({@code __held0}, {@code __held1}), for the planner to observe and take out.
  */
 public final class EquiJoin extends StatefulProcessor<Row, Row, Row> {
     private static final long serialVersionUID = 1L;
@@ -42,6 +52,8 @@ public final class EquiJoin extends StatefulProcessor<Row, Row, Row> {
     private final StructType leftSchema, rightSchema;
     private final boolean keepLeft, keepRight; // the left (right) rows without partner are emitted padded
     private final boolean leftUnique, rightUnique; // the side has at most one row per join key: kept as a value
+    private final boolean leftChanges, rightChanges; // the side is given its source's changes (and kept as a value)
+    private final boolean counted; // a side is given its source's changes: its kept rows are counted
 
     private transient MapState<Row, Long> left, right;
     private transient ValueState<Row> leftRow, rightRow;
@@ -53,10 +65,22 @@ public final class EquiJoin extends StatefulProcessor<Row, Row, Row> {
      */
     public EquiJoin(StructType leftSchema, StructType rightSchema, String joinType, boolean leftUnique,
             boolean rightUnique) {
+        this(leftSchema, rightSchema, joinType, leftUnique, rightUnique, false, false);
+    }
+
+    /**
+     * @param leftChanges the left input is its source's changes (see above), not weighted rows; so too
+     *     {@code rightChanges}. Such a side is kept as its one row.
+     */
+    public EquiJoin(StructType leftSchema, StructType rightSchema, String joinType, boolean leftUnique,
+            boolean rightUnique, boolean leftChanges, boolean rightChanges) {
         this.leftSchema = leftSchema;
         this.rightSchema = rightSchema;
-        this.leftUnique = leftUnique;
-        this.rightUnique = rightUnique;
+        this.leftUnique = leftUnique || leftChanges;
+        this.rightUnique = rightUnique || rightChanges;
+        this.leftChanges = leftChanges;
+        this.rightChanges = rightChanges;
+        this.counted = leftChanges || rightChanges;
         switch (joinType) {
             case "inner": keepLeft = false; keepRight = false; break;
             case "left": keepLeft = true; keepRight = false; break;
@@ -68,13 +92,15 @@ public final class EquiJoin extends StatefulProcessor<Row, Row, Row> {
 
     @Override
     public void init(OutputMode outputMode, TimeMode timeMode) {
-        if (leftUnique) {
-            leftRow = getHandle().getValueState("leftRow", Encoders.row(leftSchema), TTLConfig.NONE());
+        if (leftUnique) { // a side given its source's changes keeps what its normaliser would have: named apart
+            leftRow = getHandle().getValueState(leftChanges ? "leftSource" : "leftRow", Encoders.row(leftSchema),
+                    TTLConfig.NONE());
         } else {
             left = getHandle().getMapState("left", Encoders.row(leftSchema), Encoders.LONG(), TTLConfig.NONE());
         }
         if (rightUnique) {
-            rightRow = getHandle().getValueState("rightRow", Encoders.row(rightSchema), TTLConfig.NONE());
+            rightRow = getHandle().getValueState(rightChanges ? "rightSource" : "rightRow", Encoders.row(rightSchema),
+                    TTLConfig.NONE());
         } else {
             right = getHandle().getMapState("right", Encoders.row(rightSchema), Encoders.LONG(), TTLConfig.NONE());
         }
@@ -83,16 +109,38 @@ public final class EquiJoin extends StatefulProcessor<Row, Row, Row> {
     @Override
     public scala.collection.Iterator<Row> handleInputRows(Row key, scala.collection.Iterator<Row> rows, TimerValues timers) {
         Map<Row, Long> deltaLeft = new HashMap<>(), deltaRight = new HashMap<>();
+        Row lastLeft = null, lastRight = null; // a side given its source's changes: the key's last one
         while (rows.hasNext()) {
             Row row = rows.next();
             boolean isLeft = row.getInt(SIDE) == 0;
             Row values = row.getStruct(isLeft ? LEFT : RIGHT);
-            (isLeft ? deltaLeft : deltaRight).merge(values, (long) row.getInt(WEIGHT), Long::sum);
+            if (isLeft && leftChanges) {
+                lastLeft = lastLeft == null || Order.compareChanges(values, lastLeft) >= 0 ? values : lastLeft;
+            } else if (!isLeft && rightChanges) {
+                lastRight = lastRight == null || Order.compareChanges(values, lastRight) >= 0 ? values : lastRight;
+            } else {
+                (isLeft ? deltaLeft : deltaRight).merge(values, (long) row.getInt(WEIGHT), Long::sum);
+            }
         }
         deltaLeft.values().removeIf(w -> w == 0);
         deltaRight.values().removeIf(w -> w == 0);
         List<Row> out = new ArrayList<>();
-        if (anyNull(key)) { // matches nothing: the preserved side's rows go on padded, nothing is kept
+        // a side given its source's changes: its row before, and its change (the key's last change against it)
+        Map<Row, Long> oldLeft = leftChanges ? read(leftRow) : null;
+        Map<Row, Long> oldRight = rightChanges ? read(rightRow) : null;
+        if (lastLeft != null) {
+            changed(deltaLeft, oldLeft, lastLeft, leftSchema.size());
+        }
+        if (lastRight != null) {
+            changed(deltaRight, oldRight, lastRight, rightSchema.size());
+        }
+        if (anyNull(key)) { // matches nothing: the preserved side's rows go on padded, nothing else is kept
+            if (leftChanges) {
+                held(out, 0, oldLeft, apply(leftRow, oldLeft, deltaLeft, "left"));
+            }
+            if (rightChanges) {
+                held(out, 1, oldRight, apply(rightRow, oldRight, deltaRight, "right"));
+            }
             if (keepLeft) {
                 deltaLeft.forEach((l, w) -> out.add(pair(w, l, null)));
             }
@@ -103,11 +151,16 @@ public final class EquiJoin extends StatefulProcessor<Row, Row, Row> {
         }
         // Both sides of the key, whole: a change on one side meets every row of the other, and an outer join's
         // padded rows all change when the other side's first row arrives or its last goes.
-        Map<Row, Long> oldLeft = leftUnique ? read(leftRow) : read(left);
-        Map<Row, Long> oldRight = rightUnique ? read(rightRow) : read(right);
+        if (oldLeft == null) {
+            oldLeft = leftUnique ? read(leftRow) : read(left);
+        }
+        if (oldRight == null) {
+            oldRight = rightUnique ? read(rightRow) : read(right);
+        }
+        Map<Row, Long> rightBeforeRows = oldRight;
         long leftBefore = total(oldLeft), rightBefore = total(oldRight);
         // ΔL ⋈ R(before)
-        deltaLeft.forEach((l, wl) -> oldRight.forEach((r, wr) -> out.add(pair(wl * wr, l, r))));
+        deltaLeft.forEach((l, wl) -> rightBeforeRows.forEach((r, wr) -> out.add(pair(wl * wr, l, r))));
         Map<Row, Long> newLeft = leftUnique ? apply(leftRow, oldLeft, deltaLeft, "left")
                 : apply(left, oldLeft, deltaLeft, "left");
         // L(after) ⋈ ΔR
@@ -121,7 +174,46 @@ public final class EquiJoin extends StatefulProcessor<Row, Row, Row> {
         if (keepRight) {
             padded(out, oldRight, leftBefore == 0, newRight, leftAfter == 0, false);
         }
+        if (leftChanges) {
+            held(out, 0, oldLeft, newLeft);
+        }
+        if (rightChanges) {
+            held(out, 1, oldRight, newRight);
+        }
         return CollectionConverters.asScala(out.iterator());
+    }
+
+    /**
+     * The change of a side given its source's changes: its row {@code before} (none, or one) retracted and the row
+     * {@code last} leaves added, when they differ; a delete leaves none.
+     */
+    private static void changed(Map<Row, Long> delta, Map<Row, Long> before, Row last, int columns) {
+        Row now = null;
+        if (!last.getBoolean(UpsertNormaliser.DELETE)) {
+            Object[] values = new Object[columns];
+            for (int i = 0; i < columns; i++) {
+                values[i] = last.get(UpsertNormaliser.COLUMNS + i);
+            }
+            now = RowFactory.create(values);
+        }
+        if (now != null && before.containsKey(now)) {
+            return; // the row it had
+        }
+        before.keySet().forEach(row -> delta.put(row, -1L));
+        if (now != null) {
+            delta.put(now, 1L);
+        }
+    }
+
+    /** A row of weight 0 counting a side's kept rows: +1 when the key's row came, -1 when it went. */
+    private void held(List<Row> out, int side, Map<Row, Long> before, Map<Row, Long> after) {
+        long change = total(after) - total(before);
+        if (change != 0) {
+            Object[] values = new Object[leftSchema.size() + rightSchema.size() + 2];
+            values[values.length - 2 + side] = Math.toIntExact(change);
+            values[values.length - 2 + 1 - side] = 0;
+            out.add(Weighted.of(0, values));
+        }
     }
 
     /** The change of one side's padded rows: all of them while the other side has no row, none otherwise. */
@@ -237,12 +329,16 @@ public final class EquiJoin extends StatefulProcessor<Row, Row, Row> {
     }
 
     private Row pair(long weight, Row l, Row r) {
-        Object[] values = new Object[leftSchema.size() + rightSchema.size()];
+        Object[] values = new Object[leftSchema.size() + rightSchema.size() + (counted ? 2 : 0)];
         for (int i = 0; i < leftSchema.size(); i++) {
             values[i] = l == null ? null : l.get(i);
         }
         for (int i = 0; i < rightSchema.size(); i++) {
             values[leftSchema.size() + i] = r == null ? null : r.get(i);
+        }
+        if (counted) {
+            values[values.length - 2] = 0;
+            values[values.length - 1] = 0;
         }
         return Weighted.of(Math.toIntExact(weight), values);
     }

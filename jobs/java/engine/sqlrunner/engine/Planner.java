@@ -13,18 +13,31 @@ import org.apache.spark.sql.catalyst.expressions.Alias;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.expressions.AttributeReference;
 import org.apache.spark.sql.catalyst.expressions.CaseWhen$;
+import org.apache.spark.sql.catalyst.expressions.Coalesce;
+import org.apache.spark.sql.catalyst.expressions.Contains;
 import org.apache.spark.sql.catalyst.expressions.Cast;
 import org.apache.spark.sql.catalyst.expressions.Cast$;
 import org.apache.spark.sql.catalyst.expressions.CreateNamedStruct;
 import org.apache.spark.sql.catalyst.expressions.CurrentTimestampLike;
+import org.apache.spark.sql.catalyst.expressions.EqualNullSafe;
 import org.apache.spark.sql.catalyst.expressions.EqualTo;
 import org.apache.spark.sql.catalyst.expressions.ExprId;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.GreaterThan;
+import org.apache.spark.sql.catalyst.expressions.GreaterThanOrEqual;
 import org.apache.spark.sql.catalyst.expressions.If;
+import org.apache.spark.sql.catalyst.expressions.In;
+import org.apache.spark.sql.catalyst.expressions.InSet;
+import org.apache.spark.sql.catalyst.expressions.IsNotNull;
+import org.apache.spark.sql.catalyst.expressions.IsNull;
+import org.apache.spark.sql.catalyst.expressions.LessThan;
+import org.apache.spark.sql.catalyst.expressions.LessThanOrEqual;
 import org.apache.spark.sql.catalyst.expressions.Literal;
 import org.apache.spark.sql.catalyst.expressions.NamedExpression;
+import org.apache.spark.sql.catalyst.expressions.Not;
 import org.apache.spark.sql.catalyst.expressions.Or;
+import org.apache.spark.sql.catalyst.expressions.StartsWith;
+import org.apache.spark.sql.catalyst.expressions.EndsWith;
 import org.apache.spark.sql.catalyst.expressions.And;
 import org.apache.spark.sql.catalyst.expressions.SubqueryExpression;
 import org.apache.spark.sql.catalyst.expressions.aggregate.AggregateExpression;
@@ -55,6 +68,8 @@ import org.apache.spark.sql.catalyst.plans.logical.Union;
 import org.apache.spark.sql.classic.Dataset;
 import org.apache.spark.sql.classic.Dataset$;
 import org.apache.spark.sql.classic.SparkSession;
+import org.apache.spark.sql.Column;
+import org.apache.spark.sql.functions;
 import org.apache.spark.sql.execution.LogicalRDD;
 import org.apache.spark.sql.streaming.OutputMode;
 import org.apache.spark.sql.streaming.TimeMode;
@@ -106,6 +121,10 @@ import scala.jdk.javaapi.CollectionConverters;
  * It also says which sets of its columns have their equal values handed over together by the last stateful operator
  * below it: with a unique set, they let a keyed target take the plan's changes without a copy of its rows
  * ({@link #keyedWithoutState}, layout 4).
+ *
+ * <p>A join side that is a source's table seen through filters and renames, joined by exactly its PRIMARY KEY, is
+ * given the source's changes instead of its weighted rows ({@link EquiJoin}: the side keeps the row the source's
+ * normaliser would keep, so the normaliser and its exchange go; layouts 5 and 6).
  */
 public final class Planner {
     public static final String WEIGHT = "__weight";
@@ -119,12 +138,23 @@ public final class Planner {
      */
     public static final int DIFFERENCE_UNKEPT = 4;
 
+    /**
+     * The first state layout whose joins give a side that is a source's table seen through filters and renames,
+     * joined by its PRIMARY KEY, that source's changes (no {@link UpsertNormaliser} for it): layout 5 keeps a copy of
+     * the target's rows for every plan, as layout 3 does; layout 6 does what layout 4 does besides.
+     */
+    public static final int SOURCE_SIDES = 5;
+
     private final SparkSession spark;
     private final int layout;
     private final Map<Integer, Dataset<Row>> sources = new HashMap<>();
     private final Map<Integer, int[]> primaryKeys = new HashMap<>();
+    private final Map<Integer, Dataset<Row>> changes = new HashMap<>(); // each source's changes, as a side takes them
+    private final Map<Integer, Integer> positions = new HashMap<>(); // each source's position among the query's
+    private int heldSides; // the join sides given their source's changes so far
     private Dataset<Row> ticks;
     private boolean valueSides; // a join of the plan keeps a side as a value
+    private boolean sourceSides; // a join of the plan is given a source's changes on a side
     private Out planned; // the plan's last node, once planned
     private List<Attribute> output; // the query's output columns
     private boolean differenceUnkept; // its changes go to the target without a KeyedDifference
@@ -146,6 +176,18 @@ public final class Planner {
     }
 
     /**
+     * {@link #source}, with the source's changes as {@link UpsertNormaliser} takes them ({@code [delete, place,
+     * position, order, <columns>...]}), for a join side that can take them itself, and the source's position among
+     * the query's: the change of the rows such a side keeps, in a micro-batch, is observed as {@code
+     * sql_runner_keys_held_<n>_of_<position>} ({@code held}: a long, NULL for none), {@code n} counting the sides.
+     */
+    public void source(int rddId, Dataset<Row> weighted, Dataset<Row> changes, int[] primaryKey, int position) {
+        source(rddId, weighted, primaryKey);
+        this.changes.put(rddId, changes);
+        positions.put(rddId, position);
+    }
+
+    /**
      * One row {@code [__weight int]} of weight 0 per change the query reads: an aggregate without GROUP BY has its row
      * from the first micro-batch that reads any change, as the recomputed query has.
      */
@@ -159,6 +201,8 @@ public final class Planner {
         if (why != null) {
             throw new IllegalArgumentException("not incremental: " + why);
         }
+        heldSides = 0;
+        valueSides = sourceSides = false;
         Out out = translate(optimized);
         planned = out;
         output = CollectionConverters.asJava(optimized.output());
@@ -178,8 +222,11 @@ public final class Planner {
         if (!targetKnown) {
             throw new IllegalStateException("keyedWithoutState() first: what the plan keeps depends on its target");
         }
+        if (sourceSides) {
+            return differenceUnkept ? SOURCE_SIDES + 1 : SOURCE_SIDES;
+        }
         if (differenceUnkept) {
-            return layout;
+            return DIFFERENCE_UNKEPT;
         }
         return Math.min(layout, valueSides ? VALUE_SIDES : VALUE_SIDES - 1);
     }
@@ -201,7 +248,7 @@ public final class Planner {
         }
         differenceUnkept = false;
         targetKnown = true;
-        if (layout < DIFFERENCE_UNKEPT || key.length == 0) {
+        if (layout < DIFFERENCE_UNKEPT || layout == SOURCE_SIDES || key.length == 0) {
             return null;
         }
         Map<ExprId, Integer> columns = new HashMap<>();
@@ -700,9 +747,17 @@ public final class Planner {
         LogicalPlan leftPlan = parts._6(), rightPlan = parts._7();
         Out left = translate(leftPlan), right = translate(rightPlan);
         StructType leftSchema = positional(leftPlan.output()), rightSchema = positional(rightPlan.output());
+        LogicalPlan leftSource = layout >= SOURCE_SIDES ? sourceSide(leftPlan, leftKeys) : null;
+        LogicalPlan rightSource = layout >= SOURCE_SIDES ? sourceSide(rightPlan, rightKeys) : null;
+        Expression leftValues = leftSource != null ? changeStruct(leftSource, leftPlan.output())
+                : struct(leftPlan.output());
+        Expression rightValues = rightSource != null ? changeStruct(rightSource, rightPlan.output())
+                : struct(rightPlan.output());
         LogicalPlan sides = new Union(seq(List.of(
-                side(0, left, leftPlan, leftSchema, rightSchema, leftKeys),
-                side(1, right, rightPlan, leftSchema, rightSchema, rightKeys))), false, false);
+                side(0, leftSource != null ? leftSource : left.plan, leftSource != null ? null : left.weight,
+                        leftValues, rightValues.dataType(), leftKeys),
+                side(1, rightSource != null ? rightSource : right.plan, rightSource != null ? null : right.weight,
+                        rightValues, leftValues.dataType(), rightKeys))), false, false);
         Dataset<Row> rows = Dataset$.MODULE$.ofRows(spark, sides);
         int[] key = new int[leftKeys.size()];
         List<StructField> keyFields = new ArrayList<>();
@@ -718,13 +773,31 @@ public final class Planner {
         for (StructField field : rightSchema.fields()) {
             outFields.add(DataTypes.createStructField("r" + field.name(), field.dataType(), true));
         }
+        boolean counted = leftSource != null || rightSource != null;
+        if (counted) { // the change of the rows each side given its source's changes keeps (EquiJoin)
+            outFields.add(DataTypes.createStructField("__held0", DataTypes.IntegerType, true));
+            outFields.add(DataTypes.createStructField("__held1", DataTypes.IntegerType, true));
+        }
         String kind = joinKind(parts._1());
         boolean leftOne = oneRowPerKey(left, leftKeys), rightOne = oneRowPerKey(right, rightKeys);
         boolean values = layout >= VALUE_SIDES;
         valueSides |= values && (leftOne || rightOne);
-        EquiJoin processor = new EquiJoin(leftSchema, rightSchema, kind, values && leftOne, values && rightOne);
+        sourceSides |= counted;
+        EquiJoin processor = new EquiJoin(leftSchema, rightSchema, kind, values && leftOne, values && rightOne,
+                leftSource != null, rightSource != null);
         Dataset<Row> joined = transform(rows, key, DataTypes.createStructType(keyFields), processor,
                 DataTypes.createStructType(outFields));
+        if (counted) {
+            for (int side = 0; side < 2; side++) {
+                LogicalPlan source = side == 0 ? leftSource : rightSource;
+                if (source != null) {
+                    int position = positions.get(leaf(side == 0 ? leftPlan : rightPlan).rdd().id());
+                    joined = joined.observe("sql_runner_keys_held_" + heldSides++ + "_of_" + position,
+                            functions.sum(functions.col("__held" + side)).as("held"), new Column[0]);
+                }
+            }
+            joined = joined.filter(functions.col(WEIGHT).notEqual(0)); // the counts' rows are no change of the join
+        }
         LogicalPlan plan = joined.logicalPlan();
         List<Attribute> columns = CollectionConverters.asJava(plan.output());
         List<NamedExpression> list = new ArrayList<>();
@@ -773,19 +846,146 @@ public final class Planner {
         return type == DoubleType$.MODULE$ || type == FloatType$.MODULE$;
     }
 
-    /** One side of a join as {@link EquiJoin} takes it: {@code [side, weight, left struct, right struct, keys...]}. */
-    private static LogicalPlan side(int side, Out out, LogicalPlan plan, StructType leftSchema, StructType rightSchema,
+    /**
+     * One side of a join as {@link EquiJoin} takes it: {@code [side, weight, left struct, right struct, keys...]},
+     * from {@code child} (its weighted rows, or, {@code weight} null, its source's changes), {@code values} this
+     * side's struct and {@code other} the type of the other's.
+     */
+    private static LogicalPlan side(int side, LogicalPlan child, Attribute weight, Expression values, DataType other,
             List<Expression> keys) {
         List<NamedExpression> list = new ArrayList<>();
         list.add(alias(Literal.create(side, DataTypes.IntegerType), "__side"));
-        list.add(alias(out.weight, WEIGHT));
-        Expression values = struct(plan.output());
-        list.add(alias(side == 0 ? values : Literal.create(null, leftSchema), "__l"));
-        list.add(alias(side == 1 ? values : Literal.create(null, rightSchema), "__r"));
+        list.add(alias(weight != null ? weight : Literal.create(1, DataTypes.IntegerType), WEIGHT));
+        list.add(alias(side == 0 ? values : Literal.create(null, other), "__l"));
+        list.add(alias(side == 1 ? values : Literal.create(null, other), "__r"));
         for (int i = 0; i < keys.size(); i++) {
             list.add(alias(normalised(keys.get(i)), "__k" + i));
         }
-        return new Project(seq(list), out.plan);
+        return new Project(seq(list), child);
+    }
+
+    /** The source at the bottom of a chain of projections and filters. */
+    private static LogicalRDD leaf(LogicalPlan plan) {
+        LogicalPlan node = plan;
+        while (node instanceof Project || node instanceof Filter) {
+            node = node.children().head();
+        }
+        return (LogicalRDD) node;
+    }
+
+    /**
+     * A join side ({@code plan}, joined by {@code keys}) as its source's changes, when it can be given them (null:
+     * it cannot): {@code [delete, place, position, order, <the side's columns>...]}. It can when it is one source's
+     * table seen through renames of its columns and filters whose every expression cannot fail and gives the same
+     * answer every time (a comparison, IS NULL, IN, AND, OR, NOT, a prefix, suffix or substring test: they are
+     * evaluated on every change, not only on each key's last), and its join keys are exactly the source's PRIMARY
+     * KEY (no floating point column: those are joined normalised). A change failing the filters deletes the key's
+     * row from the side, as the table seen through them has none.
+     */
+    private LogicalPlan sourceSide(LogicalPlan plan, List<Expression> keys) {
+        List<LogicalPlan> steps = new ArrayList<>(); // from the side down
+        LogicalPlan node = plan;
+        while (node instanceof Project || node instanceof Filter) {
+            steps.add(node);
+            node = node.children().head();
+        }
+        if (!(node instanceof LogicalRDD) || !changes.containsKey(((LogicalRDD) node).rdd().id())) {
+            return null;
+        }
+        LogicalRDD source = (LogicalRDD) node;
+        Map<ExprId, ExprId> origin = new HashMap<>(); // a column of the step -> the source's column it is
+        for (Attribute column : CollectionConverters.asJava(source.output())) {
+            origin.put(column.exprId(), column.exprId());
+        }
+        for (int i = steps.size() - 1; i >= 0; i--) {
+            LogicalPlan step = steps.get(i);
+            if (step instanceof Filter) {
+                if (!cannotFail(((Filter) step).condition())) {
+                    return null;
+                }
+                continue;
+            }
+            Map<ExprId, ExprId> renamed = new HashMap<>();
+            for (NamedExpression column : CollectionConverters.asJava(((Project) step).projectList())) {
+                Expression value = column instanceof Alias ? ((Alias) column).child() : (Expression) column;
+                if (!(value instanceof Attribute) || !origin.containsKey(((Attribute) value).exprId())) {
+                    return null; // a computed column: evaluated on every change, it might fail where the query does not
+                }
+                renamed.put(column.exprId(), origin.get(((Attribute) value).exprId()));
+            }
+            origin = renamed;
+        }
+        Set<ExprId> joinedBy = new HashSet<>();
+        for (Expression key : keys) {
+            if (!(key instanceof Attribute) || floating(key.dataType())
+                    || !origin.containsKey(((Attribute) key).exprId())) {
+                return null;
+            }
+            joinedBy.add(origin.get(((Attribute) key).exprId()));
+        }
+        Set<ExprId> primaryKey = new HashSet<>();
+        List<Attribute> columns = CollectionConverters.asJava(source.output());
+        for (int column : primaryKeys.get(source.rdd().id())) {
+            primaryKey.add(columns.get(column).exprId());
+        }
+        if (primaryKey.isEmpty() || !joinedBy.equals(primaryKey)) {
+            return null;
+        }
+        // the source's changes under the table's column ids, then each step with the change's four fields in front
+        LogicalPlan given = changes.get(source.rdd().id()).logicalPlan();
+        List<Attribute> fields = CollectionConverters.asJava(given.output());
+        List<NamedExpression> list = new ArrayList<>(fields.subList(0, 4));
+        for (int i = 0; i < columns.size(); i++) {
+            list.add(restore(fields.get(4 + i), columns.get(i)));
+        }
+        LogicalPlan built = new Project(seq(list), given);
+        Attribute delete = fields.get(0);
+        for (int i = steps.size() - 1; i >= 0; i--) {
+            LogicalPlan step = steps.get(i);
+            list = new ArrayList<>();
+            if (step instanceof Filter) { // a row the filters take out: the key has none
+                Expression condition = new Coalesce(seq(List.of(((Filter) step).condition(),
+                        Literal.create(false, DataTypes.BooleanType))));
+                NamedExpression deleted = alias(new Or(delete, new Not(condition)), "delete");
+                delete = deleted.toAttribute();
+                list.add(deleted);
+                list.addAll(fields.subList(1, 4));
+                list.addAll(attributes(step.output()));
+            } else {
+                list.add(delete);
+                list.addAll(fields.subList(1, 4));
+                list.addAll(CollectionConverters.asJava(((Project) step).projectList()));
+            }
+            built = new Project(seq(list), built);
+        }
+        return built;
+    }
+
+    private static final Set<Class<?>> CANNOT_FAIL = Set.of(AttributeReference.class, Literal.class, And.class,
+            Or.class, Not.class, IsNull.class, IsNotNull.class, EqualTo.class, EqualNullSafe.class, LessThan.class,
+            LessThanOrEqual.class, GreaterThan.class, GreaterThanOrEqual.class, In.class, InSet.class,
+            StartsWith.class, EndsWith.class, Contains.class);
+
+    /** {@code condition} is made of expressions that cannot fail on any row and are deterministic. */
+    private static boolean cannotFail(Expression condition) {
+        return condition.deterministic() && condition.find(e -> !CANNOT_FAIL.contains(e.getClass())).isEmpty();
+    }
+
+    /** A side's struct from its source's changes ({@code changes}: the change's four fields, then its columns). */
+    private static Expression changeStruct(LogicalPlan changes, scala.collection.immutable.Seq<Attribute> columns) {
+        List<Attribute> fields = CollectionConverters.asJava(changes.output());
+        List<Expression> parts = new ArrayList<>();
+        String[] names = {"delete", "place", "position", "order"};
+        for (int i = 0; i < 4; i++) {
+            parts.add(Literal.create(names[i], DataTypes.StringType));
+            parts.add(fields.get(i));
+        }
+        List<Attribute> list = CollectionConverters.asJava(columns);
+        for (int i = 0; i < list.size(); i++) {
+            parts.add(Literal.create("c" + i, DataTypes.StringType));
+            parts.add(list.get(i));
+        }
+        return new CreateNamedStruct(seq(parts));
     }
 
     /** A FLOAT or DOUBLE value as Spark groups and joins by it: -0.0 as 0.0, every NaN as one. */
