@@ -265,7 +265,7 @@ def changelog_sink(
             recorded=choice.recorded,
         )
         log.info("changelog engine: incremental (each micro-batch costs what changed)", extra=label)
-        engine = incremental.IncrementalQuery(sink, changelog_sources, spec.checkpoint)
+        engine = incremental.IncrementalQuery(sink, changelog_sources)
         return OutputSink(changes, engine, "append", changes=engine)
     log.info(f"changelog engine: recomputed every micro-batch: {choice.recomputed}", extra=label)
     for _view, own, table in views:

@@ -181,8 +181,9 @@ def test_three_table_left_join_follows_updates_and_deletes(spark, project: Proje
     queries = start_query(spark, project, "color-and-cheese", state, target.env, once=True)
     runtime.wait(spark, queries, once=True)
     assert target.read() == [("103", "103-1", "blue", "cheddar"), ("104", "104-1", None, None)]
-    held = {"`users`": 2, "`user_favorite_color`": 1, "`user_favorite_cheese`": 1}
-    assert changelog_of(queries[0]).last.keys == held, "the status's keys held: the rows the join sides keep"
+    # the tables' rows are in the joins' state, counted by Spark with the other side's: no keys held figure for them
+    assert changelog_of(queries[0]).last.keys == {}
+    assert "; keys:" not in changelog_of(queries[0]).last.summary()
     first = target.stamps()
     assert {(name, version) for name, version, _at in first.values()} == {("color-and-cheese", 1)}, first
     assert all(at is not None for _name, _version, at in first.values()), first
@@ -204,11 +205,8 @@ def test_three_table_left_join_follows_updates_and_deletes(spark, project: Proje
     assert now["104-1"] == first["104-1"] and now["103-1"][:2] == first["103-1"][:2], (first, now)
     assert now["103-1"][2] > first["103-1"][2], (first, now)
     debezium(data / "users", "002", [{"op": "d", "before": user("103-1", "103")}])
-    queries = start_query(spark, project, "color-and-cheese", state, target.env, once=True)
-    runtime.wait(spark, queries, once=True)
+    run_changelog(spark, project, "color-and-cheese", state, target.env)
     assert target.read() == [("104", "104-1", None, None)]  # 103-1's joined row removed
-    # counted on from the checkpoint: a restarted query's keys held are the rows its sides keep, not its batch's
-    assert changelog_of(queries[0]).last.keys == {**held, "`users`": 1}
 
 
 @pytest.mark.postgres

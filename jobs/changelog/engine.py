@@ -68,11 +68,12 @@ class BatchOutcome:
     def summary(self) -> str:
         read = ", ".join(f"{n} from {t}" for t, n in self.changes.items() if n)
         held = ", ".join(f"{t} {n}" for t, n in self.keys.items())
+        held = f"; keys: {held}" if held else ""  # none: every table's rows are in join sides' state (incremental.py)
         if not self.written:
-            return f"{sum(self.changes.values())} changes read ({read}); already written before a restart; keys: {held}"
+            return f"{sum(self.changes.values())} changes read ({read}); already written before a restart{held}"
         return (
             f"{sum(self.changes.values())} changes read ({read}); {self.upserts} rows upserted, "
-            f"{self.deletes} deleted; keys: {held}"
+            f"{self.deletes} deleted{held}"
         )
 
 

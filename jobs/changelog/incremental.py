@@ -23,7 +23,6 @@ A query with a shape the operators do not cover (:func:`not_covered` says which)
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -53,8 +52,6 @@ from runner.core.manifest import CHANGELOG_ENGINE
 WEIGHT = "__weight"
 ENGINE = "sqlrunner.engine"
 CHANGES_READ = "sql_runner_changes_read"  # observed per source: f"{CHANGES_READ}_<position>"
-KEYS_HELD = "sql_runner_keys_held_"  # observed per join side given a source's changes: f"{KEYS_HELD}<n>_of_<position>"
-HELD_FILE = "sql-runner-keys-held"  # in the checkpoint: those sides' rows kept after each of the last micro-batches
 
 
 def batch_views(spark: SparkSession, sources: list[ChangelogSource]) -> dict[int, int]:
@@ -148,7 +145,7 @@ def changes_of(
         primary_key = java_array(spark, "int", [names.index(k) for k in source.table.primary_key])
         mine = source_changes(spark, frames[index], index, source)
         weighted = weighted_rows(spark, mine, index, source)
-        planner.source(rdd_ids[index], java_frame(weighted), java_frame(mine), primary_key, index)
+        planner.source(rdd_ids[index], java_frame(weighted), java_frame(mine), primary_key)
     # an aggregate without GROUP BY: a tick per change read, of every source (read again for them)
     ticks = [frame.select(F.lit(0).alias(WEIGHT)) for frame in frames]
     planner.ticks(java_frame(functools.reduce(DataFrame.unionByName, ticks)))
@@ -297,14 +294,12 @@ class IncrementalQuery:
     """A changelog query's micro-batches through the incremental chain (:func:`changes_of`): the sink takes
     each batch's difference, and what the batch read, wrote and holds is kept for the job's status."""
 
-    def __init__(self, sink, sources: list[ChangelogSource], checkpoint: str | None = None):
+    def __init__(self, sink, sources: list[ChangelogSource]):
         self.sink, self.sources = sink, sources
-        self.checkpoint = checkpoint  # where the rows kept by join sides given a source's changes are counted
         self.engine = "incremental"
         self.query: Any = None  # the running query (its executions hold the operators' metrics)
         self.last: Any = None
         self._outcomes: dict[int, Any] = {}
-        self._sides: dict[int, dict[int, int]] | None = None  # HELD_FILE's counts: batch -> source -> rows kept
 
     def bind(self, query: Any) -> None:
         self.query = query
@@ -324,19 +319,13 @@ class IncrementalQuery:
         finally:
             batch.unpersist()
         execution = java_query(self.query).lastExecution() if self.query is not None else None
-        read, held, sides = _batch_metrics(execution, len(self.sources)) if execution is not None else ({}, {}, {})
-        unknown: set[int] = set()
-        if sides:
-            totals = self._side_totals(batch.sparkSession, batch_id, sides)
-            for position in sides:
-                if totals is None:
-                    unknown.add(position)
-                else:
-                    held[position] = held.get(position, 0) + totals.get(position, 0)
+        read, held = _batch_metrics(execution, len(self.sources)) if execution is not None else ({}, {})
         names = [source.table.name for source in self.sources]
+        # keys held: a table's normaliser's; a table whose join sides take its changes themselves has none, and its
+        # rows in those sides' state are not counted apart from the other side's (no figure rather than a wrong one)
         outcome = BatchOutcome(
             {names[i]: read.get(i, 0) for i in range(len(names))},
-            {names[i]: held.get(i, 0) for i in range(len(names)) if i not in unknown},
+            {names[i]: held[i] for i in range(len(names)) if i in held},
             upserts=written.upserts if written else 0,
             deletes=written.deletes if written else 0,
             written=written is not None,
@@ -345,47 +334,15 @@ class IncrementalQuery:
         for old in [b for b in self._outcomes if b < batch_id - 100]:
             del self._outcomes[old]
 
-    def _side_totals(self, spark: SparkSession, batch_id: int, changes: dict[int, int]) -> dict[int, int] | None:
-        """The rows the join sides given a source's changes keep after micro-batch ``batch_id`` (by source
-        position), from what they kept after the one before and what ``batch_id`` changed of them; counted in the
-        checkpoint (HELD_FILE) for the next run, the counts of the last two micro-batches, since the last one may
-        run again after a restart. None: unknown (no count for the micro-batch before: a checkpoint that lost it)."""
-        if self.checkpoint is None:
-            return None
-        files = HadoopFiles(spark)
-        path = f"{self.checkpoint.rstrip('/')}/{HELD_FILE}"
-        if self._sides is None:
-            text = files.read_text(path)
-            kept = json.loads(text) if text else {}
-            self._sides = {int(b): {int(p): int(n) for p, n in counts.items()} for b, counts in kept.items()}
-        before = {} if batch_id == 0 else self._sides.get(batch_id - 1)
-        if before is None:
-            return None
-        after = {p: before.get(p, 0) + changes.get(p, 0) for p in set(before) | set(changes)}
-        self._sides = {batch_id - 1: before, batch_id: after} if batch_id > 0 else {batch_id: after}
-        files.create(
-            path,
-            json.dumps({str(b): {str(p): n for p, n in c.items()} for b, c in self._sides.items()}),
-            overwrite=True,
-        )
-        return after
 
-
-def _batch_metrics(execution: Any, count: int) -> tuple[dict[int, int], dict[int, int], dict[int, int]]:
-    """The changes each source's micro-batch had (observed as the stream is read), the keys each source's
-    normaliser holds after it, and how the rows kept by the join sides given a source's changes changed, by
-    source position."""
+def _batch_metrics(execution: Any, count: int) -> tuple[dict[int, int], dict[int, int]]:
+    """The changes each source's micro-batch had (observed as the stream is read) and the keys each source's
+    normaliser holds after it, by source position."""
     read: dict[int, int] = {}
     observed = execution.observedMetrics()
     for i in range(count):
         if observed.contains(f"{CHANGES_READ}_{i}"):
             read[i] = int(observed.apply(f"{CHANGES_READ}_{i}").getLong(0))
-    sides: dict[int, int] = {}
-    for name in scala_list(observed.keys()):
-        if str(name).startswith(KEYS_HELD):
-            row = observed.apply(name)
-            position = int(str(name).rsplit("_of_", 1)[1])
-            sides[position] = sides.get(position, 0) + (0 if row.isNullAt(0) else int(row.getLong(0)))
     held: dict[int, int] = {}
     normaliser = f"{ENGINE}.UpsertNormaliser"
     for node in _nodes(execution.executedPlan()):
@@ -394,7 +351,7 @@ def _batch_metrics(execution: Any, count: int) -> tuple[dict[int, int], dict[int
         processor = node.statefulProcessor()
         if processor.getClass().getName() == normaliser:
             held[int(processor.source())] = int(node.metrics().apply("numTotalStateRows").value())
-    return read, held, sides
+    return read, held
 
 
 def _nodes(plan: Any) -> list[Any]:

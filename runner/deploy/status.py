@@ -18,7 +18,7 @@ from runner.targets.modes import Targets
 
 def _per_table(values: dict[str, Any] | None, shown) -> str | None:
     """``users 12.5, colors 0.0``: one value per source table of a changelog query."""
-    if values is None:
+    if not values:  # none, or no table has the figure (keys held: see jobs/changelog/incremental.py)
         return None
     return ", ".join(f"{table} {shown(value)}" for table, value in values.items())
 

@@ -28,9 +28,9 @@ import scala.jdk.javaapi.CollectionConverters;
  * <p>Input rows: {@code [side int (0 left, 1 right), weight int, left struct, right struct]}, the struct of the
  * other side NULL, grouped by the join key. A key with a NULL in it matches nothing, as SQL's equality does: its
  * rows are not kept (but by a side given its source's changes, below), and an outer join's preserved side passes
- * them on padded. Output rows: {@code [weight int, <left's columns>..., <right's columns>...]} (and the two counts
- * below, when a side is given its source's changes). Conditions of the ON clause beyond the keys are applied after this
- * operator for an inner join; the planner does not give it an outer join that has any.
+ * them on padded. Output rows: {@code [weight int, <left's columns>..., <right's columns>...]}. Conditions of the
+ * ON clause beyond the keys are applied after this operator for an inner join; the planner does not give it an outer
+ * join that has any.
  *
  * <p>A side whose input has at most one row per join key (the planner knows: its source's PRIMARY KEY or a GROUP
  * BY's keys are among the join keys) is kept as that one row, a value read and written with one state access, where
@@ -41,9 +41,7 @@ import scala.jdk.javaapi.CollectionConverters;
  * KEY, may instead be given the source's changes themselves ({@code [delete, place, position, order, <the side's
  * columns>...]}, as {@link UpsertNormaliser} takes them, a row failing the side's filters a delete): the side keeps
  * the key's row as the normaliser would, and the key's last change in the micro-batch, against that row, is the
- * side's change. Such a query has one operator and one exchange less per source. The rows such a side keeps are
- * counted: each change of a key from no row to a row (or back) comes out as a row of weight 0 with +1 (-1) in the
- * extra column of its side ({@code __held0}, {@code __held1}), for the planner to observe and take out.
+ * side's change. Such a query has one operator and one exchange less per source.
  */
 public final class EquiJoin extends StatefulProcessor<Row, Row, Row> {
     private static final long serialVersionUID = 1L;
@@ -53,7 +51,6 @@ public final class EquiJoin extends StatefulProcessor<Row, Row, Row> {
     private final boolean keepLeft, keepRight; // the left (right) rows without partner are emitted padded
     private final boolean leftUnique, rightUnique; // the side has at most one row per join key: kept as a value
     private final boolean leftChanges, rightChanges; // the side is given its source's changes (and kept as a value)
-    private final boolean counted; // a side is given its source's changes: its kept rows are counted
 
     private transient MapState<Row, Long> left, right;
     private transient ValueState<Row> leftRow, rightRow;
@@ -80,7 +77,6 @@ public final class EquiJoin extends StatefulProcessor<Row, Row, Row> {
         this.rightUnique = rightUnique || rightChanges;
         this.leftChanges = leftChanges;
         this.rightChanges = rightChanges;
-        this.counted = leftChanges || rightChanges;
         switch (joinType) {
             case "inner": keepLeft = false; keepRight = false; break;
             case "left": keepLeft = true; keepRight = false; break;
@@ -136,10 +132,10 @@ public final class EquiJoin extends StatefulProcessor<Row, Row, Row> {
         }
         if (anyNull(key)) { // matches nothing: the preserved side's rows go on padded, nothing else is kept
             if (leftChanges) {
-                held(out, 0, oldLeft, apply(leftRow, oldLeft, deltaLeft, "left"));
+                apply(leftRow, oldLeft, deltaLeft, "left");
             }
             if (rightChanges) {
-                held(out, 1, oldRight, apply(rightRow, oldRight, deltaRight, "right"));
+                apply(rightRow, oldRight, deltaRight, "right");
             }
             if (keepLeft) {
                 deltaLeft.forEach((l, w) -> out.add(pair(w, l, null)));
@@ -174,12 +170,6 @@ public final class EquiJoin extends StatefulProcessor<Row, Row, Row> {
         if (keepRight) {
             padded(out, oldRight, leftBefore == 0, newRight, leftAfter == 0, false);
         }
-        if (leftChanges) {
-            held(out, 0, oldLeft, newLeft);
-        }
-        if (rightChanges) {
-            held(out, 1, oldRight, newRight);
-        }
         return CollectionConverters.asScala(out.iterator());
     }
 
@@ -202,17 +192,6 @@ public final class EquiJoin extends StatefulProcessor<Row, Row, Row> {
         before.keySet().forEach(row -> delta.put(row, -1L));
         if (now != null) {
             delta.put(now, 1L);
-        }
-    }
-
-    /** A row of weight 0 counting a side's kept rows: +1 when the key's row came, -1 when it went. */
-    private void held(List<Row> out, int side, Map<Row, Long> before, Map<Row, Long> after) {
-        long change = total(after) - total(before);
-        if (change != 0) {
-            Object[] values = new Object[leftSchema.size() + rightSchema.size() + 2];
-            values[values.length - 2 + side] = Math.toIntExact(change);
-            values[values.length - 2 + 1 - side] = 0;
-            out.add(Weighted.of(0, values));
         }
     }
 
@@ -329,16 +308,12 @@ public final class EquiJoin extends StatefulProcessor<Row, Row, Row> {
     }
 
     private Row pair(long weight, Row l, Row r) {
-        Object[] values = new Object[leftSchema.size() + rightSchema.size() + (counted ? 2 : 0)];
+        Object[] values = new Object[leftSchema.size() + rightSchema.size()];
         for (int i = 0; i < leftSchema.size(); i++) {
             values[i] = l == null ? null : l.get(i);
         }
         for (int i = 0; i < rightSchema.size(); i++) {
             values[leftSchema.size() + i] = r == null ? null : r.get(i);
-        }
-        if (counted) {
-            values[values.length - 2] = 0;
-            values[values.length - 1] = 0;
         }
         return Weighted.of(Math.toIntExact(weight), values);
     }

@@ -68,8 +68,6 @@ import org.apache.spark.sql.catalyst.plans.logical.Union;
 import org.apache.spark.sql.classic.Dataset;
 import org.apache.spark.sql.classic.Dataset$;
 import org.apache.spark.sql.classic.SparkSession;
-import org.apache.spark.sql.Column;
-import org.apache.spark.sql.functions;
 import org.apache.spark.sql.execution.LogicalRDD;
 import org.apache.spark.sql.streaming.OutputMode;
 import org.apache.spark.sql.streaming.TimeMode;
@@ -150,8 +148,6 @@ public final class Planner {
     private final Map<Integer, Dataset<Row>> sources = new HashMap<>();
     private final Map<Integer, int[]> primaryKeys = new HashMap<>();
     private final Map<Integer, Dataset<Row>> changes = new HashMap<>(); // each source's changes, as a side takes them
-    private final Map<Integer, Integer> positions = new HashMap<>(); // each source's position among the query's
-    private int heldSides; // the join sides given their source's changes so far
     private Dataset<Row> ticks;
     private boolean valueSides; // a join of the plan keeps a side as a value
     private boolean sourceSides; // a join of the plan is given a source's changes on a side
@@ -177,14 +173,11 @@ public final class Planner {
 
     /**
      * {@link #source}, with the source's changes as {@link UpsertNormaliser} takes them ({@code [delete, place,
-     * position, order, <columns>...]}), for a join side that can take them itself, and the source's position among
-     * the query's: the change of the rows such a side keeps, in a micro-batch, is observed as {@code
-     * sql_runner_keys_held_<n>_of_<position>} ({@code held}: a long, NULL for none), {@code n} counting the sides.
+     * position, order, <columns>...]}), for a join side that can take them itself.
      */
-    public void source(int rddId, Dataset<Row> weighted, Dataset<Row> changes, int[] primaryKey, int position) {
+    public void source(int rddId, Dataset<Row> weighted, Dataset<Row> changes, int[] primaryKey) {
         source(rddId, weighted, primaryKey);
         this.changes.put(rddId, changes);
-        positions.put(rddId, position);
     }
 
     /**
@@ -201,7 +194,6 @@ public final class Planner {
         if (why != null) {
             throw new IllegalArgumentException("not incremental: " + why);
         }
-        heldSides = 0;
         valueSides = sourceSides = false;
         Out out = translate(optimized);
         planned = out;
@@ -773,31 +765,15 @@ public final class Planner {
         for (StructField field : rightSchema.fields()) {
             outFields.add(DataTypes.createStructField("r" + field.name(), field.dataType(), true));
         }
-        boolean counted = leftSource != null || rightSource != null;
-        if (counted) { // the change of the rows each side given its source's changes keeps (EquiJoin)
-            outFields.add(DataTypes.createStructField("__held0", DataTypes.IntegerType, true));
-            outFields.add(DataTypes.createStructField("__held1", DataTypes.IntegerType, true));
-        }
         String kind = joinKind(parts._1());
         boolean leftOne = oneRowPerKey(left, leftKeys), rightOne = oneRowPerKey(right, rightKeys);
         boolean values = layout >= VALUE_SIDES;
         valueSides |= values && (leftOne || rightOne);
-        sourceSides |= counted;
+        sourceSides |= leftSource != null || rightSource != null;
         EquiJoin processor = new EquiJoin(leftSchema, rightSchema, kind, values && leftOne, values && rightOne,
                 leftSource != null, rightSource != null);
         Dataset<Row> joined = transform(rows, key, DataTypes.createStructType(keyFields), processor,
                 DataTypes.createStructType(outFields));
-        if (counted) {
-            for (int side = 0; side < 2; side++) {
-                LogicalPlan source = side == 0 ? leftSource : rightSource;
-                if (source != null) {
-                    int position = positions.get(leaf(side == 0 ? leftPlan : rightPlan).rdd().id());
-                    joined = joined.observe("sql_runner_keys_held_" + heldSides++ + "_of_" + position,
-                            functions.sum(functions.col("__held" + side)).as("held"), new Column[0]);
-                }
-            }
-            joined = joined.filter(functions.col(WEIGHT).notEqual(0)); // the counts' rows are no change of the join
-        }
         LogicalPlan plan = joined.logicalPlan();
         List<Attribute> columns = CollectionConverters.asJava(plan.output());
         List<NamedExpression> list = new ArrayList<>();
@@ -862,15 +838,6 @@ public final class Planner {
             list.add(alias(normalised(keys.get(i)), "__k" + i));
         }
         return new Project(seq(list), child);
-    }
-
-    /** The source at the bottom of a chain of projections and filters. */
-    private static LogicalRDD leaf(LogicalPlan plan) {
-        LogicalPlan node = plan;
-        while (node instanceof Project || node instanceof Filter) {
-            node = node.children().head();
-        }
-        return (LogicalRDD) node;
     }
 
     /**
