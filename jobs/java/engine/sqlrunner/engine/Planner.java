@@ -164,20 +164,14 @@ public final class Planner {
 
     /**
      * The weighted rows ({@code [__weight int, <columns>...]}) of the table whose batch rows are RDD {@code rddId},
-     * and the positions of its PRIMARY KEY's columns among its columns (at most one row per value of them).
-     */
-    public void source(int rddId, Dataset<Row> weighted, int[] primaryKey) {
-        sources.put(rddId, weighted);
-        primaryKeys.put(rddId, primaryKey.clone());
-    }
-
-    /**
-     * {@link #source}, with the source's changes as {@link UpsertNormaliser} takes them ({@code [delete, place,
-     * position, order, <columns>...]}), for a join side that can take them itself.
+     * its changes as {@link UpsertNormaliser} takes them ({@code [delete, place, position, order, <columns>...]}: for
+     * a join side that can take them itself), and the positions of its PRIMARY KEY's columns among its columns (at
+     * most one row per value of them).
      */
     public void source(int rddId, Dataset<Row> weighted, Dataset<Row> changes, int[] primaryKey) {
-        source(rddId, weighted, primaryKey);
+        sources.put(rddId, weighted);
         this.changes.put(rddId, changes);
+        primaryKeys.put(rddId, primaryKey.clone());
     }
 
     /**
@@ -741,10 +735,8 @@ public final class Planner {
         StructType leftSchema = positional(leftPlan.output()), rightSchema = positional(rightPlan.output());
         LogicalPlan leftSource = layout >= SOURCE_SIDES ? sourceSide(leftPlan, leftKeys) : null;
         LogicalPlan rightSource = layout >= SOURCE_SIDES ? sourceSide(rightPlan, rightKeys) : null;
-        Expression leftValues = leftSource != null ? changeStruct(leftSource, leftPlan.output())
-                : struct(leftPlan.output());
-        Expression rightValues = rightSource != null ? changeStruct(rightSource, rightPlan.output())
-                : struct(rightPlan.output());
+        Expression leftValues = struct(leftSource, leftPlan.output());
+        Expression rightValues = struct(rightSource, rightPlan.output());
         LogicalPlan sides = new Union(seq(List.of(
                 side(0, leftSource != null ? leftSource : left.plan, leftSource != null ? null : left.weight,
                         leftValues, rightValues.dataType(), leftKeys),
@@ -938,31 +930,26 @@ public final class Planner {
         return condition.deterministic() && condition.find(e -> !CANNOT_FAIL.contains(e.getClass())).isEmpty();
     }
 
-    /** A side's struct from its source's changes ({@code changes}: the change's four fields, then its columns). */
-    private static Expression changeStruct(LogicalPlan changes, scala.collection.immutable.Seq<Attribute> columns) {
-        List<Attribute> fields = CollectionConverters.asJava(changes.output());
-        List<Expression> parts = new ArrayList<>();
-        String[] names = {"delete", "place", "position", "order"};
-        for (int i = 0; i < 4; i++) {
-            parts.add(Literal.create(names[i], DataTypes.StringType));
-            parts.add(fields.get(i));
-        }
-        List<Attribute> list = CollectionConverters.asJava(columns);
-        for (int i = 0; i < list.size(); i++) {
-            parts.add(Literal.create("c" + i, DataTypes.StringType));
-            parts.add(list.get(i));
-        }
-        return new CreateNamedStruct(seq(parts));
-    }
-
     /** A FLOAT or DOUBLE value as Spark groups and joins by it: -0.0 as 0.0, every NaN as one. */
     private static Expression normalised(Expression value) {
         DataType type = value.dataType();
         return type == DoubleType$.MODULE$ || type == FloatType$.MODULE$ ? new NormalizeNaNAndZero(value) : value;
     }
 
-    private static Expression struct(scala.collection.immutable.Seq<Attribute> columns) {
+    /**
+     * A side's struct of its {@code columns} ({@code c0}, {@code c1}, ...), after the change's four fields when the
+     * side is its source's changes ({@code changes}, from {@link #sourceSide}; null: its weighted rows).
+     */
+    private static Expression struct(LogicalPlan changes, scala.collection.immutable.Seq<Attribute> columns) {
         List<Expression> parts = new ArrayList<>();
+        if (changes != null) {
+            List<Attribute> fields = CollectionConverters.asJava(changes.output());
+            String[] names = {"delete", "place", "position", "order"};
+            for (int i = 0; i < names.length; i++) {
+                parts.add(Literal.create(names[i], DataTypes.StringType));
+                parts.add(fields.get(i));
+            }
+        }
         List<Attribute> list = CollectionConverters.asJava(columns);
         for (int i = 0; i < list.size(); i++) {
             parts.add(Literal.create("c" + i, DataTypes.StringType));
