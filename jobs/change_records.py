@@ -31,11 +31,14 @@ from pyspark.sql.streaming import DataStreamReader
 from jobs import narrowing, sqltext
 from jobs.records import (
     CORRUPT,
+    DECODED,
+    DECODED_ONCE,
     KAFKA_ORIGIN,
     NO_ERRORS,
     RAW,
     TOMBSTONE,
     Checks,
+    decoded_once,
     json_reason,
     kafka_checks,
     origin_columns,
@@ -96,7 +99,9 @@ def _debezium(table: TableDef, seq: Callable[[DataFrame], F.Column]) -> Checks:
     def columns(frame: DataFrame) -> DataFrame:
         text = F.col("value").cast("string")
         record = F.from_json(text, parse, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": RAW})
-        staged = frame.select(record.alias("record"), text.alias(RAW), seq(frame), *origin_columns(frame))
+        staged = frame.select(
+            record.alias("record"), text.alias(RAW), seq(frame), decoded_once(), *origin_columns(frame)
+        )
         op = F.col("record").getField("op")
         delete = op == F.lit("d")
         image = F.when(delete, F.col("record").getField("before")).otherwise(F.col("record").getField("after"))
@@ -114,6 +119,7 @@ def _debezium(table: TableDef, seq: Callable[[DataFrame], F.Column]) -> Checks:
             corrupt.alias(CORRUPT),
             F.col(RAW),
             F.col(SEQ),
+            F.col(DECODED),
             *[F.col(c) for c in KAFKA_ORIGIN.values() if c in staged.columns],
         )
 
@@ -141,9 +147,9 @@ def _debezium(table: TableDef, seq: Callable[[DataFrame], F.Column]) -> Checks:
 
     return Checks(
         columns,
-        f"{parsed} AND {op} IN ({ops}) AND NOT {image_missing} AND {key_set}",
+        f"{DECODED_ONCE} AND {parsed} AND {op} IN ({ops}) AND NOT {image_missing} AND {key_set}",
         reason,
-        helpers=(OP, IMAGE_MISSING, CORRUPT, FILE),
+        helpers=(OP, IMAGE_MISSING, CORRUPT, FILE, DECODED),
         origin=tuple(KAFKA_ORIGIN.values()),
         deletes=sqltext.identifier(DELETE),
     )
@@ -253,6 +259,7 @@ def upsert_kafka_checks(table: TableDef) -> Checks:
             value.alias(RAW),
             key.alias(KEY_RAW),
             _kafka_seq(frame),
+            decoded_once(),
             *origin_columns(frame),
         )
         keyed = {
@@ -283,6 +290,7 @@ def upsert_kafka_checks(table: TableDef) -> Checks:
             key_bad.alias(KEY_BAD),
             F.coalesce(F.col(RAW), F.col(KEY_RAW)).alias(RAW),
             F.col(SEQ),
+            F.col(DECODED),
             *[F.col(c) for c in KAFKA_ORIGIN.values() if c in staged.columns],
         )
 
@@ -299,9 +307,9 @@ def upsert_kafka_checks(table: TableDef) -> Checks:
 
     return Checks(
         columns,
-        f"{raw} IS NOT NULL AND NOT {key_bad} AND ({delete} OR {corrupt} IS NULL)",
+        f"{DECODED_ONCE} AND {raw} IS NOT NULL AND NOT {key_bad} AND ({delete} OR {corrupt} IS NULL)",
         reason,
-        helpers=(CORRUPT, KEY_BAD),
+        helpers=(CORRUPT, KEY_BAD, DECODED),
         origin=tuple(KAFKA_ORIGIN.values()),
         deletes=delete,
     )

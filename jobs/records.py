@@ -59,6 +59,19 @@ NO_ERRORS = Checks(lambda frame: frame.withColumn(RAW, F.lit(None).cast("string"
 
 
 CORRUPT = "__sql_runner_corrupt"
+# A column of the projection that decodes a record (``spark_partition_id()``, not deterministic: the optimiser
+# cannot see through it), which the checks' condition references. Without it the optimiser pushes the condition
+# below that projection, the decoding function inlined wherever the condition reads a field, and every record is
+# decoded once for the condition and again for its columns; with it, once.
+DECODED = "__sql_runner_decoded"
+DECODED_ONCE = f"{sqltext.identifier(DECODED)} >= 0"  # holds for every record
+
+
+def decoded_once() -> Column:
+    """The projection's column that keeps the checks above it (:data:`DECODED`)."""
+    return F.spark_partition_id().alias(DECODED)
+
+
 MISFIT = "__sql_runner_misfit"  # why a decoded record is malformed: an integer in it does not fit (Avro)
 
 
@@ -97,21 +110,23 @@ def kafka_checks(table: TableDef) -> Checks:
         misfit = narrowing.any_of([m for _, m in fields])
         if misfit is not None:  # parsed, but an integer in it does not fit its declared type
             corrupt = F.coalesce(corrupt, F.when(misfit, F.col(RAW)))
-        return frame.select(record.alias("record"), text.alias(RAW), *origin_columns(frame)).select(
+        staged = frame.select(record.alias("record"), text.alias(RAW), decoded_once(), *origin_columns(frame))
+        return staged.select(
             *[value.alias(f.name) for (value, _), f in zip(fields, schema, strict=True)],
             corrupt.alias(CORRUPT),
             F.col(RAW),
+            F.col(DECODED),
             *origin_names(frame),
         )
 
     raw, corrupt = sqltext.identifier(RAW), sqltext.identifier(CORRUPT)
     return Checks(
         decode,
-        f"{raw} IS NOT NULL AND {corrupt} IS NULL",
+        f"{DECODED_ONCE} AND {raw} IS NOT NULL AND {corrupt} IS NULL",
         lambda present: (
             f"CASE WHEN {raw} IS NULL THEN {sqltext.string(TOMBSTONE)} ELSE {json_reason(table, present)} END"
         ),
-        helpers=(CORRUPT,),
+        helpers=(CORRUPT, DECODED),
         origin=tuple(KAFKA_ORIGIN.values()),
     )
 
@@ -143,11 +158,12 @@ def _avro_checks(table: TableDef) -> Checks:
         misfit = narrowing.any_of([m for *_, m in narrowed])
         said = [F.when(m, wrong_type_column(f, read)) for f, read, _, m in narrowed if m is not None]
         return frame.select(
-            record.alias("record"), F.col("value"), F.base64("value").alias(RAW), *origin_columns(frame)
+            record.alias("record"), F.col("value"), F.base64("value").alias(RAW), decoded_once(), *origin_columns(frame)
         ).select(
             *[value.cast(f.dataType).alias(f.name) for f, _, value, _ in narrowed],
             F.when(all_null if misfit is None else all_null | misfit, F.lit(True)).alias(CORRUPT),
             F.col(RAW),
+            F.col(DECODED),
             *([F.concat_ws("; ", *said).alias(MISFIT)] if narrows else []),
             *origin_names(frame),
         )
@@ -159,9 +175,9 @@ def _avro_checks(table: TableDef) -> Checks:
     why = f"CASE WHEN {misfit} != '' THEN {misfit} ELSE {malformed} END" if narrows else malformed
     return Checks(
         decode,
-        f"{raw} IS NOT NULL AND {corrupt} IS NULL",
+        f"{DECODED_ONCE} AND {raw} IS NOT NULL AND {corrupt} IS NULL",
         lambda _: f"CASE WHEN {raw} IS NULL THEN {sqltext.string(TOMBSTONE)} ELSE {why} END",
-        helpers=(CORRUPT, MISFIT) if narrows else (CORRUPT,),
+        helpers=(CORRUPT, MISFIT, DECODED) if narrows else (CORRUPT, DECODED),
         origin=tuple(KAFKA_ORIGIN.values()),
     )
 

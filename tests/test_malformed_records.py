@@ -54,10 +54,10 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from jobs.change_records import upsert_kafka_checks
+from jobs.change_records import kafka_change_checks, upsert_kafka_checks
 from jobs.jvm import scala_list
 from jobs.lookup.load import Loader, LoadFailed
-from jobs.records import ERROR, KAFKA_ORIGIN, RAW
+from jobs.records import ERROR, KAFKA_ORIGIN, RAW, kafka_checks
 from jobs.sources import Source
 from runner.authoring.ddl import parse_ddl
 from tests.conftest import METADATA_DDL, ProjectDir
@@ -510,6 +510,43 @@ def test_an_upsert_kafka_message_with_a_tinyint_out_of_range_in_its_key_or_value
     good = source.good(frame)
     assert [(f.name, f.dataType.simpleString()) for f in good.schema][:2] == [("k", "tinyint"), ("level", "tinyint")]
     assert sorted((r.k, r.level) for r in good.collect()) == [(-128, 127), (127, None)]
+
+
+KAFKA = "'connector' = 'kafka', 'topic' = 't', 'properties.bootstrap.servers' = 'b:9092'"
+
+
+@pytest.mark.parametrize(
+    ("ddl", "checks", "decoders"),
+    [
+        (f"CREATE TABLE j (id INT, name STRING) WITH ({KAFKA}, 'format' = 'json')", kafka_checks, 1),
+        (f"CREATE TABLE a (id INT, name STRING) WITH ({KAFKA}, 'format' = 'avro')", kafka_checks, 1),
+        (
+            f"CREATE TABLE d (id INT, name STRING, PRIMARY KEY (id) NOT ENFORCED) WITH ({KAFKA}, "
+            "'format' = 'debezium-json')",
+            kafka_change_checks,
+            1,
+        ),
+        (
+            "CREATE TABLE u (id INT, name STRING, PRIMARY KEY (id) NOT ENFORCED) WITH ('connector' = 'upsert-kafka', "
+            "'topic' = 't', 'properties.bootstrap.servers' = 'b:9092', 'key.format' = 'json', 'value.format' = 'json')",
+            upsert_kafka_checks,
+            2,  # the message's key and its value
+        ),
+    ],
+    ids=["json", "avro", "debezium-json", "upsert-kafka"],
+)
+def test_a_record_is_decoded_once_for_its_checks_and_its_columns(spark, ddl: str, checks, decoders: int):
+    """The checks' condition reads the decoded record's fields: the optimiser must not push it below the decoding,
+    where each field it reads would decode the record again (six times over for a debezium record). Bad input
+    tried: none; what is checked is how many times the plan that keeps the good records decodes each one."""
+    (table,) = parse_ddl(ddl)
+    message = (b'{"id": 1}', b'{"id": 1, "name": "a"}', "t", 0, 0)
+    # rows of an RDD: the optimiser would compute a plan over a list of rows itself, decoding nothing at run time
+    rows = spark.sparkContext.parallelize([message])
+    frame = spark.createDataFrame(rows, "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT")
+    good = Source(table, frame, checks(table)).good(frame)
+    plan = good._jdf.queryExecution().optimizedPlan().toString()
+    assert plan.count("from_json(") + plan.count("from_avro(") == decoders, plan
 
 
 def test_a_lookup_file_with_a_tinyint_out_of_range_fails_its_load(spark, tmp_path: Path):
