@@ -221,13 +221,14 @@ class Writer:
         return self._transaction(batch_id, lambda conn: self._copy_rows(conn, rows)) is not None
 
     def write_changes(
-        self, batch_id: int, changes: Iterable[Sequence], metadata: Sequence, *, replace: bool
+        self, batch_id: int, changes: Iterable[Sequence] | ChangeText, metadata: Sequence, *, replace: bool
     ) -> tuple[int, int] | None:
         """Write one micro-batch of a changelog query: each change is its kind (insert, update, delete), then
-        the declared output columns (a delete's key, the rest NULL); ``metadata`` is the metadata columns' values,
-        the same for every row of a micro-batch, sent once. With ``replace`` every other row goes first (the
-        changes are the whole result). The number of upserts and deletes; None when the fence shows the batch
-        written already (nothing is written)."""
+        the declared output columns (a delete's key, the rest NULL), as rows or as ``COPY`` text
+        (:class:`ChangeText`); ``metadata`` is the metadata columns' values, the same for every row of a
+        micro-batch, sent once. With ``replace`` every other row goes first (the changes are the whole result).
+        The number of upserts and deletes; None when the fence shows the batch written already (nothing is
+        written)."""
         return self._transaction(batch_id, lambda conn: self._copy_changes(conn, changes, metadata, replace))
 
     def _transaction(self, batch_id: int, body: Callable[[Any], Any]) -> Any:
@@ -299,13 +300,20 @@ class Writer:
         places = [1 + declared.index(k) for k in self.key]
         names = ", ".join(quote_identifier(c) for c in declared)
         with conn.cursor().copy(f"COPY sql_runner_changes (__sql_runner_kind, {names}) FROM STDIN") as copy:
-            for change in changes:
-                copy.write_row(change)
-                null_keys += any(change[i] is None for i in places)
-                if change[0] == "delete":
-                    deletes += 1
-                else:
-                    upserts += 1
+            if isinstance(changes, ChangeText):
+                for block in changes.blocks:
+                    copy.write(block.text)
+                    upserts += block.changes - block.deletes
+                    deletes += block.deletes
+                    null_keys += block.null_keys
+            else:
+                for change in changes:
+                    copy.write_row(change)
+                    null_keys += any(change[i] is None for i in places)
+                    if change[0] == "delete":
+                        deletes += 1
+                    else:
+                        upserts += 1
         if replace:
             conn.execute(f"DELETE FROM {table}")
         elif deletes:  # by equality, which the key's index serves; a key with a NULL part only if the batch holds one
@@ -363,6 +371,25 @@ class Writer:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+@dataclass(frozen=True)
+class TextBlock:
+    """Changes as ``COPY`` text, whole lines of PostgreSQL's text format (a line per change, its values separated
+    by tabs, NULL as ``\\N``, backslashes, tabs and line ends escaped), and what they hold, counted where the
+    text was made."""
+
+    text: str
+    changes: int
+    deletes: int
+    null_keys: bool  # a change's key has a NULL part
+
+
+@dataclass(frozen=True)
+class ChangeText:
+    """A micro-batch's changes as ``COPY`` text, block after block, read once."""
+
+    blocks: Iterable[TextBlock]
 
 
 def first_line(error: BaseException) -> str:

@@ -10,9 +10,11 @@ any other instead of a new row each time.
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
 
 import pytest
+from pyspark.sql import types as T
 
 from jobs import jdbc
 from runner.authoring.ddl import parse_ddl
@@ -134,6 +136,88 @@ def test_a_composite_key_with_a_null_part_and_a_table_without_key(postgres):
         ("a", 1),
         ("a", 1),
     ]
+
+
+EVERY_TYPE = (
+    "k STRING, s STRING, b BOOLEAN, i INT, l BIGINT, sm SMALLINT, t TINYINT, d DOUBLE, f FLOAT, dec DECIMAL(12,3), "
+    "dt DATE, ts TIMESTAMP(6), ntz TIMESTAMP_NTZ, bin BYTES"
+)
+EVERY_PG_TYPE = (
+    "k TEXT UNIQUE, s TEXT, b BOOLEAN, i INTEGER, l BIGINT, sm SMALLINT, t SMALLINT, d DOUBLE PRECISION, f REAL, "
+    "dec NUMERIC(12,3), dt DATE, ts TIMESTAMPTZ, ntz TIMESTAMP, bin BYTEA"
+)
+TRICKY = ["plain", "", "tab\there", "line\nend", "cr\rhere", "back\\slash", "\\N", "\\.", "é ✓ 𝄞", "quote\"'"]
+
+
+@pytest.mark.spark
+def test_a_changelog_batch_sent_as_copy_text_from_the_jvm_lands_as_its_rows_sent_one_by_one_do(spark, postgres):
+    """Each type's text as Spark writes it (``jobs/connectors/jdbc.py``: ``change_text``) against the same changes
+    sent as rows through psycopg, into two tables of every scalar type: the same rows, the same counts. Values
+    tried: text with a tab, a line end, a carriage return, a backslash, the text of NULL (\\N) and of COPY's end
+    (\\.), an empty string and NULL, characters outside ASCII; each integer type's bounds; NaN, both infinities,
+    -0.0, the smallest and a large double, 0.1 + 0.2; a decimal below zero and with its whole scale; the first and
+    the last date; timestamps to the microsecond, with and without time zone; bytes holding a zero, a backslash and
+    a line end, and no bytes."""
+    from jobs.connectors.jdbc import change_text
+    from jobs.schema import spark_schema
+
+    text_writer, by_text = writer(postgres, EVERY_TYPE, EVERY_PG_TYPE, "k")
+    row_writer, by_rows = writer(postgres, EVERY_TYPE, EVERY_PG_TYPE, "k")
+    declared = [
+        f for f in spark_schema(text_writer.target).fields if f.name in jdbc.declared_columns(text_writer.target)
+    ]
+    schema = T.StructType([T.StructField("__sql_runner_kind", T.StringType()), *declared])
+    when = datetime(2026, 11, 30, 5, 6, 7, 891011, tzinfo=UTC)
+    doubles = [float("nan"), float("inf"), float("-inf"), -0.0, 5e-324, 1.7976931348623157e308, 0.1 + 0.2]
+
+    def change(kind: str, n: int, key: str | None) -> tuple:
+        if kind == "delete":
+            return (kind, key, *([None] * (len(declared) - 1)))
+        value = TRICKY[n % len(TRICKY)] if n % 11 else None
+        bounds = [(-(2**31), -(2**63), -(2**15), -128), (2**31 - 1, 2**63 - 1, 2**15 - 1, 127)][n % 2]
+        return (
+            kind,
+            key,
+            value,
+            [True, False, None][n % 3],
+            *bounds,
+            doubles[n % len(doubles)],
+            [1.1, -3.4e38, float("nan")][n % 3],
+            [Decimal("-123456789.123"), Decimal("0.001"), Decimal("0.000")][n % 3],
+            [date(1, 1, 1), date(9999, 12, 31), date(2026, 2, 28)][n % 3],
+            when + timedelta(microseconds=n),
+            (when + timedelta(days=n)).replace(tzinfo=None),
+            [b"\x00\\\n\xff", b"", None][n % 3],
+        )
+
+    first = [change("insert", n, f"k{n}") for n in range(30)] + [change("insert", 30, None)]
+    later = [change("update", n + 7, f"k{n}") for n in range(0, 30, 3)]
+    later += [change("delete", 0, f"k{n}") for n in range(1, 30, 3)] + [change("delete", 0, None)]
+    for batch, changes in enumerate([first, later]):
+        frame = spark.createDataFrame(changes, schema).repartition(3)  # several partitions, so several blocks
+        text = change_text(frame, ["k"])
+        assert text is not None
+        counted = text_writer.write_changes(batch, text, NO_METADATA, replace=batch == 0)
+        assert counted == row_writer.write_changes(batch, frame.collect(), NO_METADATA, replace=batch == 0)
+        assert counted == (len([c for c in changes if c[0] != "delete"]), len([c for c in changes if c[0] == "delete"]))
+        columns = "k, s, b, i, l, sm, t, d::text, f::text, dec, dt, ts, ntz, bin"
+        held = postgres.execute(f"SELECT {columns} FROM {by_text} ORDER BY k NULLS FIRST")
+        assert held == postgres.execute(f"SELECT {columns} FROM {by_rows} ORDER BY k NULLS FIRST")
+    # and as the changes left them: each text, number, date, instant and byte exactly (the floats by the
+    # comparison above: NaN is no value equal to itself)
+    left: dict = {}
+    for kind, key, *values in first + later:
+        if kind == "delete":
+            left.pop(key, None)
+        else:
+            left[key] = (key, *values[:6], *values[8:])
+    exact = "k, s, b, i, l, sm, t, dec, dt, ts, ntz, bin"
+    assert postgres.execute(f"SELECT {exact} FROM {by_text} ORDER BY k NULLS FIRST") == sorted(
+        left.values(), key=lambda row: (row[0] is not None, row[0] or "")
+    )
+    # a type whose text is not made in the JVM: its changes go as rows
+    nested = spark.createDataFrame([("insert", "k", [1])], "__sql_runner_kind STRING, k STRING, a ARRAY<INT>")
+    assert change_text(nested, ["k"]) is None
 
 
 @pytest.mark.parametrize("bad", ["a row of too few columns", "a value of the wrong type"])
