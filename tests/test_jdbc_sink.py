@@ -152,12 +152,13 @@ TRICKY = ["plain", "", "tab\there", "line\nend", "cr\rhere", "back\\slash", "\\N
 @pytest.mark.spark
 def test_a_changelog_batch_sent_as_copy_text_from_the_jvm_lands_as_its_rows_sent_one_by_one_do(spark, postgres):
     """Each type's text as Spark writes it (``jobs/connectors/jdbc.py``: ``change_text``) against the same changes
-    sent as rows through psycopg, into two tables of every scalar type: the same rows, the same counts. Values
+    sent as rows through psycopg, into two tables of every scalar type: the same rows, the same counts; and the
+    values as the changes left them, a timestamp's instant exactly whatever the session's time zone. Values
     tried: text with a tab, a line end, a carriage return, a backslash, the text of NULL (\\N) and of COPY's end
     (\\.), an empty string and NULL, characters outside ASCII; each integer type's bounds; NaN, both infinities,
     -0.0, the smallest and a large double, 0.1 + 0.2; a decimal below zero and with its whole scale; the first and
-    the last date; timestamps to the microsecond, with and without time zone; bytes holding a zero, a backslash and
-    a line end, and no bytes."""
+    the last date; timestamps to the microsecond, with and without time zone, one of 1900 in Paris (an offset with
+    seconds); bytes holding a zero, a backslash and a line end, and no bytes; 3,000 changes in one batch."""
     from jobs.connectors.jdbc import change_text
     from jobs.schema import spark_schema
 
@@ -185,7 +186,8 @@ def test_a_changelog_batch_sent_as_copy_text_from_the_jvm_lands_as_its_rows_sent
             [1.1, -3.4e38, float("nan")][n % 3],
             [Decimal("-123456789.123"), Decimal("0.001"), Decimal("0.000")][n % 3],
             [date(1, 1, 1), date(9999, 12, 31), date(2026, 2, 28)][n % 3],
-            when + timedelta(microseconds=n),
+            # 1900 in Paris, the session's time zone below, was 9 min 21 s ahead of UTC
+            [when + timedelta(microseconds=n), datetime(1900, 6, 1, 12, 0, 0, n, tzinfo=UTC)][n % 2],
             (when + timedelta(days=n)).replace(tzinfo=None),
             [b"\x00\\\n\xff", b"", None][n % 3],
         )
@@ -193,20 +195,29 @@ def test_a_changelog_batch_sent_as_copy_text_from_the_jvm_lands_as_its_rows_sent
     first = [change("insert", n, f"k{n}") for n in range(30)] + [change("insert", 30, None)]
     later = [change("update", n + 7, f"k{n}") for n in range(0, 30, 3)]
     later += [change("delete", 0, f"k{n}") for n in range(1, 30, 3)] + [change("delete", 0, None)]
-    for batch, changes in enumerate([first, later]):
-        frame = spark.createDataFrame(changes, schema).repartition(3)  # several partitions, so several blocks
-        text = change_text(frame, ["k"])
-        assert text is not None
-        counted = text_writer.write_changes(batch, text, NO_METADATA, replace=batch == 0)
-        assert counted == row_writer.write_changes(batch, frame.collect(), NO_METADATA, replace=batch == 0)
-        assert counted == (len([c for c in changes if c[0] != "delete"]), len([c for c in changes if c[0] == "delete"]))
-        columns = "k, s, b, i, l, sm, t, d::text, f::text, dec, dt, ts, ntz, bin"
-        held = postgres.execute(f"SELECT {columns} FROM {by_text} ORDER BY k NULLS FIRST")
-        assert held == postgres.execute(f"SELECT {columns} FROM {by_rows} ORDER BY k NULLS FIRST")
+    many = [change("insert", n, f"m{n}") for n in range(3000)]  # blocks of many lines
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "Europe/Paris")
+    try:
+        for batch, changes in enumerate([first, later, many]):
+            frame = spark.createDataFrame(changes, schema).repartition(3)  # several partitions, so several blocks
+            text = change_text(frame, ["k"])
+            assert text is not None
+            counted = text_writer.write_changes(batch, text, NO_METADATA, replace=batch == 0)
+            assert counted == row_writer.write_changes(batch, frame.collect(), NO_METADATA, replace=batch == 0)
+            deletes = len([c for c in changes if c[0] == "delete"])
+            assert counted == (len(changes) - deletes, deletes)
+            # rows carry a TIMESTAMP as Python's local time, which PostgreSQL reads in its own time zone: compared
+            # exactly below instead, by the instant
+            columns = "k, s, b, i, l, sm, t, d::text, f::text, dec, dt, ntz, bin"
+            held = postgres.execute(f"SELECT {columns} FROM {by_text} ORDER BY k NULLS FIRST")
+            assert held == postgres.execute(f"SELECT {columns} FROM {by_rows} ORDER BY k NULLS FIRST")
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)
     # and as the changes left them: each text, number, date, instant and byte exactly (the floats by the
     # comparison above: NaN is no value equal to itself)
     left: dict = {}
-    for kind, key, *values in first + later:
+    for kind, key, *values in first + later + many:
         if kind == "delete":
             left.pop(key, None)
         else:

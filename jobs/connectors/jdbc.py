@@ -117,10 +117,12 @@ class JdbcChanges:
         return Written(*counted) if counted is not None else None
 
 
-# The lines of COPY text in a block: the JVM writes each change as a line of PostgreSQL's text format and joins
-# the lines into blocks, which Python hands to COPY whole. A change taken into Python as a Row and handed to COPY
-# on its own cost about six microseconds (1.1 s of a micro-batch of 176,000 changes, bench/results/NOTEBOOK.md).
-BLOCK_LINES = 1000
+# The blocks of COPY text a partition of changes makes: the JVM writes each change as a line of PostgreSQL's text
+# format and joins the lines into blocks, which Python hands to COPY whole. A change taken into Python as a Row and
+# handed to COPY on its own cost about six microseconds (1.1 s of a micro-batch of 176,000 changes,
+# bench/results/NOTEBOOK.md). A line's block is its partition's and its text's hash: the same lines make the same
+# blocks when Spark computes a partition again (a lost shuffle), so no line is sent twice or lost.
+PARTITION_BLOCKS = 64
 
 # Types whose value Spark's cast to text writes as PostgreSQL reads it back: digits, true and false, NaN and
 # Infinity, dates as yyyy-MM-dd, a timestamp without time zone as its date and time.
@@ -150,7 +152,8 @@ def copy_text(column: Column, dtype: S.DataType) -> Column | None:
         return column.cast("string")
     if isinstance(dtype, S.TimestampType):
         # the session time zone's date and time with its offset: the instant itself for a timestamptz column
-        return F.date_format(column, "yyyy-MM-dd HH:mm:ss.SSSSSSxxx")
+        # (its seconds too: a zone's offset before its standard time had them, Paris's +00:09:21 until 1911)
+        return F.date_format(column, "yyyy-MM-dd HH:mm:ss.SSSSSSxxxxx")
     if isinstance(dtype, S.BinaryType):
         return F.concat(F.lit("\\\\x"), F.hex(column))  # bytea's hex form, its backslash escaped
     return None
@@ -164,7 +167,7 @@ def change_text(rows: DataFrame, key: list[str]) -> ChangeText | None:
         return None
     line = F.concat_ws("\t", *[F.coalesce(text, F.lit("\\N")) for text in texts])
     null_key = functools.reduce(lambda a, b: a | b, [F.col(f"`{k}`").isNull() for k in key], F.lit(False))
-    block = F.floor(F.monotonically_increasing_id() / BLOCK_LINES)  # a partition's rows are numbered one by one
+    block = F.spark_partition_id() * PARTITION_BLOCKS + F.pmod(F.xxhash64(line), F.lit(PARTITION_BLOCKS))
     blocks = (
         rows.select(
             line.alias("line"),
